@@ -1,0 +1,158 @@
+"""Record envelopes: the values written to agui-relay's topics.
+
+Each envelope is a pydantic model on the ``ag-ui-protocol`` base
+(``GeneratedBaseModel``): camelCase on the wire, optional fields omitted when
+unset (never ``null``), snake_case attributes in Python. AG-UI payloads
+(``RunAgentInput``, ``Interrupt``) are embedded as the protocol's own models,
+never re-declared. Every envelope carries ``schemaVersion`` so a reader can
+refuse what it does not understand instead of misreading it.
+
+Topic → envelope: requests → RunRequest, decisions → Decision,
+dispatch.<agent> → Dispatch, threads → ThreadState, control →
+ControlCommand, deadletter → DeadLetter; events carry bare AG-UI events
+(see ``contracts.headers`` for their Kafka headers).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from ag_ui.core.types import ConfiguredBaseModel, Interrupt, RunAgentInput
+from pydantic import ConfigDict, Field
+
+SCHEMA_VERSION: Literal[1] = 1
+"""Bumped on any change a reader of the previous version would misread."""
+
+Verdict = Literal["admitted", "rejected", "queued"]
+ThreadStatus = Literal["idle", "running", "interrupted"]
+RejectionCode = Literal[
+    "invalid_input",
+    "key_mismatch",
+    "duplicate_run_id",
+    "thread_busy",
+    "duplicate_entry",
+    "unknown_interrupt",
+    "uncovered_interrupts",
+    "interrupt_expired",
+]
+
+
+class Envelope(ConfiguredBaseModel):
+    """Base of every envelope: unknown members are ignored, not kept.
+
+    The AG-UI base keeps unknown fields (``extra="allow"``) so intermediaries
+    can forward them; an envelope is ours, so a newer writer's additions are
+    dropped on read and the schema version decides compatibility.
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+
+
+class RunRequest(Envelope):
+    """A consumer's request to run ``agent`` with ``input`` (topic ``requests``).
+
+    ``request_id`` is the idempotency key: the gatekeeper answers a repeated
+    request id with the decision it already made, and never dispatches twice.
+    """
+
+    request_id: str = Field(min_length=1, max_length=200)
+    agent: str = Field(min_length=1, max_length=200)
+    input: RunAgentInput
+    submitted_at: datetime
+    principal: str | None = None
+    """The tenant that submitted the request; threads belong to one tenant."""
+
+
+class Dispatch(RunRequest):
+    """An admitted request on its way to the agent's workers (``dispatch.<agent>``)."""
+
+    warnings: list[str] | None = None
+    """Policy warnings the producer should surface (e.g. lenient resume entries)."""
+    decided_at: datetime
+
+
+class Decision(Envelope):
+    """The gatekeeper's verdict on one request (topic ``decisions``)."""
+
+    request_id: str
+    thread_id: str | None = None
+    run_id: str | None = None
+    agent: str | None = None
+    verdict: Verdict
+    code: RejectionCode | None = None
+    message: str
+    interrupt_ids: list[str] | None = None
+    warnings: list[str] | None = None
+    decided_at: datetime
+
+
+class OpenInterrupt(Envelope):
+    """An interrupt still waiting for an answer, with the run that raised it."""
+
+    run_id: str
+    interrupt: Interrupt
+
+
+class RememberedDecision(Envelope):
+    """What a thread keeps of a past decision, to answer a retried request id."""
+
+    request_id: str
+    run_id: str | None = None
+    verdict: Verdict
+    code: RejectionCode | None = None
+    message: str
+    interrupt_ids: list[str] | None = None
+    warnings: list[str] | None = None
+    decided_at: datetime
+
+
+class ThreadState(Envelope):
+    """One thread as the gatekeeper knows it (compacted topic ``threads``).
+
+    Bounded by design: the open interrupts, the current run, and the last few
+    run ids and decisions, so deciding costs the same on every run.
+    """
+
+    thread_id: str
+    status: ThreadStatus = "idle"
+    agent: str | None = None
+    principal: str | None = None
+    run_id: str | None = None
+    """The current run while running; the last run otherwise."""
+    interrupted_run_id: str | None = None
+    open_interrupts: list[OpenInterrupt] = Field(default_factory=list)
+    queued: list[RunRequest] = Field(default_factory=list)
+    recent_run_ids: list[str] = Field(default_factory=list)
+    recent_decisions: list[RememberedDecision] = Field(default_factory=list)
+    run_started_at: datetime | None = None
+    updated_at: datetime | None = None
+
+
+class ControlCommand(Envelope):
+    """Ask the workers to stop a run (topic ``control``)."""
+
+    kind: Literal["cancel"] = "cancel"
+    thread_id: str
+    run_id: str
+    requested_by: str
+    requested_at: datetime
+
+
+class DeadLetter(Envelope):
+    """A record no service could use, kept with where it came from and why."""
+
+    source_topic: str
+    partition: int
+    offset: int
+    key: str | None = None
+    value: str
+    """The raw value: UTF-8 text, or base64 when ``value_encoding`` says so."""
+    value_encoding: Literal["utf-8", "base64"] = "utf-8"
+    headers: dict[str, str] | None = None
+    reason: str
+    code: str
+    service: str
+    failed_at: datetime

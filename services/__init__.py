@@ -1,0 +1,1 @@
+"""agui-relay services: gatekeeper, producer workers, consumer service, CLI."""

@@ -1,0 +1,1 @@
+"""The only package that imports aiokafka: clients, admin, transactions, dead letters."""

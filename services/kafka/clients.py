@@ -1,0 +1,110 @@
+"""Client factories: every aiokafka producer, consumer and admin is built here.
+
+Defaults are the exactly-once ones, not aiokafka's: producers are idempotent
+with ``acks=all``; consumers read committed records only, never auto-commit,
+and use the range assignor so co-partitioned topics land on one instance.
+Security (SASL PLAIN/SCRAM, TLS) comes from ``KafkaSettings`` so every
+service and the CLI connect the same way.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.consumer.subscription_state import ConsumerRebalanceListener
+from aiokafka.coordinator.assignors.range import RangePartitionAssignor
+from aiokafka.errors import KafkaError
+from aiokafka.helpers import create_ssl_context
+
+from services.runtime.settings import KafkaSettings
+
+__all__ = [
+    "AIOKafkaAdminClient",
+    "AIOKafkaConsumer",
+    "AIOKafkaProducer",
+    "ConsumerRebalanceListener",
+    "ConsumerRecord",
+    "KafkaError",
+    "NewTopic",
+    "TopicPartition",
+    "connection_options",
+    "new_admin",
+    "new_consumer",
+    "new_producer",
+]
+
+
+def connection_options(settings: KafkaSettings, client_id: str) -> dict[str, Any]:
+    """Bootstrap, client id and security options shared by every client."""
+    opts: dict[str, Any] = {
+        "bootstrap_servers": settings.bootstrap_servers,
+        "client_id": client_id,
+        "security_protocol": settings.security_protocol,
+    }
+    if settings.security_protocol in ("SSL", "SASL_SSL"):
+        opts["ssl_context"] = create_ssl_context(
+            cafile=str(settings.ssl_cafile) if settings.ssl_cafile else None,
+            certfile=str(settings.ssl_certfile) if settings.ssl_certfile else None,
+            keyfile=str(settings.ssl_keyfile) if settings.ssl_keyfile else None,
+        )
+    if settings.security_protocol.startswith("SASL"):
+        opts["sasl_mechanism"] = settings.sasl_mechanism or "PLAIN"
+        opts["sasl_plain_username"] = settings.sasl_username
+        opts["sasl_plain_password"] = (
+            settings.sasl_password.get_secret_value() if settings.sasl_password else None
+        )
+    return opts
+
+
+def new_producer(
+    settings: KafkaSettings,
+    client_id: str,
+    *,
+    transactional_id: str | None = None,
+    linger_ms: int = 0,
+    max_batch_size: int = 65536,
+) -> AIOKafkaProducer:
+    """An idempotent producer (transactional when ``transactional_id`` is given)."""
+    return AIOKafkaProducer(
+        **connection_options(settings, client_id),
+        acks="all",
+        enable_idempotence=True,
+        transactional_id=transactional_id,
+        linger_ms=linger_ms,
+        max_batch_size=max_batch_size,
+        max_request_size=max(settings.max_record_bytes * 2, 1_048_576),
+    )
+
+
+def new_consumer(
+    settings: KafkaSettings,
+    client_id: str,
+    *topics: str,
+    group_id: str | None = None,
+    read_committed: bool = True,
+    auto_offset_reset: str = "earliest",
+    max_poll_records: int = 500,
+    session_timeout_ms: int = 10_000,
+) -> AIOKafkaConsumer:
+    """A consumer that commits nothing by itself and sees only committed records."""
+    return AIOKafkaConsumer(
+        *topics,
+        **connection_options(settings, client_id),
+        group_id=group_id,
+        enable_auto_commit=False,
+        isolation_level="read_committed" if read_committed else "read_uncommitted",
+        auto_offset_reset=auto_offset_reset,
+        partition_assignment_strategy=(RangePartitionAssignor,),
+        max_poll_records=max_poll_records,
+        session_timeout_ms=session_timeout_ms,
+        heartbeat_interval_ms=max(session_timeout_ms // 4, 500),
+        max_partition_fetch_bytes=max(settings.max_record_bytes * 2, 1_048_576),
+        fetch_max_wait_ms=100,
+    )
+
+
+def new_admin(settings: KafkaSettings, client_id: str = "agui-relay-admin") -> AIOKafkaAdminClient:
+    """An admin client with the shared connection options."""
+    return AIOKafkaAdminClient(**connection_options(settings, client_id))

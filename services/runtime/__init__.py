@@ -1,0 +1,1 @@
+"""What every service shares: settings, lifecycle, logging, metrics."""

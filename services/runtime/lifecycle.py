@@ -1,0 +1,38 @@
+"""Graceful shutdown: run a service until SIGINT/SIGTERM, then let it drain.
+
+``run_until_signalled(main)`` gives ``main`` an ``asyncio.Event`` that is set
+on the first signal; the service stops taking new work, finishes or hands
+back what it holds, and returns. A second signal cancels it outright.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from collections.abc import Awaitable, Callable
+
+
+async def _serve(main: Callable[[asyncio.Event], Awaitable[None]]) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+
+    def on_signal() -> None:
+        if stop.is_set() and task is not None:
+            task.cancel()
+        stop.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, on_signal)
+    try:
+        await main(stop)
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+
+
+def run_until_signalled(main: Callable[[asyncio.Event], Awaitable[None]]) -> None:
+    """Run ``main(stop)`` in a fresh event loop until it returns."""
+    with contextlib.suppress(KeyboardInterrupt, asyncio.CancelledError):
+        asyncio.run(_serve(main))
