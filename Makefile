@@ -1,0 +1,63 @@
+# agui-relay developer loop. `make help` lists the targets; CI and the README
+# call these same targets.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+NPM_DIRS := $(patsubst %/package-lock.json,%,$(wildcard tests/*/package-lock.json))
+NPM_STAMPS := $(addsuffix /node_modules/.installed,$(NPM_DIRS))
+PYTEST_ARGS ?=
+
+.PHONY: help install jars run test test-faults lint bench contracts kafka-up kafka-down clean
+
+help: ## List the targets
+	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | \
+	  awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test,lint]'
+	@touch $@
+
+%/node_modules/.installed: %/package-lock.json %/package.json
+	npm ci --prefix $* --no-audit --no-fund --loglevel=error
+	@touch $@
+
+jars: $(STAMP) ## Fetch the Kafka broker jars from Maven Central (skips when present)
+	$(PY) -m deploy.kafka.launcher fetch
+
+install: $(STAMP) jars $(NPM_STAMPS) ## Set up everything: virtualenv, Python deps, Kafka jars, npm packages
+
+run: install ## Set up and run the whole system in the foreground (broker, topics, services) on 127.0.0.1:8000
+	$(VENV)/bin/agui-relay up
+
+test: install lint ## Set up and run the whole test suite against a real Kafka broker
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-faults: install ## Run only the fault suite (kills, restarts, fuzz)
+	$(PY) -m pytest -m faults $(PYTEST_ARGS)
+
+lint: $(STAMP) ## ruff and mypy --strict (with the pydantic plugin)
+	$(VENV)/bin/ruff check contracts services deploy tests bench
+	$(VENV)/bin/mypy
+
+bench: install ## Run the benchmarks; prints tables, writes bench/results/*.json
+	$(PY) -m bench
+
+contracts: $(STAMP) ## Regenerate the JSON Schemas and the AsyncAPI document in contracts/schema
+	$(PY) -m contracts.generate
+
+kafka-up: jars ## Start the local broker on 127.0.0.1:9092 (background)
+	$(VENV)/bin/agui-relay kafka up
+
+kafka-down: $(STAMP) ## Stop the local broker
+	$(VENV)/bin/agui-relay kafka down
+
+clean: ## Stop the local broker and remove everything fetched or generated
+	-@test -x $(PY) && $(PY) -m deploy.kafka.launcher down
+	rm -rf $(VENV) .run deploy/kafka/.cache bench/results tests/*/node_modules \
+	  .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -1,0 +1,1 @@
+"""The ``agui-relay`` command line: one module per command group, wired in ``main``."""
