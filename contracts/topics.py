@@ -64,6 +64,11 @@ class TopicCatalog:
     def deadletter(self) -> str:
         return f"{self.prefix}.deadletter"
 
+    @property
+    def checkpoints(self) -> str:
+        """The producer workers' compacted changelog (run markers, raised interrupts)."""
+        return f"{self.prefix}.producer-checkpoints"
+
     def dispatch(self, agent: str) -> str:
         """The topic the workers hosting ``agent`` consume."""
         return f"{self.prefix}.dispatch.{agent}"
@@ -86,6 +91,12 @@ class TopicCatalog:
                       "ControlCommand: cancel a run"),
             TopicSpec(self.deadletter, "deadletter", n, _delete(30), False,
                       "DeadLetter: records no service could use, and why"),
+            TopicSpec(self.checkpoints, "checkpoints", self.dispatch_partitions,
+                      {"cleanup.policy": "compact", "min.compaction.lag.ms": "0",
+                       "segment.ms": str(DAY_MS)}, False,
+                      "Producer checkpoints: per thread, the interrupts the runtime raised, "
+                      "run start/terminal markers and side-effect executions; partitioned "
+                      "like dispatch.<agent> so a worker restores the partitions it owns"),
         ]
         specs += [
             TopicSpec(self.dispatch(a), "dispatch", self.dispatch_partitions, _delete(7), False,
