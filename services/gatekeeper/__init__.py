@@ -1,0 +1,1 @@
+"""Gatekeeper service: decides which interrupt responses are admitted."""
