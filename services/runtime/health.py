@@ -1,0 +1,75 @@
+"""A small HTTP side door for the Kafka-only services: /healthz, /readyz, /metrics.
+
+The gatekeeper and the producer workers speak only Kafka, but orchestrators
+probe over HTTP and Prometheus scrapes over HTTP, so each of them serves these
+three routes on ``AGUI_HEALTH_PORT`` when it is set (0 or unset: off). The
+consumer service has the same routes on its own app.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable, Iterator
+
+import uvicorn
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+log = logging.getLogger(__name__)
+
+ReadyCheck = Callable[[], bool]
+
+
+def health_app(ready: ReadyCheck) -> Starlette:
+    """The three routes; ``ready()`` decides /readyz (True: 200, False: 503)."""
+
+    async def healthz(_: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def readyz(_: Request) -> Response:
+        ok = ready()
+        return JSONResponse({"ready": ok}, status_code=200 if ok else 503)
+
+    async def metrics(_: Request) -> Response:
+        return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+    return Starlette(routes=[
+        Route("/healthz", healthz), Route("/readyz", readyz), Route("/metrics", metrics),
+    ])
+
+
+class EmbeddedServer(uvicorn.Server):
+    """A uvicorn server that leaves signals to the service that embeds it.
+
+    ``uvicorn.Server.serve`` swaps in its own SIGINT/SIGTERM handlers and
+    re-raises the signal on exit, which would bypass the service's graceful
+    shutdown; here the service's lifecycle owns the signals.
+    """
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+@contextlib.asynccontextmanager
+async def serving_health(host: str, port: int | None, ready: ReadyCheck) -> AsyncIterator[None]:
+    """Serve the health routes for the duration of the block (no-op when port is falsy)."""
+    if not port:
+        yield
+        return
+    config = uvicorn.Config(health_app(ready), host=host, port=port, log_level="warning",
+                            access_log=False, lifespan="off")
+    server = EmbeddedServer(config)
+    task = asyncio.create_task(server.serve())
+    log.info("health endpoints on http://%s:%d", host, port)
+    try:
+        yield
+    finally:
+        server.should_exit = True
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
