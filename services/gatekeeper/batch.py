@@ -1,0 +1,187 @@
+"""One partition's work between two transactions, decided in memory.
+
+The processor feeds a ``Batch`` the records it fetched for one partition:
+run boundaries from ``events`` first, then ``requests``. Boundaries first is
+safe because an event can only belong to a run admitted in an *earlier*
+transaction, and it spares a resume sent right after its interrupt arrived a
+spurious ``thread_busy``. The batch collects what the transaction must
+write: decisions, dispatches, dead letters and the latest state of every
+thread it changed. Nothing here touches Kafka or the clock; the committed
+states it reads are only replaced by the processor after the commit.
+
+Events other than ``RUN_STARTED`` / ``RUN_FINISHED`` / ``RUN_ERROR`` are
+skipped on their type header without decoding; only ``RUN_FINISHED`` is
+decoded (its outcome matters). A boundary event that cannot be used (no key,
+missing headers, a body that does not validate) is dead-lettered rather than
+guessed at: the thread stays as it was, which never admits anything early.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol
+
+from ag_ui.core import EventType, RunFinishedEvent
+
+from contracts import (
+    DeadLetter,
+    Decision,
+    DecodeError,
+    Dispatch,
+    EventHeaders,
+    ThreadState,
+    decode,
+    header_value,
+)
+from contracts.headers import EVENT_TYPE
+from services.gatekeeper.intake import Accepted, Refused, read_request
+from services.gatekeeper.rules import Outcome, Policy, decide, on_boundary
+from services.gatekeeper.thread import BOUNDARY_TYPES, Boundary, fresh
+
+SERVICE = "gatekeeper"
+DEAD_LETTER_VALUE_LIMIT = 65_536
+"""Bytes of a refused record kept in its dead letter (oversize records are cut)."""
+
+
+class InRecord(Protocol):
+    """The parts of a consumed record the gatekeeper reads (aiokafka's ConsumerRecord)."""
+
+    @property
+    def topic(self) -> str: ...
+    @property
+    def partition(self) -> int: ...
+    @property
+    def offset(self) -> int: ...
+    @property
+    def key(self) -> bytes | None: ...
+    @property
+    def value(self) -> bytes | None: ...
+    @property
+    def headers(self) -> Sequence[tuple[str, bytes]]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """What a request must fit: record size, and the agents that have a dispatch topic."""
+
+    max_bytes: int
+    agents: frozenset[str] | None = None
+
+
+@dataclass(slots=True)
+class Batch:
+    """The outputs of one partition's records, and the thread states they change."""
+
+    committed: Mapping[str, ThreadState]
+    now: datetime
+    policy: Policy
+    limits: Limits
+    states: dict[str, ThreadState] = field(default_factory=dict)
+    decisions: list[Decision] = field(default_factory=list)
+    dispatches: list[Dispatch] = field(default_factory=list)
+    dead_letters: list[DeadLetter] = field(default_factory=list)
+
+    @property
+    def has_output(self) -> bool:
+        """True when the batch must be committed in a transaction (not only offsets)."""
+        return bool(self.states or self.decisions or self.dead_letters)
+
+    def state(self, thread_id: str) -> ThreadState:
+        """The thread as this batch leaves it so far."""
+        found = self.states.get(thread_id) or self.committed.get(thread_id)
+        return found if found is not None else fresh(thread_id)
+
+    def event(self, record: InRecord) -> None:
+        """Apply one ``events`` record (a no-op unless it is a run boundary)."""
+        kind = header_value(record.headers, EVENT_TYPE)
+        if kind not in BOUNDARY_TYPES:
+            return
+        read = self._boundary(kind, record)
+        if read is None:
+            return
+        thread_id, boundary = read
+        before = self.state(thread_id)
+        after, outcomes = on_boundary(before, boundary, self.now, self.policy)
+        if after is not before:
+            self.states[thread_id] = after
+        for outcome in outcomes:
+            self._record(outcome)
+
+    def request(self, record: InRecord) -> None:
+        """Decide one ``requests`` record."""
+        read = read_request(
+            record.key,
+            record.value,
+            self.now,
+            max_bytes=self.limits.max_bytes,
+            agents=self.limits.agents,
+        )
+        if isinstance(read, Accepted):
+            thread_id = read.request.input.thread_id
+            before = self.state(thread_id)
+            outcome = decide(before, read.request, self.now, self.policy)
+            if outcome.state is not before:
+                self.states[thread_id] = outcome.state
+            self._record(outcome)
+        elif isinstance(read, Refused):
+            self.decisions.append(read.decision)
+        else:
+            self.dead_letters.append(dead_letter(record, read.code, read.reason, self.now))
+
+    def _record(self, outcome: Outcome) -> None:
+        self.decisions.append(outcome.decision)
+        if outcome.dispatch is not None:
+            self.dispatches.append(outcome.dispatch)
+
+    def _boundary(self, kind: str, record: InRecord) -> tuple[str, Boundary] | None:
+        """The thread and boundary a boundary record names, or None (dead-lettered)."""
+        headers = EventHeaders.decode(record.headers)
+        if record.key is None or headers is None:
+            code, reason = (
+                ("event_without_key", f"{kind} record has no key (threadId)")
+                if record.key is None
+                else (
+                    "event_without_headers",
+                    f"{kind} record lacks the agui-run-id/agui-agent/agui-seq headers",
+                )
+            )
+            self.dead_letters.append(dead_letter(record, code, reason, self.now))
+            return None
+        thread_id = record.key.decode("utf-8", "replace")
+        if kind != EventType.RUN_FINISHED.value:
+            return thread_id, Boundary(kind, headers.run_id, headers.agent)
+        try:
+            event = decode(RunFinishedEvent, record.value or b"")
+        except DecodeError as exc:
+            reason = f"RUN_FINISHED record does not validate ({exc}); the thread stays running"
+            self.dead_letters.append(dead_letter(record, "invalid_event", reason, self.now))
+            return None
+        return thread_id, Boundary(kind, headers.run_id, headers.agent, event.outcome)
+
+
+def dead_letter(record: InRecord, code: str, reason: str, now: datetime) -> DeadLetter:
+    """The dead letter for ``record``: its raw value (cut when huge), origin and reason."""
+    value = record.value or b""
+    if len(value) > DEAD_LETTER_VALUE_LIMIT:
+        reason = f"{reason} (value cut to {DEAD_LETTER_VALUE_LIMIT} of {len(value)} bytes)"
+        value = value[:DEAD_LETTER_VALUE_LIMIT]
+    try:
+        text, encoding = value.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        text, encoding = base64.b64encode(value).decode("ascii"), "base64"
+    return DeadLetter(
+        source_topic=record.topic,
+        partition=record.partition,
+        offset=record.offset,
+        key=record.key.decode("utf-8", "replace") if record.key is not None else None,
+        value=text,
+        value_encoding="utf-8" if encoding == "utf-8" else "base64",
+        headers={k: v.decode("utf-8", "replace") for k, v in record.headers} or None,
+        reason=reason,
+        code=code,
+        service=SERVICE,
+        failed_at=now,
+    )

@@ -1,0 +1,159 @@
+"""Reading a ``requests`` record: the checks that need no thread state.
+
+Before any rule looks at a thread, the raw record must be a usable request:
+not oversize, valid JSON, a valid ``RunRequest`` (schema version, the
+``RunAgentInput`` wire form), naming an agent that has a dispatch topic, and
+keyed by its own ``input.threadId`` (the key decides the partition, and so
+which gatekeeper instance holds the thread). ``read_request`` turns a record
+into exactly one of:
+
+- ``Accepted``: a request for ``rules.decide``;
+- ``Refused``: an ``invalid_input`` or ``key_mismatch`` decision, made here
+  because it needs no thread and changes none;
+- ``Unreadable``: not even a requestId and threadId could be read, so no
+  decision can name it; the record goes to the dead-letter topic.
+
+Pure: no I/O, the clock is an argument.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Set
+from dataclasses import dataclass
+from datetime import datetime
+
+import orjson
+
+from contracts import Decision, DecodeError, RejectionCode, RunRequest, decode
+
+
+@dataclass(frozen=True, slots=True)
+class Accepted:
+    """A well-formed request, keyed by its thread, for an agent that exists."""
+
+    request: RunRequest
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """A request rejected before any thread is consulted."""
+
+    decision: Decision
+
+
+@dataclass(frozen=True, slots=True)
+class Unreadable:
+    """A record no decision can answer (no requestId or threadId): a dead letter."""
+
+    code: str
+    reason: str
+
+
+Intake = Accepted | Refused | Unreadable
+
+
+@dataclass(frozen=True, slots=True)
+class _Ids:
+    """What could be read from a record that failed validation."""
+
+    request_id: str
+    thread_id: str
+    run_id: str | None
+    agent: str | None
+
+
+def read_request(
+    key: bytes | None,
+    value: bytes | None,
+    now: datetime,
+    *,
+    max_bytes: int,
+    agents: Set[str] | None = None,
+) -> Intake:
+    """Read one ``requests`` record (``agents``: the agents with a dispatch topic)."""
+    if value is None:
+        return Unreadable("empty_record", "the record has no value (a tombstone?)")
+    if len(value) > max_bytes:
+        return _invalid(
+            value,
+            "oversize",
+            f"the record is {len(value)} bytes, over the limit of {max_bytes}",
+            now,
+        )
+    try:
+        request = decode(RunRequest, value)
+    except DecodeError as exc:
+        return _invalid(value, exc.reason, f"{exc.reason}: {exc.detail}", now)
+    if agents is not None and request.agent not in agents:
+        known = ", ".join(sorted(agents)) or "none"
+        return Refused(
+            _refusal(
+                request,
+                "invalid_input",
+                f"no agent {request.agent!r} is deployed (no dispatch topic; known: {known})",
+                now,
+            )
+        )
+    thread_id = request.input.thread_id
+    key_text = key.decode("utf-8", "replace") if key is not None else None
+    if key_text != thread_id:
+        shown = "no key" if key_text is None else f"key {key_text!r}"
+        return Refused(
+            _refusal(
+                request,
+                "key_mismatch",
+                f"the record has {shown} but input.threadId is {thread_id!r}; requests must be "
+                "keyed by their threadId",
+                now,
+            )
+        )
+    return Accepted(request)
+
+
+def _refusal(request: RunRequest, code: RejectionCode, message: str, now: datetime) -> Decision:
+    return Decision(
+        request_id=request.request_id,
+        thread_id=request.input.thread_id,
+        run_id=request.input.run_id,
+        agent=request.agent,
+        verdict="rejected",
+        code=code,
+        message=message,
+        decided_at=now,
+    )
+
+
+def _invalid(value: bytes, code: str, message: str, now: datetime) -> Refused | Unreadable:
+    ids = _read_ids(value)
+    if ids is None:
+        return Unreadable(code, f"{message}; no requestId and input.threadId could be read")
+    return Refused(
+        Decision(
+            request_id=ids.request_id,
+            thread_id=ids.thread_id,
+            run_id=ids.run_id,
+            agent=ids.agent,
+            verdict="rejected",
+            code="invalid_input",
+            message=message,
+            decided_at=now,
+        )
+    )
+
+
+def _read_ids(value: bytes) -> _Ids | None:
+    """requestId and input.threadId (runId and agent when present) from raw JSON."""
+    try:
+        raw = orjson.loads(value)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(raw, dict) or not isinstance(raw.get("input"), dict):
+        return None
+    request_id, thread_id = _text(raw.get("requestId")), _text(raw["input"].get("threadId"))
+    if request_id is None or thread_id is None:
+        return None
+    return _Ids(request_id, thread_id, _text(raw["input"].get("runId")), _text(raw.get("agent")))
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) and value != "" else None

@@ -1,0 +1,391 @@
+"""The gatekeeper's rule engine: one request against one thread, decided purely.
+
+``decide(state, request, now, policy)`` returns the thread's new state, the
+``Decision`` and, when admitted, the ``Dispatch``. The checks run in the
+architecture's order (``invalid_input`` and ``key_mismatch`` need no thread
+and are settled earlier, by ``intake``):
+
+1. a requestId the thread already decided gets that decision again, with no
+   dispatch and no change (a retry is idempotent);
+2. a runId equal to the thread's current or a remembered earlier run →
+   ``duplicate_run_id``;
+3. a running thread → ``thread_busy`` (policy ``reject``), or the request is
+   held in ``ThreadState.queued`` and decided when the run closes (policy
+   ``enqueue``; ``thread_busy`` when the queue is full);
+4. an interrupted thread: the resume list must name each open interrupt
+   exactly once (``duplicate_entry``, ``unknown_interrupt``,
+   ``uncovered_interrupts``) and may resolve none that has expired
+   (``interrupt_expired``; cancelling an expired interrupt is the way past);
+5. an idle thread with resume entries → ``unknown_interrupt`` (policy
+   ``strict``) or admitted with a warning the producer sees (``lenient``).
+
+Admission marks the thread running at once, so two resumes racing for the
+same interrupts can never both pass. ``on_boundary`` applies a run boundary
+from ``events`` and, when it closes the running run, decides the queued
+requests in arrival order. Expiry is read exactly as ``@ag-ui/client`` reads
+it (``expiry``): ``expiresAt <= now`` is expired, an unparseable value never
+expires and the decision says so in a warning. Pure: ``now`` is an argument.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from functools import lru_cache
+from typing import Literal
+
+from ag_ui.core import BaseEvent, ResumeEntry
+
+from contracts import (
+    Decision,
+    Dispatch,
+    EventHeaders,
+    OpenInterrupt,
+    RejectionCode,
+    RememberedDecision,
+    RunRequest,
+    ThreadState,
+    Verdict,
+)
+from services.gatekeeper.expiry import Expiry, read_expiry
+from services.gatekeeper.thread import (
+    Boundary,
+    apply_boundary,
+    knows_run,
+    remember_decision,
+    remember_run,
+)
+
+BusyPolicy = Literal["reject", "enqueue"]
+UnknownEntryPolicy = Literal["strict", "lenient"]
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """How the gatekeeper treats a busy thread and resume entries naming nothing."""
+
+    busy: BusyPolicy = "reject"
+    unknown_entry: UnknownEntryPolicy = "strict"
+    queue_limit: int = 8
+    """Requests a running thread may hold under ``enqueue``; beyond it, ``thread_busy``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """One decided request: the thread after it, the verdict, the dispatch if admitted."""
+
+    state: ThreadState
+    decision: Decision
+    dispatch: Dispatch | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Verdict:
+    """A verdict before it is stamped with the request's ids and the clock."""
+
+    verdict: Verdict
+    message: str
+    code: RejectionCode | None = None
+    interrupt_ids: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+
+def decide(state: ThreadState, request: RunRequest, now: datetime, policy: Policy) -> Outcome:
+    """Decide ``request`` on the thread ``state`` (whose id must be the input's threadId)."""
+    if request.input.thread_id != state.thread_id:
+        raise ValueError(
+            f"request for thread {request.input.thread_id!r} decided against {state.thread_id!r}"
+        )
+    for past in state.recent_decisions:
+        if past.request_id == request.request_id:
+            return Outcome(state, _replay(past, state, request))
+    return _judge(state, request, now, policy)
+
+
+def on_boundary(
+    state: ThreadState, boundary: Boundary, now: datetime, policy: Policy
+) -> tuple[ThreadState, list[Outcome]]:
+    """Apply a run boundary; when it closes the run, decide what was queued behind it."""
+    after = apply_boundary(state, boundary)
+    if after is state:
+        return state, []
+    after = after.model_copy(update={"updated_at": now})
+    return drain(after, now, policy)
+
+
+def on_event(
+    state: ThreadState, headers: EventHeaders, event: BaseEvent, now: datetime, policy: Policy
+) -> tuple[ThreadState, list[Outcome]]:
+    """``on_boundary`` for a decoded event record; other event types change nothing."""
+    boundary = Boundary.of(headers, event)
+    return (state, []) if boundary is None else on_boundary(state, boundary, now, policy)
+
+
+def drain(state: ThreadState, now: datetime, policy: Policy) -> tuple[ThreadState, list[Outcome]]:
+    """Decide queued requests in arrival order until one is admitted or none is left."""
+    outcomes: list[Outcome] = []
+    while state.status != "running" and state.queued:
+        request = state.queued[0]
+        state = state.model_copy(update={"queued": state.queued[1:]})
+        outcome = _judge(state, request, now, policy)
+        outcomes.append(outcome)
+        state = outcome.state
+    return state, outcomes
+
+
+def _judge(state: ThreadState, request: RunRequest, now: datetime, policy: Policy) -> Outcome:
+    run_id = request.input.run_id
+    if knows_run(state, run_id):
+        return _reject(
+            state,
+            request,
+            now,
+            _Verdict(
+                "rejected",
+                f"runId {run_id!r} was already used on thread {state.thread_id!r}; "
+                "every run needs a new runId",
+                "duplicate_run_id",
+            ),
+        )
+    if state.status == "running":
+        return _busy(state, request, now, policy)
+    if state.status == "interrupted":
+        verdict = _resume_verdict(state, request.input.resume or [], now)
+    else:
+        verdict = _idle_verdict(state, request.input.resume or [], policy)
+    if verdict.verdict == "admitted":
+        return _admit(state, request, now, verdict)
+    return _reject(state, request, now, verdict)
+
+
+def _busy(state: ThreadState, request: RunRequest, now: datetime, policy: Policy) -> Outcome:
+    running = f"thread {state.thread_id!r} is running run {state.run_id!r}"
+    if policy.busy == "reject":
+        return _reject(
+            state,
+            request,
+            now,
+            _Verdict("rejected", f"{running}; send again when it has finished", "thread_busy"),
+        )
+    if len(state.queued) >= policy.queue_limit:
+        return _reject(
+            state,
+            request,
+            now,
+            _Verdict(
+                "rejected",
+                f"{running} and its queue is full ({len(state.queued)} of {policy.queue_limit} "
+                "requests waiting); send again when it has finished",
+                "thread_busy",
+            ),
+        )
+    verdict = _Verdict(
+        "queued",
+        f"{running}; queued at position {len(state.queued) + 1}, to be decided when it finishes",
+    )
+    decision = _decision(state, request, now, verdict)
+    new_state = state.model_copy(
+        update={
+            "queued": [*state.queued, request],
+            "recent_decisions": remember_decision(state.recent_decisions, _remembered(decision)),
+            "updated_at": now,
+        }
+    )
+    return Outcome(new_state, decision)
+
+
+def _resume_verdict(state: ThreadState, entries: list[ResumeEntry], now: datetime) -> _Verdict:
+    """The interrupt rules for a request on an interrupted thread."""
+    opened = {o.interrupt.id: o for o in state.open_interrupts}
+    warnings = tuple(_unparseable_warnings(state.open_interrupts))
+    waiting = f"run {state.interrupted_run_id!r} is waiting on {_ids(opened)}"
+
+    def refuse(code: RejectionCode, ids: list[str], message: str) -> _Verdict:
+        return _Verdict("rejected", message, code, tuple(ids), warnings)
+
+    counts = Counter(e.interrupt_id for e in entries)
+    duplicated = [i for i, n in counts.items() if n > 1]
+    if duplicated:
+        return refuse(
+            "duplicate_entry",
+            duplicated,
+            f"resume answers {_ids(duplicated)} more than once; each open "
+            "interrupt takes exactly one entry",
+        )
+    unknown = [i for i in counts if i not in opened]
+    if unknown:
+        return refuse(
+            "unknown_interrupt",
+            unknown,
+            f"resume names {_ids(unknown)}, not open on thread {state.thread_id!r}; {waiting}",
+        )
+    uncovered = [i for i in opened if i not in counts]
+    if uncovered:
+        if not entries:
+            return refuse(
+                "uncovered_interrupts",
+                uncovered,
+                f"thread {state.thread_id!r} is interrupted: {waiting}; a new run "
+                "must resume it with an entry for each",
+            )
+        return refuse(
+            "uncovered_interrupts",
+            uncovered,
+            f"resume leaves {_ids(uncovered)} uncovered; answer each (resolved) or "
+            "abandon it (cancelled): omission is not abandonment",
+        )
+    expired = [
+        e.interrupt_id
+        for e in entries
+        if e.status == "resolved" and _expiry(opened[e.interrupt_id]).is_expired(now)
+    ]
+    if expired:
+        when = ", ".join(f"{i} at {opened[i].interrupt.expires_at}" for i in expired)
+        return refuse(
+            "interrupt_expired",
+            expired,
+            f"expired interrupts can no longer be answered ({when}); cancel them "
+            "to continue the thread",
+        )
+    resolved = sum(1 for e in entries if e.status == "resolved")
+    return _Verdict(
+        "admitted",
+        f"resumes run {state.interrupted_run_id!r}: {resolved} resolved, "
+        f"{len(entries) - resolved} cancelled",
+        None,
+        tuple(opened),
+        warnings,
+    )
+
+
+def _idle_verdict(state: ThreadState, entries: list[ResumeEntry], policy: Policy) -> _Verdict:
+    """A request on an idle thread: any resume entry answers nothing."""
+    if not entries:
+        return _Verdict("admitted", f"new run on idle thread {state.thread_id!r}")
+    named = list(dict.fromkeys(e.interrupt_id for e in entries))
+    nothing_open = f"thread {state.thread_id!r} has no open interrupts"
+    if policy.unknown_entry == "strict":
+        return _Verdict(
+            "rejected",
+            f"resume names {_ids(named)} but {nothing_open}",
+            "unknown_interrupt",
+            tuple(named),
+        )
+    return _Verdict(
+        "admitted",
+        f"new run on idle thread {state.thread_id!r}, resume entries forwarded",
+        None,
+        tuple(named),
+        (
+            f"resume entries {_ids(named)} answer nothing: {nothing_open}; forwarded as "
+            "unrecognised (lenient policy)",
+        ),
+    )
+
+
+def _admit(state: ThreadState, request: RunRequest, now: datetime, verdict: _Verdict) -> Outcome:
+    decision = _decision(state, request, now, verdict)
+    new_state = state.model_copy(
+        update={
+            "status": "running",
+            "run_id": request.input.run_id,
+            "agent": request.agent,
+            "principal": request.principal,
+            "open_interrupts": [],
+            "recent_run_ids": remember_run(state.recent_run_ids, request.input.run_id),
+            "recent_decisions": remember_decision(state.recent_decisions, _remembered(decision)),
+            "run_started_at": now,
+            "updated_at": now,
+        }
+    )
+    dispatch = Dispatch(
+        request_id=request.request_id,
+        agent=request.agent,
+        input=request.input,
+        submitted_at=request.submitted_at,
+        principal=request.principal,
+        warnings=list(verdict.warnings) or None,
+        decided_at=now,
+    )
+    return Outcome(new_state, decision, dispatch)
+
+
+def _reject(state: ThreadState, request: RunRequest, now: datetime, verdict: _Verdict) -> Outcome:
+    decision = _decision(state, request, now, verdict)
+    new_state = state.model_copy(
+        update={
+            "recent_decisions": remember_decision(state.recent_decisions, _remembered(decision)),
+            "updated_at": now,
+        }
+    )
+    return Outcome(new_state, decision)
+
+
+def _decision(state: ThreadState, request: RunRequest, now: datetime, v: _Verdict) -> Decision:
+    return Decision(
+        request_id=request.request_id,
+        thread_id=state.thread_id,
+        run_id=request.input.run_id,
+        agent=request.agent,
+        verdict=v.verdict,
+        code=v.code,
+        message=v.message,
+        interrupt_ids=list(v.interrupt_ids) or None,
+        warnings=list(v.warnings) or None,
+        decided_at=now,
+    )
+
+
+def _remembered(d: Decision) -> RememberedDecision:
+    return RememberedDecision(
+        request_id=d.request_id,
+        run_id=d.run_id,
+        verdict=d.verdict,
+        code=d.code,
+        message=d.message,
+        interrupt_ids=d.interrupt_ids,
+        warnings=d.warnings,
+        decided_at=d.decided_at,
+    )
+
+
+def _replay(past: RememberedDecision, state: ThreadState, request: RunRequest) -> Decision:
+    """The decision already made for this requestId, as it was made."""
+    return Decision(
+        request_id=past.request_id,
+        thread_id=state.thread_id,
+        run_id=past.run_id,
+        agent=request.agent,
+        verdict=past.verdict,
+        code=past.code,
+        message=past.message,
+        interrupt_ids=past.interrupt_ids,
+        warnings=past.warnings,
+        decided_at=past.decided_at,
+    )
+
+
+@lru_cache(maxsize=4096)
+def _read(expires_at: str | None) -> Expiry:
+    return read_expiry(expires_at)
+
+
+def _expiry(opened: OpenInterrupt) -> Expiry:
+    return _read(opened.interrupt.expires_at)
+
+
+def _unparseable_warnings(opened: Iterable[OpenInterrupt]) -> Iterable[str]:
+    for o in opened:
+        if _expiry(o).unparseable:
+            yield (
+                f"interrupt {o.interrupt.id} has expiresAt {o.interrupt.expires_at!r}, "
+                "which does not read as a date: it never expires"
+            )
+
+
+def _ids(ids: Iterable[str]) -> str:
+    listed = list(ids)
+    noun = "interrupt" if len(listed) == 1 else "interrupts"
+    return f"{noun} {', '.join(listed)}"

@@ -1,0 +1,156 @@
+"""The thread state machine: what run boundaries on ``events`` do to a thread.
+
+The gatekeeper admits runs itself (see ``rules``), so the event stream only
+has to tell it when a run *closes*, and how::
+
+    running --RUN_FINISHED interrupt--------------------> interrupted
+    running --RUN_FINISHED success / cancelled / absent--> idle
+    running --RUN_ERROR----------------------------------> idle
+    interrupted --late RUN_ERROR--> interrupted   (interrupts stay open, as
+                                                   the reference client keeps
+                                                   ``pendingInterrupts``)
+
+An event counts only for the thread's *current* run, named by the record's
+``agui-run-id`` header: ``RUN_ERROR`` carries no runId in its body (digest
+A7), and correlating every boundary the same way keeps a duplicate or late
+event for an older run from closing a newer one. The one exception is a
+``RUN_STARTED`` on an idle thread for a run the thread has never seen (a run
+that bypassed the gatekeeper, or state that was lost): the thread is marked
+running so nothing is admitted beside it until that run closes.
+
+Memory is bounded: a thread keeps its open interrupts, its current run, the
+last ``RECENT_RUNS`` run ids and the last ``RECENT_DECISIONS`` decisions, so
+work per event or decision does not grow with a thread's history. Pure: no
+I/O, no clock reads; states are never mutated, a new one is returned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from ag_ui.core import (
+    BaseEvent,
+    EventType,
+    RunFinishedEvent,
+    RunFinishedInterruptOutcome,
+    RunFinishedOutcome,
+)
+
+from contracts import EventHeaders, OpenInterrupt, RememberedDecision, ThreadState
+
+RECENT_RUNS = 16
+"""Run ids a thread remembers (``duplicate_run_id`` looks no further back)."""
+RECENT_DECISIONS = 32
+"""Decisions a thread remembers (a retried requestId older than this is re-decided)."""
+
+BOUNDARY_TYPES = frozenset(
+    {EventType.RUN_STARTED.value, EventType.RUN_FINISHED.value, EventType.RUN_ERROR.value}
+)
+"""The only event types that change a thread; filter on the type header first."""
+
+
+def fresh(thread_id: str) -> ThreadState:
+    """The state of a thread the gatekeeper has never seen: idle, remembering nothing."""
+    return ThreadState(thread_id=thread_id)
+
+
+def knows_run(state: ThreadState, run_id: str) -> bool:
+    """True when ``run_id`` is the thread's current or a remembered earlier run."""
+    return run_id == state.run_id or run_id in state.recent_run_ids
+
+
+def remember_run(run_ids: Iterable[str], run_id: str) -> list[str]:
+    """``run_ids`` with ``run_id`` appended last, trimmed to ``RECENT_RUNS``."""
+    kept = [r for r in run_ids if r != run_id]
+    kept.append(run_id)
+    return kept[-RECENT_RUNS:]
+
+
+def remember_decision(
+    decisions: Iterable[RememberedDecision], decision: RememberedDecision
+) -> list[RememberedDecision]:
+    """``decisions`` with ``decision`` last (replacing one for the same requestId), trimmed."""
+    kept = [d for d in decisions if d.request_id != decision.request_id]
+    kept.append(decision)
+    return kept[-RECENT_DECISIONS:]
+
+
+@dataclass(frozen=True, slots=True)
+class Boundary:
+    """A run boundary as the gatekeeper reads it from one ``events`` record.
+
+    ``run_id`` and ``agent`` come from the record's headers; ``outcome`` is the
+    ``RUN_FINISHED`` outcome (None: absent, i.e. success). ``RUN_STARTED`` and
+    ``RUN_ERROR`` need nothing from the body, so a reader may build their
+    boundary from the headers alone and skip decoding.
+    """
+
+    kind: str
+    run_id: str
+    agent: str
+    outcome: RunFinishedOutcome | None = None
+
+    @classmethod
+    def of(cls, headers: EventHeaders, event: BaseEvent) -> Boundary | None:
+        """The boundary ``event`` marks, or None for any other event."""
+        kind = EventType(event.type).value
+        if kind not in BOUNDARY_TYPES:
+            return None
+        outcome = event.outcome if isinstance(event, RunFinishedEvent) else None
+        return cls(kind, headers.run_id, headers.agent, outcome)
+
+
+def apply_event(state: ThreadState, headers: EventHeaders, event: BaseEvent) -> ThreadState:
+    """The thread after ``event`` (whose record carried ``headers``).
+
+    Returns ``state`` itself (identity) when the event changes nothing, so a
+    caller can tell cheaply whether there is anything to write.
+    """
+    boundary = Boundary.of(headers, event)
+    return state if boundary is None else apply_boundary(state, boundary)
+
+
+def apply_boundary(state: ThreadState, boundary: Boundary) -> ThreadState:
+    """The thread after ``boundary``; ``state`` itself when nothing changes."""
+    run_id = boundary.run_id
+    if boundary.kind == EventType.RUN_STARTED.value:
+        return _started(state, run_id, boundary.agent)
+    if state.status != "running" or state.run_id != run_id:
+        return state  # closes nothing current: a duplicate, late or foreign event
+    if boundary.kind == EventType.RUN_FINISHED.value and isinstance(
+        boundary.outcome, RunFinishedInterruptOutcome
+    ):
+        return state.model_copy(
+            update={
+                "status": "interrupted",
+                "interrupted_run_id": run_id,
+                "open_interrupts": _open(run_id, boundary.outcome),
+            }
+        )
+    # RUN_ERROR, or RUN_FINISHED with a success, cancelled or absent outcome.
+    return state.model_copy(update={"status": "idle", "open_interrupts": []})
+
+
+def _started(state: ThreadState, run_id: str, agent: str) -> ThreadState:
+    if state.status != "idle" or knows_run(state, run_id):
+        return state
+    return state.model_copy(
+        update={
+            "status": "running",
+            "run_id": run_id,
+            "agent": agent,
+            "recent_run_ids": remember_run(state.recent_run_ids, run_id),
+        }
+    )
+
+
+def _open(run_id: str, outcome: RunFinishedInterruptOutcome) -> list[OpenInterrupt]:
+    """The outcome's interrupts, first occurrence of each id kept (ids must be unique)."""
+    seen: set[str] = set()
+    out: list[OpenInterrupt] = []
+    for interrupt in outcome.interrupts:
+        if interrupt.id not in seen:
+            seen.add(interrupt.id)
+            out.append(OpenInterrupt(run_id=run_id, interrupt=interrupt))
+    return out
