@@ -1,0 +1,1 @@
+"""Deployment helpers for agui-relay (local Apache Kafka broker)."""
