@@ -1,0 +1,195 @@
+"""Session fixtures: one real Apache Kafka broker for the whole test run.
+
+The broker is chosen in this order (see shared design KAFKA.md):
+
+1. ``KAFKA_BOOTSTRAP_SERVERS`` when set (an external broker; SASL only if
+   ``KAFKA_SASL_BOOTSTRAP`` is set too, with ``KAFKA_SASL_USERNAME`` and
+   ``KAFKA_SASL_PASSWORD``);
+2. an ``apache/kafka`` container via testcontainers when a Docker daemon
+   answers (skipped when ``AGUI_KAFKA_BROKER=local``);
+3. the local JVM broker from ``deploy/kafka/launcher.py`` on random ports in a
+   temp dir, with a SASL_PLAINTEXT listener and one SCRAM user.
+
+Nothing here skips: if no broker can be had the tests fail and say how to
+fetch the jars, because a suite that silently skips Kafka proves nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+if str(REPO_ROOT) not in sys.path:  # plain `pytest` without an installed package
+    sys.path.insert(0, str(REPO_ROOT))
+
+from deploy.kafka import launcher  # noqa: E402
+
+DOCKER_IMAGE = "apache/kafka:4.1.1"
+SASL_USER = "agui"
+SASL_PASSWORD = "agui-secret"
+FETCH_HELP = (
+    "No Kafka broker is available. Fetch the broker jars with "
+    "`python -m deploy.kafka.launcher fetch` (needs Maven and JDK 17+), or point the "
+    "tests at a broker with KAFKA_BOOTSTRAP_SERVERS=host:port."
+)
+
+MARKERS = {
+    "unit": "pure logic, no I/O",
+    "integration": "runs against a real Apache Kafka broker",
+    "interop": "the reference client @ag-ui/client and ag-ui-validate against the running system",
+    "faults": "kills, restarts and fuzzing with an independent checker",
+}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for name, help_text in MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: {help_text}")
+
+
+@dataclass(frozen=True)
+class SaslEndpoint:
+    """A SASL_PLAINTEXT listener and one user known to it (PLAIN and SCRAM)."""
+
+    bootstrap: str
+    username: str
+    password: str
+
+
+@dataclass(frozen=True)
+class KafkaCluster:
+    """What the session broker offers and where it came from."""
+
+    bootstrap: str
+    source: str  # "external" | "docker" | "local"
+    sasl: SaslEndpoint | None = None
+    broker: launcher.Broker | None = None
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    """The session's Kafka broker (external, Docker or local JVM, in that order)."""
+    external = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    if external:
+        yield KafkaCluster(bootstrap=external, source="external", sasl=_external_sasl())
+    elif _docker_answers():
+        yield from _docker_cluster()
+    else:
+        yield from _local_cluster(tmp_path_factory.mktemp("kafka"))
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(kafka_cluster: KafkaCluster) -> str:
+    """``host:port`` of the session broker's PLAINTEXT listener."""
+    return kafka_cluster.bootstrap
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(kafka_cluster: KafkaCluster) -> launcher.Broker | None:
+    """The launcher's Broker when the local JVM broker is used, else None."""
+    return kafka_cluster.broker
+
+
+@pytest.fixture(scope="session")
+def kafka_sasl(kafka_cluster: KafkaCluster) -> SaslEndpoint:
+    """The SASL_PLAINTEXT listener; fails (never skips) when the broker has none."""
+    if kafka_cluster.sasl is None:
+        pytest.fail(
+            f"the {kafka_cluster.source} broker at {kafka_cluster.bootstrap} has no SASL "
+            "listener: set KAFKA_SASL_BOOTSTRAP (+ KAFKA_SASL_USERNAME/KAFKA_SASL_PASSWORD) "
+            "or run with AGUI_KAFKA_BROKER=local and without KAFKA_BOOTSTRAP_SERVERS"
+        )
+    return kafka_cluster.sasl
+
+
+@pytest.fixture
+def topic_prefix() -> str:
+    """A unique topic/group name prefix per test, so tests never share state."""
+    return f"t{uuid.uuid4().hex[:10]}"
+
+
+def _external_sasl() -> SaslEndpoint | None:
+    bootstrap = os.environ.get("KAFKA_SASL_BOOTSTRAP")
+    if not bootstrap:
+        return None
+    return SaslEndpoint(
+        bootstrap=bootstrap,
+        username=os.environ.get("KAFKA_SASL_USERNAME", SASL_USER),
+        password=os.environ.get("KAFKA_SASL_PASSWORD", SASL_PASSWORD),
+    )
+
+
+def _local_cluster(data_dir: Path) -> Iterator[KafkaCluster]:
+    try:
+        launcher.fetch()
+        broker = launcher.start(
+            data_dir, sasl_port=0, scram_users={SASL_USER: SASL_PASSWORD}, ready_timeout=90
+        )
+    except launcher.LauncherError as exc:
+        pytest.fail(f"{FETCH_HELP}\n{exc}", pytrace=False)
+    assert broker.sasl_bootstrap is not None
+    sasl = SaslEndpoint(broker.sasl_bootstrap, SASL_USER, SASL_PASSWORD)
+    try:
+        yield KafkaCluster(bootstrap=broker.bootstrap, source="local", sasl=sasl, broker=broker)
+    finally:
+        broker.stop()
+
+
+def _docker_answers() -> bool:
+    """True when a Docker daemon answers a ping within a few seconds."""
+    if os.environ.get("AGUI_KAFKA_BROKER") == "local":
+        return False
+    if not os.environ.get("DOCKER_HOST") and not Path("/var/run/docker.sock").exists():
+        return False
+    try:
+        import docker
+
+        client = docker.from_env(timeout=3)
+        try:
+            return bool(client.ping())
+        finally:
+            client.close()
+    except Exception:  # any failure means: no usable daemon
+        return False
+
+
+def _docker_cluster() -> Iterator[KafkaCluster]:
+    from testcontainers.core.container import DockerContainer
+    from testcontainers.core.wait_strategies import LogMessageWaitStrategy
+
+    port = launcher.free_port()
+    container: Any = DockerContainer(DOCKER_IMAGE)
+    host = container.get_docker_client().host()
+    env = {
+        "KAFKA_NODE_ID": "1",
+        "KAFKA_PROCESS_ROLES": "broker,controller",
+        "KAFKA_LISTENERS": "PLAINTEXT://0.0.0.0:9092,CONTROLLER://localhost:9093",
+        "KAFKA_ADVERTISED_LISTENERS": f"PLAINTEXT://{host}:{port}",
+        "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "KAFKA_CONTROLLER_LISTENER_NAMES": "CONTROLLER",
+        "KAFKA_CONTROLLER_QUORUM_VOTERS": "1@localhost:9093",
+        "KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR": "1",
+        "KAFKA_OFFSETS_TOPIC_NUM_PARTITIONS": "1",
+        "KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR": "1",
+        "KAFKA_TRANSACTION_STATE_LOG_MIN_ISR": "1",
+        "KAFKA_TRANSACTION_STATE_LOG_NUM_PARTITIONS": "1",
+        "KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS": "0",
+        "KAFKA_AUTO_CREATE_TOPICS_ENABLE": "false",
+    }
+    container.with_envs(**env).with_bind_ports(9092, port)
+    container.waiting_for(LogMessageWaitStrategy(launcher.STARTED_MARKER))
+    try:
+        container.start()
+    except Exception as exc:
+        pytest.fail(f"Docker answered but {DOCKER_IMAGE} did not start: {exc}\n{FETCH_HELP}")
+    try:
+        yield KafkaCluster(bootstrap=f"{host}:{port}", source="docker", sasl=_external_sasl())
+    finally:
+        container.stop()
