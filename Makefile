@@ -42,7 +42,7 @@ test-faults: install ## Run only the fault suite (kills, restarts, fuzz)
 	$(PY) -m pytest -m faults $(PYTEST_ARGS)
 
 lint: $(STAMP) ## ruff and mypy --strict (with the pydantic plugin)
-	$(VENV)/bin/ruff check contracts services deploy tests bench
+	$(VENV)/bin/ruff check contracts services deploy tests $(wildcard bench)
 	$(VENV)/bin/mypy
 
 bench: install ## Run the benchmarks; prints tables, writes bench/results/*.json
