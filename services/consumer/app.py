@@ -1,0 +1,73 @@
+"""The FastAPI application factory of the consumer service.
+
+``create_app(settings, kafka)`` builds an app whose lifespan starts the
+instance's Kafka plumbing (``Relay``) before serving and stops it after; the
+OpenAPI document (``/openapi.json``) names the AG-UI ``RunAgentInput`` body
+and the problem document every error uses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from ag_ui.core import RunAgentInput
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+
+from services.consumer import problems
+from services.consumer.relay import Relay
+from services.consumer.routes import router
+from services.consumer.settings import ConsumerSettings
+from services.runtime.settings import KafkaSettings
+
+PROBLEM_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "RFC 9457 problem details, with agui-relay's code and interrupt ids",
+    "required": ["type", "title", "status", "detail", "code"],
+    "properties": {
+        "type": {"type": "string"}, "title": {"type": "string"},
+        "status": {"type": "integer"}, "detail": {"type": "string"},
+        "code": {"type": "string"},
+        "interruptIds": {"type": "array", "items": {"type": "string"}},
+    },
+}
+
+
+def create_app(settings: ConsumerSettings | None = None,
+               kafka: KafkaSettings | None = None) -> FastAPI:
+    """The consumer service (settings default to the environment)."""
+    settings = settings or ConsumerSettings()
+    kafka = kafka or KafkaSettings()
+    relay = Relay(settings, kafka)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        await relay.start()
+        try:
+            yield
+        finally:
+            await relay.stop()
+
+    app = FastAPI(title="agui-relay consumer service", version="0.1.0", lifespan=lifespan,
+                  description="AG-UI 1.0 over HTTP/SSE, carried over Apache Kafka.")
+    app.state.relay = relay
+    problems.install(app)
+    app.include_router(router)
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            doc = get_openapi(title=app.title, version=app.version,
+                              description=app.description, routes=app.routes)
+            components = doc.setdefault("components", {}).setdefault("schemas", {})
+            run_input = RunAgentInput.model_json_schema(
+                by_alias=True, ref_template="#/components/schemas/{model}")
+            components.update(run_input.pop("$defs", {}))
+            components["RunAgentInput"] = run_input
+            components["Problem"] = PROBLEM_SCHEMA
+            app.openapi_schema = doc
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+    return app

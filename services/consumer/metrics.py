@@ -1,0 +1,50 @@
+"""Prometheus metrics of one consumer-service instance.
+
+Each app owns its registry (several apps can live in one test process
+without colliding); ``/metrics`` renders it. No label ever carries a thread,
+run or request id, so cardinality stays fixed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from prometheus_client import CONTENT_TYPE_LATEST as CONTENT_TYPE
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+__all__ = ["CONTENT_TYPE", "ConsumerMetrics"]
+
+_LATENCY_BUCKETS = (0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+
+
+@dataclass
+class ConsumerMetrics:
+    """The instruments, registered in their own registry."""
+
+    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+
+    def __post_init__(self) -> None:
+        r = self.registry
+        self.streams_open = Gauge(
+            "agui_consumer_sse_streams_open", "SSE streams open (live runs and replays)",
+            registry=r)
+        self.requests = Counter(
+            "agui_consumer_requests", "Run requests by final outcome (verdict or error code)",
+            ["verdict"], registry=r)
+        self.decision_wait = Histogram(
+            "agui_consumer_decision_wait_seconds",
+            "Time from publishing a RunRequest to its final decision",
+            buckets=_LATENCY_BUCKETS, registry=r)
+        self.streams_dropped = Counter(
+            "agui_consumer_streams_dropped", "Streams ended early, by reason",
+            ["reason"], registry=r)
+        self.records_routed = Counter(
+            "agui_consumer_records_routed", "Records read by the fan-out, by topic role",
+            ["role"], registry=r)
+        self.cancels = Counter(
+            "agui_consumer_cancels", "Cancel commands published, by origin",
+            ["origin"], registry=r)
+
+    def render(self) -> bytes:
+        """The exposition text."""
+        return generate_latest(self.registry)

@@ -1,0 +1,94 @@
+"""Per-run ordering and SSE framing: pure, no I/O, no clock.
+
+A run's event records carry a per-run sequence number (header ``agui-seq``).
+Kafka keeps one thread's records in partition order, but an at-least-once
+writer can repeat a record and a recovering worker can write after a stale
+one, so every stream passes its records through a ``Sequencer``: it drops
+anything at or below what it already delivered (duplicates, stale records),
+holds a record that arrives ahead of a gap, and delivers held records in
+order as soon as the gap fills. A gap that never fills is given up with
+``release()`` (the stream calls it after a short wait), so a lost sequence
+number delays a stream but never stalls it.
+
+Frames follow the AG-UI HTTP binding: one event JSON object per ``data:``
+line, LF only, an ``id:`` line carrying the sequence number (ignored by
+AG-UI clients, used by ``Last-Event-ID`` on the replay route), and
+``: keep-alive`` comments.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+import orjson
+
+T = TypeVar("T")
+
+TERMINAL_TYPES = frozenset({"RUN_FINISHED", "RUN_ERROR"})
+KEEPALIVE = b": keep-alive\n\n"
+DEFAULT_WINDOW = 256
+
+
+@dataclass(slots=True)
+class Sequencer(Generic[T]):
+    """Restores per-run order and drops duplicates.
+
+    ``after`` is the last sequence number delivered (or the client's
+    ``Last-Event-ID``); ``None`` means nothing yet, so the first record
+    offered opens the sequence. At most ``window`` records are held.
+    """
+
+    after: int | None = None
+    window: int = DEFAULT_WINDOW
+    _held: dict[int, T] = field(default_factory=dict)
+
+    @property
+    def waiting(self) -> bool:
+        """True while records are held behind a gap."""
+        return bool(self._held)
+
+    def offer(self, seq: int, item: T) -> list[tuple[int, T]]:
+        """Take one record; return what can be delivered now, in order."""
+        if (self.after is not None and seq <= self.after) or seq in self._held:
+            return []
+        if self.after is not None and seq != self.after + 1:
+            self._held[seq] = item
+            return self.release() if len(self._held) > self.window else []
+        self.after = seq
+        out = [(seq, item)]
+        while self._held and self.after + 1 in self._held:
+            self.after += 1
+            out.append((self.after, self._held.pop(self.after)))
+        return out
+
+    def release(self) -> list[tuple[int, T]]:
+        """Give up on the gap: deliver every held record in order."""
+        out = sorted(self._held.items())
+        self._held.clear()
+        if out:
+            self.after = out[-1][0]
+        return out
+
+
+def data_frame(value: bytes, seq: int | None = None) -> bytes:
+    """One SSE frame carrying one event JSON object.
+
+    The producer's bytes are sent as they are. orjson never writes a line
+    break, but a value from another writer might; such a value is compacted
+    first (same JSON, no line breaks) so the frame cannot be split.
+    """
+    if b"\n" in value or b"\r" in value:
+        value = orjson.dumps(orjson.loads(value))
+    head = b"id: %d\ndata: " % seq if seq is not None else b"data: "
+    return head + value + b"\n\n"
+
+
+def parse_last_event_id(raw: str | None) -> int | None:
+    """The sequence number in a ``Last-Event-ID`` header; ValueError if malformed."""
+    if raw is None or raw.strip() == "":
+        return None
+    value = int(raw.strip())
+    if value < -1:
+        raise ValueError("Last-Event-ID is a sequence number")
+    return value

@@ -1,0 +1,152 @@
+"""HTTP problems: the one place an exception becomes a response.
+
+Every error the consumer service answers with is ``application/problem+json``
+(RFC 9457) with the members ``type``, ``title``, ``status``, ``detail``,
+``code`` and ``interruptIds`` (the last omitted when empty). Routes raise;
+``install`` registers the handlers that render. The tree::
+
+    Problem                       status from the subclass
+    ├── InvalidInput              400 invalid_json / invalid_input / invalid_header
+    ├── NotFound                  404 unknown_agent / unknown_thread / unknown_run
+    ├── Rejected                  409 or 422: the gatekeeper's rejection, by code
+    ├── PayloadTooLarge           413 payload_too_large
+    ├── Unavailable               503 not_ready / too_many_streams / broker_unavailable
+    └── DecisionTimeout           504 decision_timeout
+
+FastAPI's own request validation errors (path/query parameters) become 400
+``invalid_input`` too, so no error leaves in FastAPI's default shape.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import orjson
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import Response
+
+from contracts import Decision
+
+PROBLEM_TYPE = "application/problem+json"
+TYPE_BASE = "urn:agui-relay:problem:"
+
+log = logging.getLogger(__name__)
+
+CONFLICT_CODES = frozenset({"thread_busy", "duplicate_run_id"})
+"""Rejections about the thread's current state: 409 Conflict."""
+INTERRUPT_CODES = frozenset(
+    {"duplicate_entry", "unknown_interrupt", "uncovered_interrupts", "interrupt_expired"}
+)
+"""Rejections of a resume that breaks an interrupt rule: 422."""
+
+
+class Problem(Exception):  # noqa: N818 - RFC 9457 names it "problem"
+    """An error answered as a problem document."""
+
+    status = 500
+    title = "Internal error"
+
+    def __init__(self, code: str, detail: str, interrupt_ids: Sequence[str] = ()) -> None:
+        super().__init__(f"{code}: {detail}")
+        self.code = code
+        self.detail = detail
+        self.interrupt_ids = list(interrupt_ids)
+
+    def body(self) -> dict[str, object]:
+        """The problem document."""
+        doc: dict[str, object] = {
+            "type": TYPE_BASE + self.code,
+            "title": self.title,
+            "status": self.status,
+            "detail": self.detail,
+            "code": self.code,
+        }
+        if self.interrupt_ids:
+            doc["interruptIds"] = self.interrupt_ids
+        return doc
+
+    def response(self) -> Response:
+        """The HTTP response carrying it."""
+        return Response(orjson.dumps(self.body()), status_code=self.status,
+                        media_type=PROBLEM_TYPE)
+
+
+class InvalidInput(Problem):
+    status = 400
+    title = "Invalid input"
+
+
+class NotFound(Problem):
+    status = 404
+    title = "Not found"
+
+
+class PayloadTooLarge(Problem):
+    status = 413
+    title = "Payload too large"
+
+
+class Unavailable(Problem):
+    status = 503
+    title = "Service unavailable"
+
+
+class DecisionTimeout(Problem):
+    status = 504
+    title = "Decision timeout"
+
+
+class Rejected(Problem):
+    """The gatekeeper refused the request; status follows the rejection code."""
+
+    def __init__(self, code: str, detail: str, interrupt_ids: Sequence[str] = ()) -> None:
+        super().__init__(code, detail, interrupt_ids)
+        if code in INTERRUPT_CODES:
+            self.status, self.title = 422, "Interrupt rule broken"
+        elif code in CONFLICT_CODES:
+            self.status, self.title = 409, "Conflict"
+        else:
+            self.status, self.title = 400, "Rejected"
+
+    @classmethod
+    def from_decision(cls, decision: Decision) -> Rejected:
+        """The problem for a rejecting decision."""
+        return cls(decision.code or "rejected", decision.message, decision.interrupt_ids or ())
+
+
+def _problem(_: Request, exc: Exception) -> Response:
+    assert isinstance(exc, Problem)
+    return exc.response()
+
+
+def _validation(_: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RequestValidationError)
+    parts = []
+    for err in exc.errors()[:3]:
+        where = ".".join(str(p) for p in err.get("loc", ())) or "(request)"
+        parts.append(f"{where}: {err.get('msg', 'invalid')}")
+    return InvalidInput("invalid_input", "; ".join(parts) or "invalid request").response()
+
+
+def _http(_: Request, exc: Exception) -> Response:
+    assert isinstance(exc, StarletteHTTPException)
+    code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+    problem = Problem(code, str(exc.detail))
+    problem.status, problem.title = exc.status_code, str(exc.detail)
+    return problem.response()
+
+
+def _unexpected(request: Request, exc: Exception) -> Response:
+    log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    return Problem("internal_error", "the service failed to handle the request").response()
+
+
+def install(app: FastAPI) -> None:
+    """Register the handlers on ``app``."""
+    app.add_exception_handler(Problem, _problem)
+    app.add_exception_handler(RequestValidationError, _validation)
+    app.add_exception_handler(StarletteHTTPException, _http)
+    app.add_exception_handler(Exception, _unexpected)

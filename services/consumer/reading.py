@@ -1,0 +1,84 @@
+"""What the instance's background readers share: a task, a consumer, topics.
+
+The fan-out and the thread view each run one group-less consumer in a task
+of their own for the life of the app. ``BackgroundReader`` starts and stops
+that task and its consumer the same way for both, and tells liveness
+(``running`` turns false when the task died); ``wait_for_partitions`` holds
+a reader back, with backoff, until its topics exist.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+
+from services.kafka.clients import AIOKafkaConsumer, KafkaError
+from services.kafka.metadata import partition_counts
+from services.runtime.settings import KafkaSettings
+
+log = logging.getLogger(__name__)
+
+
+async def wait_for_partitions(kafka: KafkaSettings, names: tuple[str, ...]) -> dict[str, int]:
+    """Each topic's partition count, waiting (with backoff) until all of them exist."""
+    delay = 0.2
+    while True:
+        try:
+            counts = await partition_counts(kafka, names)
+        except KafkaError as exc:
+            log.warning("cannot read topic metadata yet: %s", exc)
+            counts = {}
+        missing = [n for n in names if n not in counts]
+        if not missing:
+            return counts
+        log.warning("waiting for topics %s", ", ".join(missing))
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 5.0)
+
+
+class BackgroundReader:
+    """A consumer read by one task for the life of the app."""
+
+    name = "reader"
+
+    def __init__(self, kafka: KafkaSettings) -> None:
+        self.kafka = kafka
+        self._consumer: AIOKafkaConsumer | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def running(self) -> bool:
+        """False once the reader task has ended (liveness)."""
+        return self._task is not None and not self._task.done()
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name=f"consumer-{self.name}")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self._consumer is not None:
+            await self._consumer.stop()
+            self._consumer = None
+
+    async def _start_consumer(self, make: Callable[[], AIOKafkaConsumer]) -> AIOKafkaConsumer:
+        """A started consumer from ``make``, retried with backoff while the broker is away."""
+        delay = 0.2
+        while True:
+            consumer = self._consumer = make()
+            try:
+                await consumer.start()
+            except KafkaError as exc:
+                log.warning("%s cannot reach the broker yet: %s", self.name, exc)
+                await consumer.stop()
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+                continue
+            return consumer
+
+    async def _run(self) -> None:
+        raise NotImplementedError

@@ -1,0 +1,104 @@
+"""One consumer-service instance's Kafka plumbing, started and stopped together.
+
+``Relay`` owns the publisher, the fan-out reader, the thread view and the
+agent directory, and the ``RunService`` built on them. The app's lifespan
+calls ``start`` (which waits, up to ``startup_timeout_s``, until the fan-out
+is positioned so the first request cannot miss its decision) and ``stop``
+(which stops taking streams, lets in-flight cancels finish, then closes the
+clients). Routes reach it as ``request.app.state.relay``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from services.consumer.agents import AgentDirectory
+from services.consumer.metrics import ConsumerMetrics
+from services.consumer.publisher import Publisher
+from services.consumer.runs import RunService, spawner
+from services.consumer.settings import ConsumerSettings
+from services.consumer.streams import FanOut
+from services.consumer.threads import ThreadView
+from services.kafka.clients import KafkaError
+from services.runtime.settings import KafkaSettings
+
+log = logging.getLogger(__name__)
+
+READY_PROBE_TIMEOUT_S = 3.0
+
+
+@dataclass(frozen=True, slots=True)
+class Readiness:
+    """The answer of ``/readyz``."""
+
+    ready: bool
+    checks: dict[str, bool]
+    detail: str = ""
+
+
+class Relay:
+    """The Kafka side of one instance."""
+
+    def __init__(self, settings: ConsumerSettings, kafka: KafkaSettings,
+                 startup_timeout_s: float = 30.0) -> None:
+        self.settings = settings
+        self.kafka = kafka
+        self.startup_timeout_s = startup_timeout_s
+        self.metrics = ConsumerMetrics()
+        self.publisher = Publisher(kafka)
+        self.agents = AgentDirectory(kafka, settings.agent_names(), settings.agent_refresh_s)
+        self.fanout = FanOut(kafka, self.metrics, max_streams=settings.max_streams,
+                             stream_queue=settings.stream_queue,
+                             index_size=settings.replay_index_size)
+        self.threads = ThreadView(kafka)
+        self.tasks: set[asyncio.Task[Any]] = set()
+        self.runs = RunService(settings, kafka, self.fanout, self.publisher, self.agents,
+                               self.metrics, spawner(self.tasks))
+
+    async def start(self) -> None:
+        await self.publisher.start()
+        await self.agents.start()
+        await self.fanout.start()
+        await self.threads.start()
+        try:
+            async with asyncio.timeout(self.startup_timeout_s):
+                await self.fanout.ready.wait()
+        except TimeoutError:
+            log.warning("fan-out not positioned after %.0f s; serving, not ready",
+                        self.startup_timeout_s)
+
+    async def stop(self) -> None:
+        self.runs.closing = True
+        if self.tasks:
+            await asyncio.wait(set(self.tasks), timeout=5)
+        await self.fanout.stop()
+        await self.threads.stop()
+        with contextlib.suppress(KafkaError):
+            await self.publisher.stop()
+        await self.agents.stop()
+
+    @property
+    def alive(self) -> bool:
+        """Liveness: the background readers are still running."""
+        return self.fanout.running and self.threads.running
+
+    async def readiness(self) -> Readiness:
+        """Broker reachable, topics present, fan-out positioned."""
+        checks = {"broker": False, "topics": False,
+                  "fanout": self.fanout.ready.is_set(),
+                  "threadView": self.threads.caught_up.is_set()}
+        detail = ""
+        try:
+            async with asyncio.timeout(READY_PROBE_TIMEOUT_S):
+                missing = await self.agents.missing_topics()
+            checks["broker"] = True
+            checks["topics"] = not missing
+            if missing:
+                detail = "missing topics: " + ", ".join(missing)
+        except (KafkaError, TimeoutError) as exc:
+            detail = f"broker unreachable: {exc or type(exc).__name__}"
+        return Readiness(all(checks.values()), checks, detail)

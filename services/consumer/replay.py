@@ -1,0 +1,88 @@
+"""Replay: the records of one run already on the ``events`` topic.
+
+A run's records all sit in its thread's partition (murmur2 of the threadId).
+Where the scan starts is the one design choice here: the fan-out remembers,
+in a bounded LRU (``AGUI_REPLAY_INDEX_SIZE`` runs), the offset of each
+RUN_STARTED it routed, so replaying any run started since this instance
+came up seeks straight to it; an older run (or one this instance never saw)
+is found by scanning the thread's partition from its beginning, filtering on
+the record key and the ``agui-run-id`` header without decoding values. That
+scan is bounded by the topic's retention (7 days), not by anything smaller:
+a persistent run index would be a topic of its own, which is not worth it
+for a recovery route. The scan stops at the partition's end offset taken
+when it started; anything later reaches the client through the live stream.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncGenerator, AsyncIterator
+
+from contracts.headers import EVENT_TYPE, RUN_ID, SEQ, header_value
+from services.consumer.streams import Delivery, FanOut
+from services.kafka.clients import TopicPartition, new_consumer
+from services.kafka.partitioning import partition_for
+from services.runtime.settings import KafkaSettings
+
+log = logging.getLogger(__name__)
+
+TICK_S = 1.0
+"""A long scan yields ``None`` at least this often, so the body can keep alive."""
+
+
+async def scan_run(kafka: KafkaSettings, fanout: FanOut, thread_id: str,
+                   run_id: str) -> AsyncGenerator[Delivery | None, None]:
+    """Every record of the run up to the current end, in partition order.
+
+    Yields ``None`` now and then while scanning (a keep-alive tick).
+    """
+    topic = kafka.topics.events
+    count = fanout.partitions.get(topic) or kafka.partitions
+    tp = TopicPartition(topic, partition_for(thread_id, count))
+    consumer = new_consumer(kafka, "agui-consumer-replay", group_id=None,
+                            auto_offset_reset="earliest", max_poll_records=2000)
+    await consumer.start()
+    try:
+        consumer.assign([tp])
+        end = (await consumer.end_offsets([tp]))[tp]
+        start = fanout.run_starts.get((thread_id, run_id))
+        if start is not None and start[0] == tp.partition:
+            consumer.seek(tp, start[1])
+        else:
+            await consumer.seek_to_beginning(tp)
+        key = thread_id.encode("utf-8")
+        tick = time.monotonic()
+        while await consumer.position(tp) < end:
+            batch = await consumer.getmany(tp, timeout_ms=500, max_records=2000)
+            for record in batch.get(tp, ()):
+                if record.offset >= end:
+                    return
+                if record.key != key or header_value(record.headers, RUN_ID) != run_id:
+                    continue
+                seq = header_value(record.headers, SEQ)
+                if seq is None or not seq.lstrip("-").isdigit():
+                    continue
+                yield Delivery(int(seq), header_value(record.headers, EVENT_TYPE) or "",
+                               record.value, record.offset)
+            if time.monotonic() - tick >= TICK_S:
+                tick = time.monotonic()
+                yield None
+    finally:
+        await consumer.stop()
+
+
+async def first_record(scan: AsyncIterator[Delivery | None]) -> Delivery | None:
+    """Advance ``scan`` to its first record (skipping ticks); None when it has none."""
+    async for item in scan:
+        if item is not None:
+            return item
+    return None
+
+
+async def prefixed(first: Delivery,
+                   rest: AsyncIterator[Delivery | None]) -> AsyncIterator[Delivery | None]:
+    """``first`` followed by the rest of the scan."""
+    yield first
+    async for item in rest:
+        yield item

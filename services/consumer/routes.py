@@ -1,0 +1,150 @@
+"""The HTTP routes: thin handlers over ``Relay`` (see ARCHITECTURE.md's table).
+
+Handlers validate what they are given, call the relay and return; every
+error is a ``Problem`` raised for ``problems.install``'s handlers to render.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import orjson
+from fastapi import APIRouter, Header, Request
+from starlette.responses import Response
+
+from services.consumer.metrics import CONTENT_TYPE
+from services.consumer.ordering import parse_last_event_id
+from services.consumer.problems import PROBLEM_TYPE, InvalidInput, NotFound, Unavailable
+from services.consumer.relay import Relay
+from services.consumer.replay import first_record, prefixed, scan_run
+from services.consumer.sse import EventStreamResponse
+from services.consumer.views import CancelAccepted, ThreadView
+
+router = APIRouter()
+
+_PROBLEM = {"content": {PROBLEM_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}}}
+_SSE = {"content": {"text/event-stream": {"schema": {"type": "string"}}},
+        "description": "The run's AG-UI events, one JSON object per `data:` frame"}
+
+
+def _problems(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    return {s: {**_PROBLEM, "description": "Problem"} for s in statuses}
+
+
+def _relay(request: Request) -> Relay:
+    relay: Relay = request.app.state.relay
+    return relay
+
+
+def _principal(request: Request) -> str | None:
+    """Who sent the request, when an authentication layer put it on ``request.state``."""
+    principal = getattr(request.state, "principal", None)
+    return principal if isinstance(principal, str) else None
+
+
+def _json(model: ThreadView | CancelAccepted, status: int = 200) -> Response:
+    return Response(orjson.dumps(model.model_dump(mode="json", by_alias=True)),
+                    status_code=status, media_type="application/json")
+
+
+@router.post(
+    "/agents/{agent}",
+    summary="Run an agent (AG-UI over HTTP + SSE)",
+    response_class=EventStreamResponse,
+    responses={200: _SSE, **_problems(400, 404, 409, 413, 422, 503, 504)},
+    openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
+        "schema": {"$ref": "#/components/schemas/RunAgentInput"}}}}},
+)
+async def run_agent(agent: str, request: Request) -> EventStreamResponse:
+    """Publish the input as a RunRequest; stream the run once the gatekeeper admits it."""
+    return await _relay(request).runs.start_run(agent, request, _principal(request))
+
+
+@router.get("/threads/{thread_id}", response_model=ThreadView,
+            responses=_problems(404), summary="A thread's status and open interrupts")
+async def get_thread(thread_id: str, request: Request) -> Response:
+    state = _relay(request).threads.get(thread_id)
+    if state is None:
+        raise NotFound("unknown_thread", f"no thread {thread_id!r} is known")
+    return _json(ThreadView.of(state))
+
+
+@router.get(
+    "/threads/{thread_id}/runs/{run_id}/events",
+    summary="Replay a run's events (SSE with `id:` = sequence number)",
+    response_class=EventStreamResponse,
+    responses={200: _SSE, **_problems(400, 404, 503)},
+)
+async def replay_run(
+    thread_id: str, run_id: str, request: Request,
+    last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
+) -> EventStreamResponse:
+    """Every event of the run already written, then live ones until the terminal event."""
+    try:
+        after = parse_last_event_id(last_event_id)
+    except ValueError:
+        raise InvalidInput("invalid_header", "Last-Event-ID must be a sequence number") from None
+    relay = _relay(request)
+    if not relay.fanout.ready.is_set():
+        raise Unavailable("not_ready", "the service is still connecting to Kafka")
+    state = relay.threads.get(thread_id)
+    admitted = (thread_id, run_id) in relay.fanout.admitted
+    if state is None and not admitted and relay.threads.caught_up.is_set():
+        raise NotFound("unknown_thread", f"no thread {thread_id!r} is known")
+    stream = relay.fanout.subscribe(thread_id, run_id)
+    try:
+        scan = scan_run(relay.kafka, relay.fanout, thread_id, run_id)
+        first = await first_record(scan)
+        if first is None:
+            await scan.aclose()
+            live = admitted or (state is not None and state.status == "running"
+                                and state.run_id == run_id)
+            if not live:
+                raise NotFound("unknown_run", f"thread {thread_id!r} has no run {run_id!r}")
+            return relay.runs.respond(stream, "replay", after=after, owns_run=False)
+    except BaseException:
+        relay.fanout.unsubscribe(stream)
+        raise
+    return relay.runs.respond(stream, "replay", after=after, preface=prefixed(first, scan),
+                              owns_run=False)
+
+
+@router.post("/threads/{thread_id}/runs/{run_id}/cancel", status_code=202,
+             response_model=CancelAccepted, responses=_problems(404, 503),
+             summary="Ask the run's worker to stop it")
+async def cancel_run(thread_id: str, run_id: str, request: Request) -> Response:
+    relay = _relay(request)
+    state = relay.threads.get(thread_id)
+    if (thread_id, run_id) not in relay.fanout.admitted:
+        if state is None:
+            raise NotFound("unknown_thread", f"no thread {thread_id!r} is known")
+        known = {state.run_id, state.interrupted_run_id, *state.recent_run_ids}
+        if run_id not in known:
+            raise NotFound("unknown_run", f"thread {thread_id!r} has no run {run_id!r}")
+    requested_by = _principal(request) or relay.settings.principal
+    command = await relay.runs.cancel(thread_id, run_id, requested_by, origin="http")
+    return _json(CancelAccepted(thread_id=thread_id, run_id=run_id, requested_by=requested_by,
+                                requested_at=command.requested_at), 202)
+
+
+@router.get("/healthz", summary="Liveness")
+async def healthz(request: Request) -> Response:
+    alive = _relay(request).alive
+    return Response(orjson.dumps({"status": "ok" if alive else "failed"}),
+                    status_code=200 if alive else 503, media_type="application/json")
+
+
+@router.get("/readyz", summary="Readiness: broker reachable, topics present, fan-out assigned")
+async def readyz(request: Request) -> Response:
+    result = await _relay(request).readiness()
+    body: dict[str, Any] = {"status": "ready" if result.ready else "not_ready",
+                            "checks": result.checks}
+    if result.detail:
+        body["detail"] = result.detail
+    return Response(orjson.dumps(body), status_code=200 if result.ready else 503,
+                    media_type="application/json")
+
+
+@router.get("/metrics", summary="Prometheus metrics")
+async def metrics(request: Request) -> Response:
+    return Response(_relay(request).metrics.render(), media_type=CONTENT_TYPE)

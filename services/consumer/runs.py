@@ -1,0 +1,215 @@
+"""Starting a run over HTTP: validate, publish, await the decision, stream.
+
+The order is the point of this module:
+
+1. check the agent is served and the fan-out is positioned (else 404 / 503);
+2. read the body under the size limit (413) and validate it as a
+   ``RunAgentInput`` with the ag-ui-protocol model (400);
+3. subscribe the run's stream and register the request's decision waiter —
+   both *before* publishing, so nothing that arrives early is lost;
+4. publish the RunRequest keyed by threadId and wait for its decision
+   (``AGUI_DECISION_TIMEOUT_S`` → 504; after a ``queued`` verdict, keep
+   waiting up to ``AGUI_QUEUED_TIMEOUT_S`` for the same requestId's final one);
+5. rejected → the problem (409/422/400) with no stream byte, and the
+   subscription is dropped; admitted → the caller streams the subscription.
+
+A 504 does not withdraw the request: the gatekeeper may still admit it, and
+the run then executes unobserved (``GET /threads/{id}`` shows it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Coroutine
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+from ag_ui.core import RunAgentInput
+from pydantic import ValidationError
+from starlette.requests import Request
+
+from contracts import ControlCommand, Decision, RunRequest, encode
+from contracts.codec import validation_detail
+from services.consumer.agents import AgentDirectory
+from services.consumer.metrics import ConsumerMetrics
+from services.consumer.problems import (
+    DecisionTimeout,
+    InvalidInput,
+    NotFound,
+    PayloadTooLarge,
+    Rejected,
+    Unavailable,
+)
+from services.consumer.publisher import Publisher
+from services.consumer.settings import ConsumerSettings
+from services.consumer.sse import EventStreamResponse, StreamOutcome, run_body
+from services.consumer.streams import Delivery, FanOut, RunStream
+from services.kafka.clients import KafkaError
+from services.runtime.logging import run_fields
+from services.runtime.settings import KafkaSettings
+
+log = logging.getLogger(__name__)
+
+Spawn = Callable[[Coroutine[Any, Any, Any]], None]
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body, refusing more than ``limit`` bytes (413)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise PayloadTooLarge("payload_too_large", f"the body exceeds {limit} bytes")
+    size, chunks = 0, []
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge("payload_too_large", f"the body exceeds {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def parse_input(body: bytes) -> RunAgentInput:
+    """The body as a RunAgentInput (400 ``invalid_json`` / ``invalid_input``)."""
+    try:
+        raw = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidInput("invalid_json", f"the body is not JSON: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise InvalidInput("invalid_input", "the body must be a RunAgentInput object")
+    try:
+        return RunAgentInput.model_validate(raw)
+    except ValidationError as exc:
+        raise InvalidInput("invalid_input", validation_detail(exc)) from exc
+
+
+class RunService:
+    """POST /agents/{agent} and cancel, over the fan-out and the publisher."""
+
+    def __init__(self, settings: ConsumerSettings, kafka: KafkaSettings, fanout: FanOut,
+                 publisher: Publisher, agents: AgentDirectory, metrics: ConsumerMetrics,
+                 spawn: Spawn) -> None:
+        self.settings = settings
+        self.kafka = kafka
+        self.fanout = fanout
+        self.publisher = publisher
+        self.agents = agents
+        self.metrics = metrics
+        self.spawn = spawn
+        self.closing = False
+
+    async def start_run(self, agent: str, request: Request,
+                        principal: str | None) -> EventStreamResponse:
+        """Steps 1-5 of the module docstring; returns the admitted run's stream."""
+        if not await self.agents.knows(agent):
+            self.metrics.requests.labels("unknown_agent").inc()
+            raise NotFound("unknown_agent", f"no agent named {agent!r} is served here")
+        if not self.fanout.ready.is_set():
+            raise Unavailable("not_ready", "the service is still connecting to Kafka")
+        try:
+            run_input = parse_input(await read_body(request, self.settings.max_body_bytes))
+        except (InvalidInput, PayloadTooLarge) as problem:
+            self.metrics.requests.labels(problem.code).inc()
+            raise
+        run_request = RunRequest(request_id=str(uuid.uuid4()), agent=agent, input=run_input,
+                                 submitted_at=datetime.now(UTC), principal=principal)
+        value = encode(run_request)
+        if len(value) > self.kafka.max_record_bytes:
+            self.metrics.requests.labels("payload_too_large").inc()
+            raise PayloadTooLarge("payload_too_large",
+                                  f"the request exceeds {self.kafka.max_record_bytes} bytes")
+        stream = self.fanout.subscribe(run_input.thread_id, run_input.run_id)
+        try:
+            await self._decide(run_request, value)
+        except BaseException:
+            self.fanout.unsubscribe(stream)
+            raise
+        return self.respond(stream, principal or self.settings.principal)
+
+    async def _decide(self, run_request: RunRequest, value: bytes) -> Decision:
+        """Publish and wait for the final decision; raise its problem unless admitted."""
+        fields = run_fields(run_request.input.thread_id, run_request.input.run_id,
+                            run_request.request_id)
+        waiter = self.fanout.expect(run_request.request_id)
+        started = time.monotonic()
+        try:
+            try:
+                await self.publisher.send_request(run_request.input.thread_id, value)
+            except KafkaError as exc:
+                self.metrics.requests.labels("broker_unavailable").inc()
+                raise Unavailable("broker_unavailable", f"could not publish: {exc}") from exc
+            timeout = self.settings.decision_timeout_s
+            while True:
+                try:
+                    decision = await waiter.next(timeout)
+                except TimeoutError:
+                    self.metrics.requests.labels("timeout").inc()
+                    log.warning("no decision within %.1f s", timeout, extra=fields)
+                    raise DecisionTimeout(
+                        "decision_timeout",
+                        f"the gatekeeper did not decide within {timeout:g} s; the request "
+                        "may still be decided later (see GET /threads/{threadId})") from None
+                if decision.verdict != "queued":
+                    break
+                timeout = self.settings.queued_timeout_s
+        finally:
+            self.fanout.forget(waiter)
+        self.metrics.decision_wait.observe(time.monotonic() - started)
+        self.metrics.requests.labels(decision.verdict).inc()
+        if decision.verdict == "rejected":
+            log.info("request rejected: %s", decision.code, extra=fields)
+            raise Rejected.from_decision(decision)
+        return decision
+
+    def respond(self, stream: RunStream, requested_by: str, *, after: int | None = None,
+                preface: AsyncIterator[Delivery | None] | None = None,
+                owns_run: bool = True) -> EventStreamResponse:
+        """The SSE response over ``stream``; unsubscribes (and maybe cancels) on close.
+
+        ``owns_run``: the stream is the run's POST response, so a client that
+        disconnects before the terminal event may cancel it (replays never do).
+        """
+        outcome = StreamOutcome()
+
+        def on_close() -> None:
+            self.fanout.unsubscribe(stream)
+            if owns_run and not outcome.terminal and not outcome.dropped and not self.closing:
+                self._disconnected(stream, requested_by)
+
+        body = run_body(stream, outcome, keepalive_s=self.settings.keepalive_s, after=after,
+                        preface=preface)
+        return EventStreamResponse(body, on_close)
+
+    def _disconnected(self, stream: RunStream, requested_by: str) -> None:
+        fields = run_fields(stream.thread_id, stream.run_id)
+        if not self.settings.cancel_on_disconnect:
+            log.info("client disconnected; the run goes on", extra=fields)
+            return
+        log.info("client disconnected; cancelling the run", extra=fields)
+        self.spawn(self.cancel(stream.thread_id, stream.run_id, requested_by,
+                               origin="disconnect"))
+
+    async def cancel(self, thread_id: str, run_id: str, requested_by: str, *,
+                     origin: str) -> ControlCommand:
+        """Publish a ControlCommand for the run."""
+        command = ControlCommand(thread_id=thread_id, run_id=run_id, requested_by=requested_by,
+                                 requested_at=datetime.now(UTC))
+        try:
+            await self.publisher.cancel(command)
+        except KafkaError as exc:
+            raise Unavailable("broker_unavailable", f"could not publish: {exc}") from exc
+        self.metrics.cancels.labels(origin).inc()
+        return command
+
+
+def spawner(tasks: set[asyncio.Task[Any]]) -> Spawn:
+    """A fire-and-forget launcher that keeps a reference until the task ends."""
+
+    def spawn(coro: Coroutine[Any, Any, Any]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
+    return spawn

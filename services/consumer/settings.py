@@ -1,0 +1,47 @@
+"""The consumer service's own settings (HTTP, streaming limits, timeouts).
+
+Kafka connection settings are ``services.runtime.settings.KafkaSettings``;
+this object holds only what the HTTP face needs. Every limit is bounded so a
+misconfiguration fails at startup with a message rather than at load.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class ConsumerSettings(BaseSettings):
+    """``AGUI_*`` environment variables of the consumer service."""
+
+    model_config = SettingsConfigDict(env_prefix="", extra="ignore", populate_by_name=True)
+
+    http_host: str = Field("127.0.0.1", alias="AGUI_HTTP_HOST")
+    http_port: int = Field(8000, alias="AGUI_HTTP_PORT", ge=0, le=65535)
+    decision_timeout_s: float = Field(10.0, alias="AGUI_DECISION_TIMEOUT_S", gt=0)
+    queued_timeout_s: float = Field(120.0, alias="AGUI_QUEUED_TIMEOUT_S", gt=0)
+    """How long a request the gatekeeper queued (busy policy ``enqueue``) may
+    wait for its final decision before the client gets a 504."""
+    keepalive_s: float = Field(15.0, alias="AGUI_KEEPALIVE_S", gt=0)
+    cancel_on_disconnect: bool = Field(False, alias="AGUI_CANCEL_ON_DISCONNECT")
+    max_streams: int = Field(10_000, alias="AGUI_MAX_STREAMS", ge=1)
+    """Open SSE streams (live and replay) one instance serves at once."""
+    stream_queue: int = Field(2_048, alias="AGUI_STREAM_QUEUE", ge=16)
+    """Events buffered per stream; a client that falls further behind is dropped."""
+    max_body_bytes: int = Field(1_048_576, alias="AGUI_MAX_BODY_BYTES", ge=1024)
+    agents: str = Field("", alias="AGUI_AGENTS")
+    """``name=module:object`` pairs (comma separated); only the names are used here."""
+    agent_refresh_s: float = Field(30.0, alias="AGUI_AGENT_REFRESH_S", gt=0)
+    replay_index_size: int = Field(100_000, alias="AGUI_REPLAY_INDEX_SIZE", ge=0)
+    """Runs whose first offset the instance remembers, so a replay seeks instead of scanning."""
+    principal: str = Field("anonymous", alias="AGUI_PRINCIPAL")
+    """Who requests come from when no authentication layer says otherwise."""
+
+    def agent_names(self) -> tuple[str, ...]:
+        """The agent names listed in ``AGUI_AGENTS``."""
+        names = []
+        for item in self.agents.split(","):
+            name = item.split("=", 1)[0].strip()
+            if name:
+                names.append(name)
+        return tuple(names)

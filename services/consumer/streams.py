@@ -1,0 +1,287 @@
+"""Run fan-out: one reader of ``decisions`` and ``events`` per instance.
+
+Every instance reads *all* partitions of both topics (manual assignment, no
+consumer group), starting from their end offsets at startup, and routes each
+record to whoever on this instance waits for it: a decision to the waiter
+registered under its requestId, an event to the streams subscribed to its
+(threadId, runId) — threadId is the record key, runId the ``agui-run-id``
+header, so no event value is decoded here. A request's waiter and its run's
+stream are registered *before* the request is published, so whatever
+arrives early is buffered in them.
+
+Bounded everywhere: at most ``max_streams`` subscriptions, each with a
+bounded queue. A stream whose client reads too slowly fills its queue; it is
+then dropped (error log, ``streams_dropped`` metric) instead of stalling the
+router and every other stream. Alongside routing, the reader remembers, in
+bounded LRU maps, where each run it saw begins (so a replay seeks instead of
+scanning) and which runs were admitted (so a cancel for a run the thread
+view has not caught up with yet is not refused).
+
+Partitions added to a topic after startup are not read until restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+import orjson
+from pydantic import ValidationError
+
+from contracts import Decision
+from contracts.headers import EVENT_TYPE, RUN_ID, SEQ, header_value
+from services.consumer.metrics import ConsumerMetrics
+from services.consumer.problems import Unavailable
+from services.consumer.reading import BackgroundReader, wait_for_partitions
+from services.kafka.clients import (
+    AIOKafkaConsumer,
+    ConsumerRecord,
+    KafkaError,
+    TopicPartition,
+    new_consumer,
+)
+from services.runtime.settings import KafkaSettings
+
+log = logging.getLogger(__name__)
+
+
+K = TypeVar("K")
+V = TypeVar("V")
+RunKey = tuple[str, str]
+"""(threadId, runId): runIds are unique per thread only."""
+
+
+class LruMap(Generic[K, V]):
+    """A dict that forgets its least recently written entries beyond ``size``."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._data: OrderedDict[K, V] = OrderedDict()
+
+    def put(self, key: K, value: V) -> None:
+        if self.size <= 0:
+            return
+        self._data[key] = value
+        self._data.move_to_end(key)
+        while len(self._data) > self.size:
+            self._data.popitem(last=False)
+
+    def setdefault(self, key: K, value: V) -> None:
+        if key not in self._data:
+            self.put(key, value)
+
+    def get(self, key: K) -> V | None:
+        return self._data.get(key)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._data
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
+@dataclass(slots=True, frozen=True)
+class Delivery:
+    """One event record for a stream: its sequence number, type and raw value."""
+
+    seq: int
+    event_type: str
+    value: bytes
+    offset: int = -1
+
+
+@dataclass(eq=False)
+class RunStream:
+    """A subscription to one run's events, with a bounded buffer."""
+
+    key: RunKey
+    queue: asyncio.Queue[Delivery]
+    dropped: bool = False
+
+    @property
+    def thread_id(self) -> str:
+        return self.key[0]
+
+    @property
+    def run_id(self) -> str:
+        return self.key[1]
+
+    def push(self, delivery: Delivery) -> bool:
+        """Buffer a delivery; False (and marked dropped) when the buffer is full."""
+        if self.dropped:
+            return False
+        try:
+            self.queue.put_nowait(delivery)
+        except asyncio.QueueFull:
+            self.dropped = True
+            return False
+        return True
+
+
+@dataclass(eq=False)
+class DecisionWaiter:
+    """Collects the decisions for one requestId (``queued`` may precede the final one)."""
+
+    request_id: str
+    queue: asyncio.Queue[Decision] = field(default_factory=lambda: asyncio.Queue(16))
+
+    async def next(self, within_s: float) -> Decision:
+        """The next decision; TimeoutError after ``within_s`` seconds."""
+        async with asyncio.timeout(within_s):
+            return await self.queue.get()
+
+
+class FanOut(BackgroundReader):
+    """Reads decisions and events from the end and routes them to local waiters."""
+
+    name = "fanout"
+
+    def __init__(self, kafka: KafkaSettings, metrics: ConsumerMetrics, *,
+                 max_streams: int, stream_queue: int, index_size: int) -> None:
+        super().__init__(kafka)
+        self.metrics = metrics
+        self.max_streams = max_streams
+        self.stream_queue = stream_queue
+        self.run_starts: LruMap[RunKey, tuple[int, int]] = LruMap(index_size)
+        """(threadId, runId) → (partition, offset) of the first record seen of that run."""
+        self.admitted: LruMap[RunKey, str] = LruMap(max(index_size, 1024))
+        """(threadId, runId) → agent, for runs this instance saw admitted."""
+        self.ready = asyncio.Event()
+        self.partitions: dict[str, int] = {}
+        self._streams: dict[RunKey, set[RunStream]] = {}
+        self._stream_count = 0
+        self._waiters: dict[str, DecisionWaiter] = {}
+
+    # ------------------------------------------------------------ registration
+
+    @property
+    def stream_count(self) -> int:
+        return self._stream_count
+
+    def subscribe(self, thread_id: str, run_id: str) -> RunStream:
+        """Start buffering the run's events; raises ``Unavailable`` when full."""
+        if self._stream_count >= self.max_streams:
+            self.metrics.streams_dropped.labels("too_many_streams").inc()
+            raise Unavailable("too_many_streams",
+                              f"this instance already serves {self.max_streams} streams")
+        stream = RunStream((thread_id, run_id), asyncio.Queue(self.stream_queue))
+        self._streams.setdefault(stream.key, set()).add(stream)
+        self._stream_count += 1
+        self.metrics.streams_open.inc()
+        return stream
+
+    def unsubscribe(self, stream: RunStream) -> None:
+        """Stop routing to ``stream`` (idempotent)."""
+        subs = self._streams.get(stream.key)
+        if subs is None or stream not in subs:
+            return
+        subs.discard(stream)
+        if not subs:
+            del self._streams[stream.key]
+        self._stream_count -= 1
+        self.metrics.streams_open.dec()
+
+    def expect(self, request_id: str) -> DecisionWaiter:
+        """Register a waiter for ``request_id``'s decisions."""
+        waiter = DecisionWaiter(request_id)
+        self._waiters[request_id] = waiter
+        return waiter
+
+    def forget(self, waiter: DecisionWaiter) -> None:
+        if self._waiters.get(waiter.request_id) is waiter:
+            del self._waiters[waiter.request_id]
+
+    # ------------------------------------------------------------ reading
+
+    async def _run(self) -> None:
+        topics = self.kafka.topics
+        consumer = await self._start_consumer(lambda: new_consumer(
+            self.kafka, "agui-consumer-fanout", group_id=None, auto_offset_reset="latest",
+            max_poll_records=2000))
+        parts = await self._assign(consumer, (topics.decisions, topics.events))
+        await consumer.seek_to_end(*parts)
+        for tp in parts:
+            await consumer.position(tp)
+        self.ready.set()
+        log.info("fan-out reading %d partitions of %s and %s from their end",
+                 len(parts), topics.decisions, topics.events)
+        decisions = topics.decisions
+        while True:
+            try:
+                batch = await consumer.getmany(timeout_ms=1000, max_records=2000)
+            except KafkaError as exc:
+                log.warning("fan-out fetch failed, retrying: %s", exc)
+                await asyncio.sleep(0.5)
+                continue
+            for tp, records in batch.items():
+                if tp.topic == decisions:
+                    for record in records:
+                        self._on_decision(record)
+                    self.metrics.records_routed.labels("decisions").inc(len(records))
+                else:
+                    for record in records:
+                        self._on_event(tp.partition, record)
+                    self.metrics.records_routed.labels("events").inc(len(records))
+
+    async def _assign(self, consumer: AIOKafkaConsumer,
+                      names: tuple[str, ...]) -> list[TopicPartition]:
+        """Wait until every topic exists, then assign all its partitions."""
+        self.partitions = await wait_for_partitions(self.kafka, names)
+        parts = [TopicPartition(n, p) for n in names for p in range(self.partitions[n])]
+        consumer.assign(parts)
+        return parts
+
+    # ------------------------------------------------------------ routing
+
+    def _on_decision(self, record: ConsumerRecord) -> None:
+        try:
+            raw = orjson.loads(record.value)
+        except orjson.JSONDecodeError:
+            log.warning("unreadable decision at offset %s", record.offset)
+            return
+        if not isinstance(raw, dict):
+            return
+        if raw.get("verdict") == "admitted":
+            thread_id, run_id = raw.get("threadId"), raw.get("runId")
+            if isinstance(thread_id, str) and isinstance(run_id, str):
+                self.admitted.put((thread_id, run_id), str(raw.get("agent") or ""))
+        waiter = self._waiters.get(raw.get("requestId"))  # type: ignore[arg-type]
+        if waiter is None:
+            return
+        try:
+            decision = Decision.model_validate(raw)
+        except ValidationError as exc:
+            log.warning("invalid decision for request %s: %s", waiter.request_id, exc)
+            return
+        try:
+            waiter.queue.put_nowait(decision)
+        except asyncio.QueueFull:
+            log.error("decision queue full for request %s", waiter.request_id)
+
+    def _on_event(self, partition: int, record: ConsumerRecord) -> None:
+        headers = record.headers
+        run_id = header_value(headers, RUN_ID)
+        seq = header_value(headers, SEQ)
+        if run_id is None or seq is None or record.key is None:
+            return
+        key = (record.key.decode("utf-8", "replace"), run_id)
+        self.run_starts.setdefault(key, (partition, record.offset))
+        subs = self._streams.get(key)
+        if not subs:
+            return
+        try:
+            number = int(seq)
+        except ValueError:
+            return
+        delivery = Delivery(number, header_value(headers, EVENT_TYPE) or "", record.value,
+                            record.offset)
+        for stream in list(subs):
+            if not stream.push(delivery):
+                log.error("stream of run %s dropped: client reads too slowly "
+                          "(%d events buffered)", run_id, self.stream_queue,
+                          extra={"threadId": key[0], "runId": run_id})
+                self.metrics.streams_dropped.labels("slow_client").inc()
+                self.unsubscribe(stream)

@@ -1,0 +1,88 @@
+"""The thread view: every ThreadState of the compacted ``threads`` topic, in memory.
+
+The gatekeeper writes one ThreadState per thread change (compacted, keyed by
+threadId). Each consumer-service instance reads all partitions from the
+beginning and keeps the latest value of each thread as raw bytes, decoding
+only when a route asks. A tombstone (null value) removes the thread. Memory
+is therefore proportional to the compacted topic (one small record per live
+thread); ``caught_up`` says when the startup backlog has been read, so a
+route can tell "unknown thread" from "not read yet".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from contracts import DecodeError, ThreadState, decode
+from services.consumer.reading import BackgroundReader, wait_for_partitions
+from services.kafka.clients import KafkaError, TopicPartition, new_consumer
+from services.runtime.settings import KafkaSettings
+
+log = logging.getLogger(__name__)
+
+
+class ThreadView(BackgroundReader):
+    """Latest ThreadState per threadId, materialised from the threads topic."""
+
+    name = "thread-view"
+
+    def __init__(self, kafka: KafkaSettings) -> None:
+        super().__init__(kafka)
+        self.caught_up = asyncio.Event()
+        self._states: dict[str, bytes] = {}
+
+    def __len__(self) -> int:
+        return len(self._states)
+
+    def get(self, thread_id: str) -> ThreadState | None:
+        """The thread's last known state, or None when the view has no record of it."""
+        raw = self._states.get(thread_id)
+        if raw is None:
+            return None
+        try:
+            return decode(ThreadState, raw)
+        except DecodeError as exc:
+            log.warning("unreadable thread state: %s", exc, extra={"threadId": thread_id})
+            return None
+
+    def apply(self, key: bytes | None, value: bytes | None) -> None:
+        """Apply one record of the threads topic (tombstones delete)."""
+        if key is None:
+            return
+        thread_id = key.decode("utf-8", "replace")
+        if value is None:
+            self._states.pop(thread_id, None)
+        else:
+            self._states[thread_id] = value
+
+    async def _run(self) -> None:
+        topic = self.kafka.topics.threads
+        counts = await wait_for_partitions(self.kafka, (topic,))
+        consumer = await self._start_consumer(lambda: new_consumer(
+            self.kafka, "agui-consumer-threads", group_id=None, auto_offset_reset="earliest",
+            max_poll_records=5000))
+        parts = [TopicPartition(topic, p) for p in range(counts[topic])]
+        consumer.assign(parts)
+        await consumer.seek_to_beginning(*parts)
+        ends = await consumer.end_offsets(parts)
+        pending = {tp for tp in parts if ends[tp] > 0}
+        if not pending:
+            self.caught_up.set()
+        while True:
+            try:
+                batch = await consumer.getmany(timeout_ms=1000, max_records=5000)
+            except KafkaError as exc:
+                log.warning("thread view fetch failed, retrying: %s", exc)
+                await asyncio.sleep(0.5)
+                continue
+            for records in batch.values():
+                for record in records:
+                    self.apply(record.key, record.value)
+            if pending:
+                for tp in list(pending):
+                    if await consumer.position(tp) >= ends[tp]:
+                        pending.discard(tp)
+                if not pending:
+                    self.caught_up.set()
+                    log.info("thread view caught up: %d threads", len(self._states))
