@@ -1,0 +1,42 @@
+"""The producer service: agents run as Kafka workers under the AG-UI 1.0 run guarantees.
+
+What agent authors import lives here::
+
+    from services.producer import RunContext, agent_definition
+
+Modules: ``agent`` (what an agent is, loading by name), ``context`` (the run
+context and its helpers), ``effects`` (side effects at most once),
+``bookkeeping`` (pure: what a run opened and how it must end), ``resume``
+(pure: answers, unrecognised entries, uncovered interrupts), ``runner`` (one
+run's loop), ``checkpoint`` (pure: the per-thread changelog record),
+``scheduler`` (pure: ordered concurrency and commit positions), ``store``
+and ``recovery`` (the checkpoint topic, closing runs a dead worker left
+open), ``worker`` (the Kafka service), ``agents/`` (samples).
+"""
+
+from services.producer.agent import AgentDefinition, agent_definition, load_agents
+from services.producer.context import WARNING_EVENT, MessageStream, RunContext
+from services.producer.effects import Effect
+from services.producer.errors import (
+    AgentLoadError,
+    AgentProtocolError,
+    InterruptConflictError,
+    ProducerError,
+)
+from services.producer.resume import APPROVAL_REASON, gated_interrupt_id
+
+__all__ = [
+    "APPROVAL_REASON",
+    "WARNING_EVENT",
+    "AgentDefinition",
+    "AgentLoadError",
+    "AgentProtocolError",
+    "Effect",
+    "InterruptConflictError",
+    "MessageStream",
+    "ProducerError",
+    "RunContext",
+    "agent_definition",
+    "gated_interrupt_id",
+    "load_agents",
+]

@@ -1,0 +1,459 @@
+"""One run, start to end: the agent driven under the AG-UI 1.0 run guarantees.
+
+``Runner.run()`` opens the run with its own ``RUN_STARTED`` (protocolVersion
+"1.0", the input echoed) followed by any warnings (CUSTOM
+``agui-relay.warning``), drives the agent in a task of its own, and passes
+every event through three gates before it reaches the sink:
+
+1. validation against the ``ag-ui-protocol`` models (a failure ends the run
+   with ``RUN_ERROR`` ``invalid_event``; nothing invalid is published);
+2. the run's bookkeeping (``RunBook.admit``: lifecycle checks, chunk
+   expansion; a violation ends the run with ``RUN_ERROR``);
+3. numbering: each record gets the next per-run sequence number.
+
+The agent's task only *admits* events onto a queue; a pump task publishes
+them, so cancelling the agent can never tear an event in half. ``cancel()``
+stops admission, cancels the agent (it stops at its next await), waits a
+grace period for it and abandons it if it ignores the cancellation; queued
+events are still published, then everything open is closed and the run
+finishes ``cancelled``. However the agent ends, ``RunBook.finish`` decides
+the single terminal event, which goes to ``RunSink.send_terminal``.
+
+A run whose input leaves interrupts uncovered under policy ``reject`` is
+refused before it starts: its stream is one ``RUN_ERROR``
+(``uncovered_interrupts``), as the seed allows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal, Protocol
+
+import orjson
+from ag_ui.core import (
+    PROTOCOL_VERSION,
+    BaseEvent,
+    CustomEvent,
+    Interrupt,
+    ResumeEntry,
+    RunAgentInput,
+    RunErrorEvent,
+    RunFinishedCancelledOutcome,
+    RunFinishedEvent,
+    RunFinishedInterruptOutcome,
+    RunFinishedSuccessOutcome,
+    RunStartedEvent,
+    TokenUsage,
+)
+from pydantic import ValidationError
+
+from contracts.codec import EVENT_DECODER, validation_detail
+from services.producer.agent import AgentDefinition, AgentItem
+from services.producer.bookkeeping import (
+    Cancelled,
+    Completed,
+    Ending,
+    Failed,
+    Outcome,
+    RunBook,
+    Terminal,
+)
+from services.producer.context import WARNING_EVENT, RunContext
+from services.producer.effects import Effect, EffectLedger
+from services.producer.errors import (
+    AgentProtocolError,
+    EffectUnavailableError,
+    RunAborted,
+)
+from services.producer.resume import ResumePlan
+from services.runtime.logging import run_fields
+
+log = logging.getLogger(__name__)
+
+UncoveredPolicy = Literal["reject", "reinterrupt"]
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class EventRecord:
+    """One validated event, numbered, in its exact wire bytes."""
+
+    seq: int
+    event: BaseEvent
+    value: bytes
+
+    @property
+    def event_type(self) -> str:
+        return self.event.type.value
+
+
+@dataclass(frozen=True, slots=True)
+class RunReport:
+    """How a run ended, for the worker's checkpoint."""
+
+    outcome: Outcome
+    terminal: EventRecord
+    open_interrupts: tuple[Interrupt, ...]
+    """Interrupts open on the thread once this run closed."""
+    events: int
+
+
+class RunSink(Protocol):
+    """Where a run's records go (the worker publishes them to ``events``)."""
+
+    async def send(self, record: EventRecord) -> None:
+        """Publish one record, in order (may return before it is acknowledged)."""
+
+    async def send_terminal(self, record: EventRecord, report: RunReport) -> None:
+        """Publish the terminal record and return once it is durable."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    """How runs behave (from the worker's settings)."""
+
+    uncovered_policy: UncoveredPolicy = "reinterrupt"
+    cancel_grace_s: float = 2.0
+    """How long a cancelled agent may take to stop before it is abandoned."""
+    queue_limit: int = 256
+    """Admitted-but-unpublished events before the agent is held at its next emit."""
+    clock: Callable[[], datetime] = utc_now
+
+
+_END = object()
+
+
+class Runner:
+    """Drives one agent through one run; implements the context's ``RunPort``."""
+
+    def __init__(
+        self,
+        agent: AgentDefinition,
+        run_input: RunAgentInput,
+        plan: ResumePlan,
+        sink: RunSink,
+        *,
+        options: RunOptions | None = None,
+        ledger: EffectLedger | None = None,
+        agent_name: str = "agent",
+    ) -> None:
+        self.agent = agent
+        self._input = run_input
+        self.plan = plan
+        self.sink = sink
+        self.options = options or RunOptions()
+        self.ledger = ledger
+        self.agent_name = agent_name
+        self.book = RunBook(run_input.thread_id, run_input.run_id,
+                            frontend_tools=[t.name for t in run_input.tools or ()],
+                            carried=plan.uncovered)
+        self._seq = 0
+        self._queue: asyncio.Queue[EventRecord | object] = asyncio.Queue()
+        self._space = asyncio.Event()
+        self._space.set()
+        self._stop = asyncio.Event()
+        self._stopping = False
+        self._cancel_requested = False
+        self._violation: AgentProtocolError | None = None
+        self._result: Any = None
+        self._effects: set[asyncio.Future[Effect]] = set()
+        self._log = run_fields(run_input.thread_id, run_input.run_id)
+
+    # ---- RunPort (what RunContext calls) --------------------------------
+
+    @property
+    def input(self) -> RunAgentInput:
+        return self._input
+
+    @property
+    def answers(self) -> Mapping[str, ResumeEntry]:
+        return self.plan.answers
+
+    @property
+    def prior_interrupts(self) -> Mapping[str, Interrupt]:
+        return self.plan.prior
+
+    @property
+    def uncovered(self) -> Sequence[Interrupt]:
+        return self.plan.uncovered
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancel_requested
+
+    def now(self) -> datetime:
+        return self.options.clock()
+
+    def raise_interrupt(self, interrupt: Interrupt) -> Interrupt:
+        return self.book.raise_interrupt(interrupt)
+
+    def suspension_of(self, subagent_run_id: str) -> list[str] | None:
+        return self.book.suspension_of(subagent_run_id)
+
+    def pending_frontend_calls(self) -> list[str]:
+        return self.book.pending_frontend_calls()
+
+    def add_usage(self, usage: TokenUsage) -> None:
+        self.book.add_usage(usage)
+
+    def set_result(self, result: Any) -> None:
+        self._result = result
+
+    async def emit(self, event: BaseEvent) -> None:
+        """Admit one agent event (validated, checked, numbered) for publishing."""
+        while not self._space.is_set() and not self._stopping:
+            await self._space.wait()
+        if self._stopping:
+            raise RunAborted("the run is no longer taking events")
+        try:
+            self._admit(event)
+        except AgentProtocolError as exc:
+            self._violation = exc
+            self._stopping = True
+            self._stop.set()
+            raise RunAborted(exc.message) from exc
+
+    async def effect(self, key: str, action: Callable[[], Awaitable[Any]]) -> Effect:
+        ledger = self.ledger
+        if ledger is None:
+            raise EffectUnavailableError("this run has no effect ledger")
+        prior = await ledger.begin(self._input.thread_id, key, self._input.run_id)
+        if prior is not None:
+            log.warning("effect %s already recorded (%s); not repeated", key, prior.status,
+                        extra=self._log)
+            return prior
+
+        async def perform() -> Effect:
+            result = await action()
+            await ledger.complete(self._input.thread_id, key, result)
+            return Effect("performed", result)
+
+        task = asyncio.ensure_future(perform())
+        self._effects.add(task)
+        task.add_done_callback(self._effects.discard)
+        return await asyncio.shield(task)
+
+    # ---- control ---------------------------------------------------------
+
+    def cancel(self) -> None:
+        """Stop the run: the agent is cancelled and the run finishes ``cancelled``."""
+        if not self._cancel_requested:
+            self._cancel_requested = True
+            self._stop.set()
+
+    # ---- the run ------------------------------------------------------------
+
+    async def run(self) -> RunReport:
+        """Run the agent to exactly one terminal event; returns how it ended."""
+        if self.plan.uncovered and self.options.uncovered_policy == "reject":
+            return await self._refuse_uncovered()
+        self._publishable(RunStartedEvent(
+            thread_id=self._input.thread_id, run_id=self._input.run_id,
+            protocol_version=PROTOCOL_VERSION, parent_run_id=self._input.parent_run_id,
+            input=self._input))
+        for warning in self.plan.warnings:
+            log.warning("%s: %s %s", warning.code, warning.message,
+                        ",".join(warning.interrupt_ids), extra=self._log)
+            self._publishable(CustomEvent(name=WARNING_EVENT, value=warning.wire()))
+        pump = asyncio.create_task(self._pump())
+        agent_task = asyncio.create_task(self._drive())
+        ending = await self._await_agent(agent_task, pump)
+        self._stopping = True
+        self._space.set()
+        self._queue.put_nowait(_END)
+        await pump
+        await self._settle_effects()
+        return await self._close(self.book.finish(ending))
+
+    async def _await_agent(self, agent_task: asyncio.Task[Ending],
+                           pump: asyncio.Task[None]) -> Ending:
+        stop = asyncio.create_task(self._stop.wait())
+        try:
+            await asyncio.wait({agent_task, stop, pump}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+        if pump.done():  # the sink failed: nothing more can be published
+            agent_task.cancel()
+            pump.result()
+        if not agent_task.done():
+            self._stopping = True
+            self._space.set()
+            agent_task.cancel()
+            await asyncio.wait({agent_task}, timeout=self.options.cancel_grace_s)
+            if not agent_task.done():
+                log.warning("agent %s ignored cancellation for %.1fs; abandoned",
+                            self.agent_name, self.options.cancel_grace_s, extra=self._log)
+                agent_task.add_done_callback(_swallow)
+                return self._stopped_ending()
+        return self._ending_of(agent_task)
+
+    def _stopped_ending(self) -> Ending:
+        if self._violation is not None:
+            return Failed(self._violation.message, self._violation.code)
+        return Cancelled()
+
+    def _ending_of(self, task: asyncio.Task[Ending]) -> Ending:
+        if self._violation is not None:
+            return Failed(self._violation.message, self._violation.code)
+        if task.cancelled():
+            return Cancelled()
+        exc = task.exception()
+        if exc is None:
+            return task.result()
+        if isinstance(exc, RunAborted):
+            return Cancelled()
+        if isinstance(exc, AgentProtocolError):
+            return Failed(exc.message, exc.code)
+        if self._cancel_requested and isinstance(exc, asyncio.CancelledError):
+            return Cancelled()
+        log.error("agent %s failed", self.agent_name, exc_info=exc, extra=self._log)
+        return Failed(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__,
+                      "agent_error")
+
+    async def _drive(self) -> Ending:
+        """The agent's task: call it, take what it yields, say how it wants to end."""
+        out: Any = self.agent.run(self._input, RunContext(self))
+        if inspect.isawaitable(out):
+            out = await out
+        if out is not None and hasattr(out, "__aiter__"):
+            stream: AsyncIterator[AgentItem] = out
+            try:
+                async for item in stream:
+                    ending = await self._take(item)
+                    if ending is not None:
+                        return ending
+            finally:
+                aclose = getattr(stream, "aclose", None)
+                if aclose is not None:
+                    with contextlib.suppress(Exception):
+                        await aclose()
+        elif out is not None and self._result is None:
+            self._result = out
+        return Completed(self._result)
+
+    async def _take(self, item: AgentItem) -> Ending | None:
+        """One yielded item: an event to publish, or the agent's own ending."""
+        event = self._validated(item)
+        if isinstance(event, RunStartedEvent):
+            log.warning("agent %s yielded RUN_STARTED; the runtime opens runs, dropped",
+                        self.agent_name, extra=self._log)
+            return None
+        if isinstance(event, RunErrorEvent):
+            for usage in event.usage or ():
+                self.book.add_usage(usage)
+            return Failed(event.message, event.code)
+        if isinstance(event, RunFinishedEvent):
+            return self._agent_finish(event)
+        await self.emit(event)
+        return None
+
+    def _agent_finish(self, event: RunFinishedEvent) -> Ending:
+        for usage in event.usage or ():
+            self.book.add_usage(usage)
+        outcome = event.outcome
+        if isinstance(outcome, RunFinishedCancelledOutcome):
+            return Cancelled()
+        if isinstance(outcome, RunFinishedInterruptOutcome):
+            for interrupt in outcome.interrupts:
+                self.book.raise_interrupt(interrupt)
+        elif isinstance(outcome, RunFinishedSuccessOutcome) and outcome.model_extra:
+            raise AgentProtocolError(
+                f"success outcome carries {sorted(outcome.model_extra)}: a success "
+                "outcome is closed (use the interrupt outcome to ask for input)")
+        return Completed(event.result if event.result is not None else self._result)
+
+    # ---- records --------------------------------------------------------------
+
+    @staticmethod
+    def _checked(item: AgentItem | BaseEvent) -> tuple[BaseEvent, dict[str, Any]]:
+        """Validate one event against the ag-ui-protocol models; returns it and its wire form."""
+        try:
+            wire: dict[str, Any] = (dict(item) if isinstance(item, dict)
+                                    else item.model_dump(mode="json", by_alias=True))
+            event: BaseEvent = EVENT_DECODER.validate_python(wire)
+        except ValidationError as exc:
+            raise AgentProtocolError(f"invalid event: {validation_detail(exc)}",
+                                     code="invalid_event") from exc
+        except (ValueError, TypeError, AttributeError) as exc:
+            raise AgentProtocolError(f"not a valid AG-UI event ({type(item).__name__}): {exc}",
+                                     code="invalid_event") from exc
+        return event, wire
+
+    def _validated(self, item: AgentItem) -> BaseEvent:
+        return self._checked(item)[0]
+
+    def _admit(self, event: BaseEvent) -> None:
+        checked, wire = self._checked(event)
+        for out in self.book.admit(checked):
+            self._queue.put_nowait(self._record(out, wire if out is checked else None))
+        if self._queue.qsize() >= self.options.queue_limit:
+            self._space.clear()
+
+    def _record(self, event: BaseEvent, wire: dict[str, Any] | None = None) -> EventRecord:
+        """Number one event and fix its bytes (validating it unless ``wire`` already was)."""
+        if wire is None:
+            event, wire = self._checked(event)
+        if wire.get("timestamp") is None:
+            wire["timestamp"] = int(self.options.clock().timestamp() * 1000)
+        record = EventRecord(self._seq, event, orjson.dumps(wire))
+        self._seq += 1
+        return record
+
+    def _publishable(self, event: BaseEvent) -> None:
+        self._queue.put_nowait(self._record(event))
+
+    async def _pump(self) -> None:
+        while True:
+            item = await self._queue.get()
+            if item is _END:
+                return
+            assert isinstance(item, EventRecord)
+            await self.sink.send(item)
+            if self._queue.qsize() < self.options.queue_limit // 2:
+                self._space.set()
+
+    async def _settle_effects(self) -> None:
+        if self._effects:
+            await asyncio.wait(set(self._effects), timeout=max(self.options.cancel_grace_s, 5.0))
+
+    async def _close(self, terminal: Terminal) -> RunReport:
+        for event in terminal.closing:
+            await self.sink.send(self._record(event))
+        try:
+            record = self._record(terminal.event)
+        except AgentProtocolError as exc:  # e.g. a result that is not JSON
+            log.error("terminal event invalid: %s", exc.message, extra=self._log)
+            terminal = Terminal((), RunErrorEvent(message=exc.message, code=exc.code), "error",
+                                tuple(self.plan.uncovered))
+            record = self._record(terminal.event)
+        report = RunReport(terminal.outcome, record, terminal.open_interrupts, self._seq)
+        await self.sink.send_terminal(record, report)
+        log.info("run %s ended %s after %d events", self._input.run_id, terminal.outcome,
+                 self._seq, extra=self._log)
+        return report
+
+    async def _refuse_uncovered(self) -> RunReport:
+        ids = [i.id for i in self.plan.uncovered]
+        message = ("interrupts still open on this thread have no resume entry: "
+                   f"{', '.join(ids)}; answer or cancel each one")
+        log.warning("refused: %s", message, extra=self._log)
+        self.book.finish(Failed(message, "uncovered_interrupts"))
+        record = self._record(RunErrorEvent(message=message, code="uncovered_interrupts"))
+        report = RunReport("error", record, tuple(self.plan.prior.values()), self._seq)
+        await self.sink.send_terminal(record, report)
+        return report
+
+
+def _swallow(task: asyncio.Future[Any]) -> None:
+    """Retrieve an abandoned agent task's exception so it is not reported as lost."""
+    if not task.cancelled():
+        task.exception()
