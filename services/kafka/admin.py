@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import TopicAlreadyExistsError, for_code
 
 from contracts.topics import TopicSpec
@@ -77,3 +78,53 @@ async def topics_present(settings: KafkaSettings, names: list[str]) -> bool:
     finally:
         await admin.close()
     return all(n in present for n in names)
+
+
+DESCRIBED_CONFIGS = ("cleanup.policy", "retention.ms", "min.compaction.lag.ms", "segment.ms")
+"""The topic configs ``describe_catalog`` reads back from the broker."""
+
+
+@dataclass(frozen=True, slots=True)
+class TopicState:
+    """One catalog topic as the broker has it: ``partitions`` is None when it is missing."""
+
+    spec: TopicSpec
+    partitions: int | None
+    configs: dict[str, str]
+    """The broker's values of ``DESCRIBED_CONFIGS`` (defaults included)."""
+
+    @property
+    def exists(self) -> bool:
+        return self.partitions is not None
+
+
+async def describe_catalog(
+    settings: KafkaSettings, agents: tuple[str, ...] = ()
+) -> list[TopicState]:
+    """Every catalog topic with its partition count and configs as the broker reports them."""
+    specs = settings.topics.specs(agents)
+    admin = new_admin(settings)
+    await admin.start()
+    try:
+        counts = await _partition_counts(admin, [s.name for s in specs])
+        configs = await _topic_configs(admin, [s.name for s in specs if s.name in counts])
+    finally:
+        await admin.close()
+    return [TopicState(s, counts.get(s.name), configs.get(s.name, {})) for s in specs]
+
+
+async def _topic_configs(admin: AIOKafkaAdminClient, names: list[str]) -> dict[str, dict[str, str]]:
+    if not names:
+        return {}
+    responses = await admin.describe_configs(
+        [ConfigResource(ConfigResourceType.TOPIC, name, dict.fromkeys(DESCRIBED_CONFIGS))
+         for name in names]
+    )
+    out: dict[str, dict[str, str]] = {}
+    for response in responses:
+        for error_code, message, _type, name, entries, *_ in response.resources:
+            if error_code:
+                raise for_code(error_code)(f"describing configs of topic {name}: {message}")
+            out[name] = {entry[0]: entry[1] for entry in entries
+                         if entry[0] in DESCRIBED_CONFIGS and entry[1] is not None}
+    return out
