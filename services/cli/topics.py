@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import orjson
 import typer
@@ -37,7 +37,6 @@ AgentsOption = typer.Option(
 JsonOption = typer.Option(False, "--json", help="Print the rows as JSON instead of a table.")
 
 HOUR_MS = 3_600_000
-T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,13 +137,20 @@ def _report(rows: list[Row], title: str, as_json: bool) -> None:
         raise typer.Exit(1)
 
 
-def _run_admin(settings: KafkaSettings, action: str, coro: Coroutine[Any, Any, T]) -> T:
+RowsOf = Callable[[KafkaSettings, tuple[str, ...]], Coroutine[Any, Any, list[Row]]]
+
+
+def _run(action: str, rows_of: RowsOf, agents: str, as_json: bool) -> None:
+    """Run one admin action under the environment's settings and report its rows."""
+    settings = KafkaSettings()
     try:
-        return asyncio.run(coro)
+        rows = asyncio.run(rows_of(settings, agent_names(agents)))
     except KafkaError as exc:
         Console(stderr=True).print(
             f"[red]could not {action} at {settings.bootstrap_servers}:[/] {exc!r}")
         raise typer.Exit(1) from exc
+    _report(rows, f"topics under '{settings.topic_prefix}' on {settings.bootstrap_servers}",
+            as_json)
 
 
 async def _create(settings: KafkaSettings, agents: tuple[str, ...]) -> list[Row]:
@@ -162,16 +168,10 @@ async def _describe(settings: KafkaSettings, agents: tuple[str, ...]) -> list[Ro
 @app.command()
 def create(agents: str = AgentsOption, as_json: bool = JsonOption) -> None:
     """Create every missing topic with its configs; report each as created or found."""
-    settings = KafkaSettings()
-    rows = _run_admin(settings, "create topics", _create(settings, agent_names(agents)))
-    _report(rows, f"topics under '{settings.topic_prefix}' on {settings.bootstrap_servers}",
-            as_json)
+    _run("create topics", _create, agents, as_json)
 
 
 @app.command()
 def describe(agents: str = AgentsOption, as_json: bool = JsonOption) -> None:
     """Show each catalog topic as the broker has it (exit 1 when one is missing)."""
-    settings = KafkaSettings()
-    rows = _run_admin(settings, "describe topics", _describe(settings, agent_names(agents)))
-    _report(rows, f"topics under '{settings.topic_prefix}' on {settings.bootstrap_servers}",
-            as_json)
+    _run("describe topics", _describe, agents, as_json)
