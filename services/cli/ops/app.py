@@ -1,0 +1,30 @@
+"""Wire the operator commands onto a Typer app (the root CLI's and our own).
+
+``register(app)`` is the single place that names the commands, so the root
+``agui-relay`` and ``python -m services.cli.ops`` (used by the tests while
+the root CLI is assembled) expose exactly the same thing.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from services.cli.ops import tail
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``tail``, ``threads``, ``resume``, ``cancel``, ``deadletter``, ``lag``, ``demo``."""
+    app.command("tail")(tail.tail)
+
+
+def build() -> typer.Typer:
+    """A stand-alone app with only the operator commands."""
+    app = typer.Typer(name="agui-relay", help="agui-relay operator commands.",
+                      no_args_is_help=True, pretty_exceptions_show_locals=False)
+    app.callback()(_root)
+    register(app)
+    return app
+
+
+def _root() -> None:
+    """agui-relay operator commands: tail, threads, resume, cancel, deadletter, lag, demo."""

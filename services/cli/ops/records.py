@@ -1,0 +1,122 @@
+"""One Kafka record as the operator tools see it: topic role, ids, headers, parsed value.
+
+Every command reads records from several topics (events, decisions,
+dead letters, thread states) and treats them alike for filtering, printing
+and ``--json`` output, so each is turned once into an ``OpsRecord``: the
+key and headers as text, the value parsed as JSON when it is JSON (else
+kept as text, ``None`` for a tombstone). The NDJSON form is one object per
+record: ``{"topic", "partition", "offset", "timestamp", "key", "headers",
+"value"}``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from contracts import TopicCatalog
+from contracts.headers import RUN_ID, SEQ
+
+Role = str
+"""``events``, ``decisions``, ``deadletter``, ``threads``, ``requests``, ``control``,
+``dispatch`` or ``other``."""
+
+
+@dataclass(frozen=True, slots=True)
+class OpsRecord:
+    """One record, decoded just enough to filter and print it."""
+
+    topic: str
+    role: Role
+    partition: int
+    offset: int
+    timestamp_ms: int
+    key: str | None
+    headers: dict[str, str] = field(default_factory=dict)
+    value: Any = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The NDJSON object for ``--json``."""
+        return {
+            "topic": self.topic,
+            "partition": self.partition,
+            "offset": self.offset,
+            "timestamp": self.timestamp_ms,
+            "key": self.key,
+            "headers": self.headers,
+            "value": self.value,
+        }
+
+    def ndjson(self) -> str:
+        """``to_json`` as one line of text."""
+        return orjson.dumps(self.to_json()).decode()
+
+    @property
+    def fields(self) -> dict[str, Any]:
+        """The value when it is a JSON object, else an empty dict."""
+        return self.value if isinstance(self.value, dict) else {}
+
+
+def role_of(topic: str, catalog: TopicCatalog) -> Role:
+    """Which of the catalog's topics ``topic`` is."""
+    for role in ("events", "decisions", "deadletter", "threads", "requests", "control"):
+        if topic == getattr(catalog, role):
+            return role
+    if topic.startswith(f"{catalog.prefix}.dispatch."):
+        return "dispatch"
+    return "other"
+
+
+def parse_value(raw: bytes | None) -> Any:
+    """JSON when the bytes are JSON, the text otherwise, None for a tombstone."""
+    if raw is None:
+        return None
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return raw.decode("utf-8", "replace")
+
+
+def from_kafka(record: Any, catalog: TopicCatalog) -> OpsRecord:
+    """Build an ``OpsRecord`` from an aiokafka ``ConsumerRecord``."""
+    key: bytes | None = record.key
+    return OpsRecord(
+        topic=record.topic,
+        role=role_of(record.topic, catalog),
+        partition=record.partition,
+        offset=record.offset,
+        timestamp_ms=record.timestamp,
+        key=key.decode("utf-8", "replace") if key is not None else None,
+        headers={k: v.decode("utf-8", "replace") for k, v in record.headers or ()},
+        value=parse_value(record.value),
+    )
+
+
+class Deduper:
+    """Remembers each event's (run id, sequence number) to drop resent copies.
+
+    Producers are at-least-once towards Kafka; the per-run sequence header is
+    how readers drop a resent event. Records other than events pass.
+    """
+
+    def __init__(self) -> None:
+        self._seen: set[tuple[str, str]] = set()
+
+    def fresh(self, rec: OpsRecord) -> bool:
+        """False when ``rec`` is an event already seen."""
+        run, seq = rec.headers.get(RUN_ID), rec.headers.get(SEQ)
+        if rec.role != "events" or run is None or seq is None:
+            return True
+        if (run, seq) in self._seen:
+            return False
+        self._seen.add((run, seq))
+        return True
+
+
+def drop_duplicate_events(records: Iterable[OpsRecord]) -> list[OpsRecord]:
+    """``records`` without resent events, in order."""
+    deduper = Deduper()
+    return [rec for rec in records if deduper.fresh(rec)]

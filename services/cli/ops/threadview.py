@@ -1,0 +1,163 @@
+"""Threads as an operator sees them: latest states, table rows, run summaries.
+
+The compacted ``threads`` topic holds one live ``ThreadState`` per thread,
+but until the log cleaner runs it may still hold older ones, and a ``null``
+value (tombstone) deletes a thread: ``latest_states`` keeps the last record
+per key. ``ThreadRow`` is what the ``threads`` table shows (status, agent,
+open interrupts, oldest expiry, last activity) and ``select`` applies its
+filters. ``summarize_runs`` turns a thread's events into one line per run
+(agent, start, end, outcome, interrupts) for ``threads show``. Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import orjson
+
+from contracts import DecodeError, ThreadState, decode
+from contracts.headers import AGENT, EVENT_TYPE, RUN_ID
+from services.cli.ops.records import OpsRecord
+from services.gatekeeper.expiry import read_expiry
+
+
+def latest_states(records: Iterable[OpsRecord]) -> tuple[dict[str, ThreadState], list[str]]:
+    """The live state of each thread (last record per key wins), and decode warnings."""
+    states: dict[str, ThreadState] = {}
+    warnings: list[str] = []
+    for rec in records:
+        if rec.key is None:
+            continue
+        if rec.value is None:
+            states.pop(rec.key, None)
+            continue
+        raw = rec.value if isinstance(rec.value, str) else orjson.dumps(rec.value)
+        try:
+            states[rec.key] = decode(ThreadState, raw)
+        except DecodeError as exc:
+            warnings.append(f"{rec.topic}[{rec.partition}]@{rec.offset}: unreadable state: {exc}")
+    return states, warnings
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadRow:
+    """One line of the ``threads`` table."""
+
+    thread_id: str
+    status: str
+    agent: str | None
+    run_id: str | None
+    open_interrupts: tuple[str, ...]
+    oldest_expiry: str | None
+    """The ``expiresAt`` text of the open interrupt that expires first."""
+    expired: tuple[str, ...]
+    """The open interrupts already expired."""
+    last_activity: datetime | None
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "threadId": self.thread_id,
+            "status": self.status,
+            "agent": self.agent,
+            "runId": self.run_id,
+            "openInterrupts": list(self.open_interrupts),
+            "oldestExpiry": self.oldest_expiry,
+            "expired": list(self.expired),
+            "lastActivity": self.last_activity.isoformat() if self.last_activity else None,
+        }
+
+
+def row_of(state: ThreadState, now: datetime) -> ThreadRow:
+    """The table row for one thread."""
+    timed = []
+    expired = []
+    for opened in state.open_interrupts:
+        expiry = read_expiry(opened.interrupt.expires_at)
+        if expiry.epoch_ms is not None:
+            timed.append((expiry.epoch_ms, opened.interrupt.expires_at))
+        if expiry.is_expired(now):
+            expired.append(opened.interrupt.id)
+    return ThreadRow(
+        thread_id=state.thread_id,
+        status=state.status,
+        agent=state.agent,
+        run_id=state.run_id,
+        open_interrupts=tuple(o.interrupt.id for o in state.open_interrupts),
+        oldest_expiry=min(timed)[1] if timed else None,
+        expired=tuple(expired),
+        last_activity=state.updated_at,
+    )
+
+
+def select(
+    rows: Iterable[ThreadRow],
+    *,
+    status: str | None = None,
+    expired: bool = False,
+    agent: str | None = None,
+) -> list[ThreadRow]:
+    """Rows passing the filters, most recently active first."""
+    kept = [r for r in rows
+            if (status is None or r.status == status)
+            and (not expired or r.expired)
+            and (agent is None or r.agent == agent)]
+    oldest = datetime.min.replace(tzinfo=UTC)
+    return sorted(kept, key=lambda r: r.last_activity or oldest, reverse=True)
+
+
+@dataclass
+class RunSummary:
+    """One run of a thread, from its events."""
+
+    run_id: str
+    agent: str | None = None
+    parent_run_id: str | None = None
+    started_ms: int | None = None
+    ended_ms: int | None = None
+    outcome: str = "open"
+    """``success``, ``interrupt``, ``cancelled``, ``error: CODE`` or ``open``."""
+    interrupt_ids: list[str] = field(default_factory=list)
+    resume: list[str] = field(default_factory=list)
+    """The resume entries it started with, as ``id=status``."""
+    events: int = 0
+
+
+def _finish(summary: RunSummary, rec: OpsRecord, kind: str) -> None:
+    body = rec.fields
+    if kind == "RUN_FINISHED":
+        outcome = body.get("outcome") if isinstance(body.get("outcome"), dict) else {}
+        assert isinstance(outcome, dict)
+        summary.outcome = str(outcome.get("type", "success"))
+        summary.interrupt_ids = [str(i.get("id")) for i in outcome.get("interrupts") or []
+                                 if isinstance(i, dict)]
+    elif summary.outcome in ("open", "success", "interrupt", "cancelled"):
+        late = summary.outcome if summary.outcome != "open" else ""
+        code = body.get("code") or "error"
+        summary.outcome = f"error: {code}" + (f" (after {late})" if late else "")
+    summary.ended_ms = rec.timestamp_ms
+
+
+def summarize_runs(events: Iterable[OpsRecord]) -> list[RunSummary]:
+    """One summary per run id, in the order the runs started."""
+    runs: dict[str, RunSummary] = {}
+    for rec in events:
+        body = rec.fields
+        run_id = rec.headers.get(RUN_ID) or body.get("runId")
+        if not isinstance(run_id, str):
+            continue
+        summary = runs.setdefault(run_id, RunSummary(run_id))
+        summary.events += 1
+        summary.agent = summary.agent or rec.headers.get(AGENT)
+        kind = rec.headers.get(EVENT_TYPE) or body.get("type")
+        if kind == "RUN_STARTED":
+            summary.started_ms = rec.timestamp_ms
+            summary.parent_run_id = body.get("parentRunId")
+            given = body.get("input") if isinstance(body.get("input"), dict) else {}
+            assert isinstance(given, dict)
+            summary.resume = [f"{e.get('interruptId')}={e.get('status')}"
+                              for e in given.get("resume") or [] if isinstance(e, dict)]
+        elif kind in ("RUN_FINISHED", "RUN_ERROR"):
+            _finish(summary, rec, kind)
+    return list(runs.values())

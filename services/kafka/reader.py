@@ -1,0 +1,176 @@
+"""Group-less reading of chosen partitions: from the start, the end or an instant.
+
+Operators and replays read topics without joining a consumer group: they
+assign the partitions they want (one thread's partition, or all), choose
+where to begin (``Start``), and either follow live or stop at the end offsets
+captured when they began (``ends``), so a bounded read is deterministic
+even while producers keep writing. Records come in batches sorted by their
+timestamp, which interleaves several topics readably. Only committed
+records are read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from services.kafka.clients import (
+    AIOKafkaAdminClient,
+    AIOKafkaConsumer,
+    ConsumerRecord,
+    TopicPartition,
+    new_admin,
+    new_consumer,
+)
+from services.kafka.partitioning import partition_for
+from services.runtime.settings import KafkaSettings
+
+__all__ = ["Start", "TopicReader", "UnknownTopicError"]
+
+
+class UnknownTopicError(LookupError):
+    """A topic the cluster does not have (not created yet, or another prefix)."""
+
+    def __init__(self, topic: str) -> None:
+        super().__init__(f"topic {topic!r} does not exist (run `agui-relay topics create`?)")
+        self.topic = topic
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    """Where to begin reading each assigned partition."""
+
+    kind: Literal["beginning", "end", "time"]
+    timestamp_ms: int | None = None
+
+    @classmethod
+    def beginning(cls) -> Start:
+        return cls("beginning")
+
+    @classmethod
+    def end(cls) -> Start:
+        return cls("end")
+
+    @classmethod
+    def at(cls, timestamp_ms: int) -> Start:
+        """The first record whose timestamp is at or after ``timestamp_ms``."""
+        return cls("time", timestamp_ms)
+
+
+class TopicReader:
+    """One group-less consumer over partitions the caller assigns."""
+
+    def __init__(self, settings: KafkaSettings, client_id: str = "agui-relay-reader") -> None:
+        self._consumer: AIOKafkaConsumer = new_consumer(settings, client_id, group_id=None)
+        self._admin: AIOKafkaAdminClient = new_admin(settings, client_id)
+        self._admin_started = False
+        self._assigned: list[TopicPartition] = []
+        self._counts: dict[str, int] = {}
+
+    async def __aenter__(self) -> TopicReader:
+        try:
+            await self._consumer.start()
+        except BaseException:
+            await self._consumer.stop()
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        try:
+            await self._consumer.stop()
+        finally:
+            if self._admin_started:
+                await self._admin.close()
+
+    async def partition_count(self, topic: str) -> int:
+        """How many partitions ``topic`` has, from the cluster's metadata."""
+        if topic not in self._counts:
+            if not self._admin_started:
+                await self._admin.start()
+                self._admin_started = True
+            for described in await self._admin.describe_topics([topic]):
+                if described.get("error_code", 0) == 0 and described.get("partitions"):
+                    self._counts[described["topic"]] = len(described["partitions"])
+        if topic not in self._counts:
+            raise UnknownTopicError(topic)
+        return self._counts[topic]
+
+    async def all_partitions(self, topic: str) -> list[TopicPartition]:
+        """Every partition of ``topic``."""
+        return [TopicPartition(topic, p) for p in range(await self.partition_count(topic))]
+
+    async def key_partition(self, topic: str, key: str) -> TopicPartition:
+        """The partition the default partitioner gives ``key`` in ``topic``."""
+        return TopicPartition(topic, partition_for(key, await self.partition_count(topic)))
+
+    async def assign(
+        self, partitions: Sequence[TopicPartition], start: Start
+    ) -> dict[TopicPartition, int]:
+        """Read ``partitions`` from ``start``; returns their end offsets as of now."""
+        self._assigned = list(partitions)
+        self._consumer.assign(self._assigned)
+        ends: dict[TopicPartition, int] = await self._consumer.end_offsets(self._assigned)
+        if start.kind == "beginning":
+            await self._consumer.seek_to_beginning(*self._assigned)
+        elif start.kind == "end":
+            for tp in self._assigned:
+                self._consumer.seek(tp, ends[tp])
+        else:
+            assert start.timestamp_ms is not None
+            found = await self._consumer.offsets_for_times(
+                dict.fromkeys(self._assigned, start.timestamp_ms)
+            )
+            for tp in self._assigned:
+                hit = found.get(tp)
+                self._consumer.seek(tp, hit.offset if hit is not None else ends[tp])
+        return ends
+
+    async def end_offsets(
+        self, partitions: Sequence[TopicPartition] | None = None
+    ) -> dict[TopicPartition, int]:
+        """End offsets (last stable offsets) now, of ``partitions`` or the assigned ones."""
+        wanted = list(partitions) if partitions is not None else self._assigned
+        ends: dict[TopicPartition, int] = await self._consumer.end_offsets(wanted)
+        return ends
+
+    async def _reached(self, ends: Mapping[TopicPartition, int]) -> bool:
+        for tp in self._assigned:
+            if await self._consumer.position(tp) < ends.get(tp, 0):
+                return False
+        return True
+
+    async def batches(
+        self,
+        *,
+        until: Mapping[TopicPartition, int] | None = None,
+        stop: asyncio.Event | None = None,
+        poll_ms: int = 200,
+    ) -> AsyncIterator[list[ConsumerRecord[Any, Any]]]:
+        """Batches of records, oldest first, until ``until`` is reached or ``stop`` is set.
+
+        Without ``until`` the read follows live until ``stop``; an empty batch
+        is never yielded.
+        """
+        while not (stop is not None and stop.is_set()):
+            if until is not None and await self._reached(until):
+                return
+            got = await self._consumer.getmany(*self._assigned, timeout_ms=poll_ms)
+            records = [r for batch in got.values() for r in batch]
+            if until is not None:
+                records = [r for r in records
+                           if r.offset < until.get(TopicPartition(r.topic, r.partition), 0)]
+            if records:
+                records.sort(key=lambda r: (r.timestamp, r.topic, r.partition, r.offset))
+                yield records
+
+    async def read_all(
+        self, partitions: Sequence[TopicPartition], start: Start | None = None
+    ) -> list[ConsumerRecord[Any, Any]]:
+        """Everything in ``partitions`` from ``start`` (default: beginning) up to now."""
+        ends = await self.assign(partitions, start or Start.beginning())
+        out: list[ConsumerRecord[Any, Any]] = []
+        async for batch in self.batches(until=ends):
+            out.extend(batch)
+        return out

@@ -1,0 +1,194 @@
+"""Resume lists from operator flags: every refusal the gatekeeper would make, said early."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from ag_ui.core import Interrupt
+from hypothesis import given
+from hypothesis import strategies as st
+
+from contracts import OpenInterrupt, ThreadState
+from services.cli.ops.resume_plan import (
+    ResumeOptions,
+    parse_resolve,
+    plan_resume,
+    schema_error,
+)
+from services.gatekeeper.expiry import is_expired
+
+pytestmark = pytest.mark.unit
+
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+APPROVAL = {"type": "object", "properties": {"approved": {"type": "boolean"}},
+            "required": ["approved"], "additionalProperties": False}
+
+
+def thread(*interrupts: Interrupt, status: str = "interrupted") -> ThreadState:
+    return ThreadState(thread_id="t1", status=status, run_id="r1",  # type: ignore[arg-type]
+                       open_interrupts=[OpenInterrupt(run_id="r1", interrupt=i)
+                                        for i in interrupts])
+
+
+def intr(iid: str, expires_at: str | None = None, schema: dict[str, Any] | None = None
+         ) -> Interrupt:
+    return Interrupt(id=iid, reason="r", expires_at=expires_at, response_schema=schema)
+
+
+FRESH = "2026-11-30T12:10:00Z"
+STALE = "2026-11-30T11:00:00Z"
+
+
+def codes(state: ThreadState, options: ResumeOptions) -> list[str]:
+    return [p.code for p in plan_resume(state, options, NOW).problems]
+
+
+def test_parse_resolve() -> None:
+    assert parse_resolve('a=1') == ("a", 1)
+    assert parse_resolve('ns/x={"approved": true}') == ("ns/x", {"approved": True})
+    with pytest.raises(ValueError, match="not JSON"):
+        parse_resolve("a=b=c")
+    with pytest.raises(ValueError, match="ID=JSON"):
+        parse_resolve("no-equals")
+    with pytest.raises(ValueError, match="ID=JSON"):
+        parse_resolve("=1")
+
+
+def test_full_cover_in_interrupt_order() -> None:
+    state = thread(intr("a", schema=APPROVAL), intr("b"), intr("c", STALE))
+    plan = plan_resume(state, ResumeOptions(resolve=[("b", "x"), ("a", {"approved": True})],
+                                            cancel_expired=True), NOW)
+    assert plan.ok
+    assert [(e.interrupt_id, e.status, e.payload) for e in plan.entries] == [
+        ("a", "resolved", {"approved": True}), ("b", "resolved", "x"), ("c", "cancelled", None)]
+
+
+def test_cancel_all_covers_whatever_is_not_resolved() -> None:
+    plan = plan_resume(thread(intr("a"), intr("b")),
+                       ResumeOptions(resolve=[("a", 1)], cancel_all=True), NOW)
+    assert [(e.interrupt_id, e.status) for e in plan.entries] == [("a", "resolved"),
+                                                                  ("b", "cancelled")]
+
+
+def test_uncovered_is_refused_with_the_flags_to_add() -> None:
+    plan = plan_resume(thread(intr("a"), intr("b")), ResumeOptions(resolve=[("a", 1)]), NOW)
+    (problem,) = plan.problems
+    assert problem.code == "uncovered_interrupts"
+    assert problem.interrupt_ids == ("b",)
+    assert "--cancel b" in problem.message
+    assert not plan.entries
+
+
+def test_resolving_expired_is_refused_cancelling_it_admitted() -> None:
+    state = thread(intr("a", STALE))
+    assert codes(state, ResumeOptions(resolve=[("a", 1)])) == ["interrupt_expired"]
+    assert codes(state, ResumeOptions(resolve=[("a", 1)], cancel_expired=True)) == [
+        "interrupt_expired"]
+    assert plan_resume(state, ResumeOptions(cancel=["a"]), NOW).ok
+
+
+def test_the_expiry_instant_itself_is_expired() -> None:
+    state = thread(intr("a", "2026-11-30T12:00:00.000Z"))
+    assert codes(state, ResumeOptions(resolve=[("a", 1)])) == ["interrupt_expired"]
+
+
+def test_unparseable_expiry_never_expires() -> None:
+    assert plan_resume(thread(intr("a", "whenever")), ResumeOptions(resolve=[("a", 1)]), NOW).ok
+
+
+def test_unknown_and_duplicate_ids() -> None:
+    state = thread(intr("a"))
+    assert codes(state, ResumeOptions(resolve=[("a", 1)], cancel=["zz"])) == ["unknown_interrupt"]
+    assert codes(state, ResumeOptions(resolve=[("a", 1)], cancel=["a"])) == ["duplicate_entry"]
+    assert codes(state, ResumeOptions(resolve=[("a", 1), ("a", 2)])) == ["duplicate_entry"]
+
+
+def test_answer_checked_against_response_schema() -> None:
+    state = thread(intr("a", schema=APPROVAL))
+    plan = plan_resume(state, ResumeOptions(resolve=[("a", {"approved": "yes"})]), NOW)
+    (problem,) = plan.problems
+    assert problem.code == "invalid_payload"
+    assert "approved" in problem.message
+    assert codes(state, ResumeOptions(resolve=[("a", {})])) == ["invalid_payload"]
+    assert codes(state, ResumeOptions(resolve=[("a", None)])) == ["invalid_payload"]
+
+
+def test_broken_schema_warns_and_lets_the_answer_through() -> None:
+    plan = plan_resume(thread(intr("a", schema={"type": 12})),
+                       ResumeOptions(resolve=[("a", 1)]), NOW)
+    assert plan.ok
+    assert plan.warnings
+    assert "not a valid JSON Schema" in plan.warnings[0]
+
+
+def test_schema_error_direct() -> None:
+    assert schema_error({"approved": True}, APPROVAL) == (None, None)
+    assert schema_error(5, None) == (None, None)
+
+
+def test_busy_and_idle_threads() -> None:
+    assert codes(thread(intr("a"), status="running"), ResumeOptions(cancel_all=True)) == [
+        "thread_busy"]
+    assert codes(thread(status="idle"), ResumeOptions()) == ["not_interrupted"]
+    assert codes(thread(status="idle"), ResumeOptions(cancel=["a"])) == ["unknown_interrupt"]
+
+
+def test_every_problem_is_reported_at_once() -> None:
+    state = thread(intr("a", STALE), intr("b", schema=APPROVAL), intr("c"))
+    found = set(codes(state, ResumeOptions(resolve=[("a", 1), ("b", 3)], cancel=["x"])))
+    assert found == {"interrupt_expired", "invalid_payload", "unknown_interrupt",
+                     "uncovered_interrupts"}
+
+
+expiries = st.sampled_from([None, FRESH, STALE, "2026-11-30T12:00:00Z", "garbage"])
+ids = st.sampled_from(["a", "b", "c", "d", "x"])
+
+
+@st.composite
+def scenarios(draw: st.DrawFn) -> tuple[ThreadState, ResumeOptions]:
+    opened = draw(st.lists(st.sampled_from(["a", "b", "c", "d"]), min_size=1, max_size=4,
+                           unique=True))
+    state = thread(*(intr(i, draw(expiries)) for i in opened))
+    options = ResumeOptions(
+        resolve=draw(st.lists(st.tuples(ids, st.integers(0, 3)), max_size=4)),
+        cancel=draw(st.lists(ids, max_size=3)),
+        cancel_expired=draw(st.booleans()),
+        cancel_all=draw(st.booleans()),
+    )
+    return state, options
+
+
+@given(scenarios())
+def test_property_a_plan_that_passes_covers_each_interrupt_exactly_once(
+    scenario: tuple[ThreadState, ResumeOptions],
+) -> None:
+    state, options = scenario
+    plan = plan_resume(state, options, NOW)
+    if plan.ok:
+        assert [e.interrupt_id for e in plan.entries] == [
+            o.interrupt.id for o in state.open_interrupts]
+    else:
+        assert not plan.entries
+
+
+@given(scenarios())
+def test_property_never_resolves_an_expired_interrupt(
+    scenario: tuple[ThreadState, ResumeOptions],
+) -> None:
+    state, options = scenario
+    by_id = {o.interrupt.id: o.interrupt for o in state.open_interrupts}
+    for entry in plan_resume(state, options, NOW).entries:
+        if entry.status == "resolved":
+            assert not is_expired(by_id[entry.interrupt_id].expires_at, NOW)
+
+
+@given(scenarios())
+def test_property_cancel_all_alone_always_passes(
+    scenario: tuple[ThreadState, ResumeOptions],
+) -> None:
+    state, _ = scenario
+    plan = plan_resume(state, ResumeOptions(cancel_all=True), NOW)
+    assert plan.ok
+    assert {e.status for e in plan.entries} == {"cancelled"}
