@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typer
 
-from services.cli import broker, up
+from services.cli import broker, topics, up
 
 app = typer.Typer(
     name="agui-relay",
@@ -17,6 +17,7 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
 )
 app.add_typer(broker.app, name="kafka")
+app.add_typer(topics.app, name="topics")
 app.command("up")(up.up)
 
 
