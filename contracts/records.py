@@ -15,11 +15,10 @@ ControlCommand, deadletter → DeadLetter; events carry bare AG-UI events
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Literal
 
 from ag_ui.core.types import ConfiguredBaseModel, Interrupt, RunAgentInput
-from pydantic import ConfigDict, Field
+from pydantic import AwareDatetime, ConfigDict, Field
 
 SCHEMA_VERSION: Literal[1] = 1
 """Bumped on any change a reader of the previous version would misread."""
@@ -61,7 +60,7 @@ class RunRequest(Envelope):
     request_id: str = Field(min_length=1, max_length=200)
     agent: str = Field(min_length=1, max_length=200)
     input: RunAgentInput
-    submitted_at: datetime
+    submitted_at: AwareDatetime
     principal: str | None = None
     """The tenant that submitted the request; threads belong to one tenant."""
 
@@ -71,7 +70,7 @@ class Dispatch(RunRequest):
 
     warnings: list[str] | None = None
     """Policy warnings the producer should surface (e.g. lenient resume entries)."""
-    decided_at: datetime
+    decided_at: AwareDatetime
 
 
 class Decision(Envelope):
@@ -86,7 +85,7 @@ class Decision(Envelope):
     message: str
     interrupt_ids: list[str] | None = None
     warnings: list[str] | None = None
-    decided_at: datetime
+    decided_at: AwareDatetime
 
 
 class OpenInterrupt(Envelope):
@@ -106,7 +105,7 @@ class RememberedDecision(Envelope):
     message: str
     interrupt_ids: list[str] | None = None
     warnings: list[str] | None = None
-    decided_at: datetime
+    decided_at: AwareDatetime
 
 
 class ThreadState(Envelope):
@@ -127,8 +126,8 @@ class ThreadState(Envelope):
     queued: list[RunRequest] = Field(default_factory=list)
     recent_run_ids: list[str] = Field(default_factory=list)
     recent_decisions: list[RememberedDecision] = Field(default_factory=list)
-    run_started_at: datetime | None = None
-    updated_at: datetime | None = None
+    run_started_at: AwareDatetime | None = None
+    updated_at: AwareDatetime | None = None
 
 
 class ControlCommand(Envelope):
@@ -138,7 +137,7 @@ class ControlCommand(Envelope):
     thread_id: str
     run_id: str
     requested_by: str
-    requested_at: datetime
+    requested_at: AwareDatetime
 
 
 class DeadLetter(Envelope):
@@ -155,4 +154,4 @@ class DeadLetter(Envelope):
     reason: str
     code: str
     service: str
-    failed_at: datetime
+    failed_at: AwareDatetime

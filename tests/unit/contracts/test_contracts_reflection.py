@@ -36,7 +36,7 @@ from ag_ui.core import (
 )
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pydantic import BaseModel
+from pydantic import AwareDatetime, BaseModel
 from pydantic.alias_generators import to_camel
 
 from contracts import decode, encode, records
@@ -139,7 +139,7 @@ def for_type(tp: Any) -> st.SearchStrategy[Any]:
         return text
     if tp is int:
         return st.integers(0, 2**31 - 1)
-    if tp is datetime:
+    if tp is datetime or tp is AwareDatetime:
         return datetimes
     if tp in AG_UI:
         return AG_UI[tp]
