@@ -36,8 +36,8 @@ from contracts import (
     decode,
     header_value,
 )
-from contracts.headers import EVENT_TYPE
-from services.gatekeeper.intake import Accepted, Refused, read_request
+from contracts.headers import EVENT_TYPE, TRACEPARENT
+from services.gatekeeper.intake import Accepted, Refused, Unreadable, read_request
 from services.gatekeeper.rules import Outcome, Policy, decide, on_boundary
 from services.gatekeeper.thread import BOUNDARY_TYPES, Boundary, fresh
 
@@ -83,6 +83,8 @@ class Batch:
     decisions: list[Decision] = field(default_factory=list)
     dispatches: list[Dispatch] = field(default_factory=list)
     dead_letters: list[DeadLetter] = field(default_factory=list)
+    traces: dict[str, bytes] = field(default_factory=dict)
+    """requestId → the request record's ``traceparent``, to pass on with its outputs."""
 
     @property
     def has_output(self) -> bool:
@@ -119,6 +121,11 @@ class Batch:
             max_bytes=self.limits.max_bytes,
             agents=self.limits.agents,
         )
+        if not isinstance(read, Unreadable):
+            trace = _header(record.headers, TRACEPARENT)
+            request_id = (read.request if isinstance(read, Accepted) else read.decision).request_id
+            if trace is not None:
+                self.traces[request_id] = trace
         if isinstance(read, Accepted):
             thread_id = read.request.input.thread_id
             before = self.state(thread_id)
@@ -160,6 +167,10 @@ class Batch:
             self.dead_letters.append(dead_letter(record, "invalid_event", reason, self.now))
             return None
         return thread_id, Boundary(kind, headers.run_id, headers.agent, event.outcome)
+
+
+def _header(headers: Sequence[tuple[str, bytes]], name: str) -> bytes | None:
+    return next((v for k, v in headers if k == name), None)
 
 
 def dead_letter(record: InRecord, code: str, reason: str, now: datetime) -> DeadLetter:

@@ -1,0 +1,46 @@
+"""``agui-relay gatekeeper``: the gatekeeper alone.
+
+Settings come from the environment (``KafkaSettings``, ``GatekeeperSettings``:
+``AGUI_BUSY_POLICY``, ``AGUI_UNKNOWN_ENTRY_POLICY`` and the loop tuning).
+SIGINT/SIGTERM finish the transaction in flight, hand the partitions back
+and leave the consumer group; a second signal stops at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import typer
+
+from services.gatekeeper.processor import Processor
+from services.gatekeeper.settings import GatekeeperSettings
+from services.runtime.lifecycle import run_until_signalled
+from services.runtime.logging import configure
+from services.runtime.settings import KafkaSettings
+
+log = logging.getLogger("services.gatekeeper")
+
+
+def gatekeeper() -> None:
+    """Decide every run request: no run is dispatched past an open or expired interrupt."""
+    configure("gatekeeper")
+    kafka = KafkaSettings()
+    settings = GatekeeperSettings()
+    log.info(
+        "gatekeeper starting on %s, topics %s.*, busy=%s, unknown entries=%s",
+        kafka.bootstrap_servers,
+        kafka.topic_prefix,
+        settings.busy_policy,
+        settings.unknown_entry_policy,
+    )
+
+    async def main(stop: asyncio.Event) -> None:
+        await Processor(kafka, settings).run(stop)
+
+    run_until_signalled(main)
+
+
+def main() -> None:
+    """Run ``gatekeeper`` with its (absent) options parsed from the command line."""
+    typer.run(gatekeeper)

@@ -1,0 +1,405 @@
+"""The gatekeeper's Kafka loop: requests and run boundaries in, decisions out, exactly once.
+
+One consumer in group ``<prefix>.gatekeeper`` reads ``requests`` and
+``events`` (co-partitioned, range assignor, ``read_committed``), so an
+instance owning partition p of one owns p of the other. Each owned partition
+has its own transactional producer, id ``<prefix>.gatekeeper.p<p>``: the
+next owner of p fences the last (aiokafka's TxnOffsetCommit v0 carries no
+group generation, so this is the only zombie fencing there is).
+
+Commit procedure, for each owned partition p, in every round:
+
+1. Poll once; drop records below p's read position (a re-fetch after a
+   rebalance). If the assignment changed while the records were in flight,
+   drop the round and seek every owned partition back to its read position.
+2. Apply the run boundaries of ``events`` p to a ``Batch`` over p's committed
+   thread states (in memory; other event types are skipped on their header).
+3. Hold new ``requests`` p until ``events`` p has been read up to the last
+   stable offset it had when they were fetched (one ListOffsets for all
+   partitions), or ``events_wait_ms`` passed: a resume sent after its
+   interrupt was published never meets the thread still running.
+4. Decide the held requests in offset order (pure ``rules``).
+5. One transaction on p's producer: decisions → ``decisions``, dispatches →
+   ``dispatch.<agent>``, dead letters → ``deadletter``, the new thread
+   states → ``threads`` partition p, and the next offsets of ``requests`` p
+   and ``events`` p with ONE ``send_offsets_to_transaction``; commit.
+   Partitions commit concurrently, each on its own producer.
+6. Only after the commit returns: the batch's thread states replace p's
+   committed states and the committed offsets move. If step 5 fails the
+   transaction is aborted, p's producer replaced, ``requests`` p and
+   ``events`` p are sought back to the committed offsets and the held
+   requests dropped: the same records are decided again. A fenced producer
+   (a newer owner of p exists) stops the process.
+
+On assignment, before any decision: start p's producer (its
+``init_transactions`` fences the previous owner and aborts what it left
+open), restore p's thread states from ``threads`` (``store.restore``), read
+the group's committed positions. On revocation: wait for the round in
+flight, commit any offsets read past, stop p's producer, forget p.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from services.gatekeeper.batch import Batch, Limits
+from services.gatekeeper.partition import Owned, outputs, transactional_id
+from services.gatekeeper.settings import GatekeeperSettings
+from services.gatekeeper.store import restore
+from services.kafka.clients import (
+    AIOKafkaConsumer,
+    ConsumerRebalanceListener,
+    ConsumerRecord,
+    KafkaError,
+    TopicPartition,
+    new_consumer,
+    new_producer,
+)
+from services.kafka.transactions import commit_outputs, is_fenced
+from services.runtime.logging import run_fields
+from services.runtime.settings import KafkaSettings
+
+log = logging.getLogger(__name__)
+
+Records = dict[TopicPartition, list[ConsumerRecord[Any, Any]]]
+
+
+class FencedError(RuntimeError):
+    """Another instance owns a partition this one still wrote to: stop, do not retry."""
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Processor:
+    """The gatekeeper loop; ``run(stop)`` until ``stop`` is set."""
+
+    def __init__(
+        self,
+        kafka: KafkaSettings,
+        settings: GatekeeperSettings,
+        *,
+        clock: Callable[[], datetime] = utcnow,
+        client_id: str = "agui-gatekeeper",
+    ) -> None:
+        self.kafka = kafka
+        self.settings = settings
+        self.topics = kafka.topics
+        self.group_id = f"{kafka.topic_prefix}.gatekeeper"
+        self.client_id = client_id
+        self.clock = clock
+        self.stats: Counter[str] = Counter()
+        self.assigned = asyncio.Event()
+        """Set once partitions are assigned and restored (tests wait on it)."""
+        self._owned: dict[int, Owned] = {}
+        self._lock = asyncio.Lock()
+        self._generation = 0
+        self._fatal: BaseException | None = None
+        self._agents: frozenset[str] = frozenset()
+        self._agents_read_at = 0.0
+        self._consumer: AIOKafkaConsumer | None = None
+
+    @property
+    def partitions(self) -> list[int]:
+        """The partition numbers this instance owns now."""
+        return sorted(self._owned)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Consume, decide and commit until ``stop`` is set; then hand everything back."""
+        consumer = new_consumer(
+            self.kafka,
+            self.client_id,
+            group_id=self.group_id,
+            max_poll_records=self.settings.max_batch,
+            session_timeout_ms=self.settings.session_timeout_ms,
+        )
+        consumer.subscribe([self.topics.requests, self.topics.events], listener=_Listener(self))
+        self._consumer = consumer
+        await consumer.start()
+        try:
+            await self._refresh_agents(force=True)
+            while not stop.is_set():
+                generation = self._generation
+                waiting = any(o.held for o in self._owned.values())
+                got = await consumer.getmany(
+                    timeout_ms=5 if waiting else 100, max_records=self.settings.max_batch
+                )
+                async with self._lock:
+                    self._raise_if_fatal()
+                    if generation != self._generation:
+                        self._seek_to_read_positions()
+                        continue
+                    await self._round(got)
+                await self._refresh_agents()
+        finally:
+            async with self._lock:
+                await self._release()
+            await consumer.stop()
+            log.info("gatekeeper stopped", extra={"stats": dict(self.stats)})
+
+    # -- one round -----------------------------------------------------------
+
+    async def _round(self, got: Records) -> None:
+        consumer = self._require_consumer()
+        now = self.clock()
+        events: dict[int, list[ConsumerRecord[Any, Any]]] = {}
+        fresh: list[Owned] = []
+        for tp, records in got.items():
+            owned = self._owned.get(tp.partition)
+            if owned is None:
+                continue
+            if tp.topic == self.topics.events:
+                events[owned.partition] = [r for r in records if r.offset >= owned.next_event]
+            elif taken := [r for r in records if r.offset >= owned.next_request]:
+                owned.held.extend(taken)
+                owned.next_request = taken[-1].offset + 1
+                owned.held_since = owned.held_since or time.monotonic()
+                fresh.append(owned)
+        await self._set_barriers(fresh)
+        limits = Limits(self.kafka.max_record_bytes, self._agents)
+        work: list[tuple[Owned, Batch | None]] = []
+        for owned in self._owned.values():
+            batch = Batch(owned.states, now, self.settings.policy, limits)
+            for record in events.get(owned.partition, ()):
+                batch.event(record)
+            owned.next_event = await consumer.position(owned.events)
+            if owned.held and await self._caught_up(owned):
+                for record in owned.held:
+                    batch.request(record)
+                owned.held, owned.barrier, owned.held_since = [], None, None
+            if batch.has_output:
+                work.append((owned, batch))
+            elif owned.advanced() and self._flush_due(owned):
+                work.append((owned, None))
+        if work:
+            await asyncio.gather(*(self._commit(owned, batch) for owned, batch in work))
+
+    async def _set_barriers(self, fresh: list[Owned]) -> None:
+        """Step 3: the events offsets the newly fetched requests must wait for."""
+        if not fresh or self.settings.events_wait_ms == 0:
+            return
+        ends = await self._require_consumer().end_offsets([o.events for o in fresh])
+        for owned in fresh:
+            owned.barrier = max(owned.barrier or 0, ends.get(owned.events, 0))
+
+    async def _caught_up(self, owned: Owned) -> bool:
+        if owned.barrier is None or owned.next_event >= owned.barrier:
+            return True
+        waited_ms = (time.monotonic() - (owned.held_since or 0.0)) * 1000
+        if waited_ms >= self.settings.events_wait_ms:
+            self.stats["events_wait_expired"] += 1
+            log.warning(
+                "deciding requests before events p%d caught up (%d < %d)",
+                owned.partition,
+                owned.next_event,
+                owned.barrier,
+            )
+            return True
+        return False
+
+    def _flush_due(self, owned: Owned) -> bool:
+        return time.monotonic() - owned.last_commit >= self.settings.offsets_flush_s
+
+    async def _commit(self, owned: Owned, batch: Batch | None) -> None:
+        """Steps 5 and 6 for one partition."""
+        offsets = owned.offsets()
+        records = outputs(self.topics, owned.partition, batch) if batch is not None else []
+        try:
+            await commit_outputs(owned.producer, records, offsets, self.group_id)
+        except Exception as exc:
+            if is_fenced(exc):
+                self._fatal = FencedError(f"partition {owned.partition} has a newer owner")
+                raise self._fatal from exc
+            log.exception("transaction on partition %d failed; rewinding", owned.partition)
+            self.stats["transactions_failed"] += 1
+            await self._rewind(owned)
+            return
+        owned.committed(offsets, batch)
+        owned.last_commit = time.monotonic()
+        self.stats["transactions"] += 1
+        if batch is not None:
+            self._count(batch)
+
+    def _count(self, batch: Batch) -> None:
+        for d in batch.decisions:
+            self.stats[d.verdict] += 1
+            log.debug(
+                "%s %s: %s",
+                d.verdict,
+                d.code or "",
+                d.message,
+                extra=run_fields(d.thread_id, d.run_id, d.request_id),
+            )
+        self.stats["decisions"] += len(batch.decisions)
+        self.stats["dead_letters"] += len(batch.dead_letters)
+        for letter in batch.dead_letters:
+            log.warning(
+                "dead letter from %s p%d@%d: %s",
+                letter.source_topic,
+                letter.partition,
+                letter.offset,
+                letter.reason,
+                extra={"code": letter.code},
+            )
+
+    async def _rewind(self, owned: Owned) -> None:
+        """Step 6 on failure: a fresh producer, reading back at the committed offsets."""
+        await owned.producer.stop()
+        owned.producer = await self._producer(owned.partition, retry=True)
+        owned.rewound()
+        consumer = self._require_consumer()
+        consumer.seek(owned.requests, owned.committed_request)
+        consumer.seek(owned.events, owned.committed_event)
+
+    def _seek_to_read_positions(self) -> None:
+        """Step 1's recovery: the polled records are dropped, so read them again."""
+        consumer = self._require_consumer()
+        for owned in self._owned.values():
+            first_undecided = owned.offsets()[owned.requests]
+            owned.next_request = first_undecided
+            owned.held, owned.barrier, owned.held_since = [], None, None
+            consumer.seek(owned.requests, first_undecided)
+            consumer.seek(owned.events, owned.next_event)
+
+    # -- rebalancing ---------------------------------------------------------
+
+    async def acquire(self, assigned: set[TopicPartition]) -> None:
+        """On assignment: fence, restore, position, before anything is decided."""
+        async with self._lock:
+            self._generation += 1
+            await self._release()  # normally empty: revocation came first
+            numbers = sorted({tp.partition for tp in assigned})
+            if not numbers:
+                return
+            started = time.monotonic()
+            try:
+                producers = await asyncio.gather(*(self._producer(p) for p in numbers))
+                restored = await restore(self.kafka, numbers, f"{self.client_id}-restore")
+                consumer = self._require_consumer()
+                for p, producer in zip(numbers, producers, strict=True):
+                    requests = TopicPartition(self.topics.requests, p)
+                    events = TopicPartition(self.topics.events, p)
+                    self._owned[p] = Owned(
+                        p,
+                        producer,
+                        requests,
+                        events,
+                        restored[p],
+                        await consumer.position(requests),
+                        await consumer.position(events),
+                        last_commit=time.monotonic(),
+                    )
+            except Exception as exc:
+                self._fatal = exc
+                log.exception("could not take over partitions %s", numbers)
+                return
+            threads = sum(len(o.states) for o in self._owned.values())
+            log.info(
+                "assigned partitions %s: %d threads restored in %.0f ms",
+                numbers,
+                threads,
+                (time.monotonic() - started) * 1000,
+            )
+            self.assigned.set()
+
+    async def revoke(self) -> None:
+        """On revocation: the round in flight finishes first (the lock), then hand back."""
+        async with self._lock:
+            self._generation += 1
+            await self._release()
+
+    async def _release(self) -> None:
+        """Commit offsets read past (when possible), stop every producer, forget all."""
+        owned_all, self._owned = list(self._owned.values()), {}
+        for owned in owned_all:
+            if owned.advanced() and self._fatal is None:
+                try:
+                    await commit_outputs(owned.producer, [], owned.offsets(), self.group_id)
+                except Exception:
+                    log.warning(
+                        "could not commit offsets of partition %d on release",
+                        owned.partition,
+                        exc_info=True,
+                    )
+        await asyncio.gather(*(o.producer.stop() for o in owned_all), return_exceptions=True)
+        if owned_all:
+            log.info("released partitions %s", [o.partition for o in owned_all])
+
+    async def _producer(self, partition: int, *, retry: bool = False) -> Any:
+        """Partition p's transactional producer, started (which fences p's last owner).
+
+        With ``retry`` a broker that does not answer is waited for, with backoff,
+        instead of failing: the partition cannot make progress without it.
+        """
+        backoff = 0.5
+        while True:
+            producer = new_producer(
+                self.kafka,
+                f"{self.client_id}-p{partition}",
+                transactional_id=transactional_id(self.kafka.topic_prefix, partition),
+            )
+            try:
+                await producer.start()
+            except KafkaError:
+                await producer.stop()
+                if not retry:
+                    raise
+                log.warning(
+                    "producer for partition %d did not start; retrying in %.1f s",
+                    partition,
+                    backoff,
+                    exc_info=True,
+                )
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
+                continue
+            return producer
+
+    # -- agents --------------------------------------------------------------
+
+    async def _refresh_agents(self, *, force: bool = False) -> None:
+        if not force and time.monotonic() - self._agents_read_at < self.settings.agents_refresh_s:
+            return
+        head = self.topics.dispatch("")
+        try:
+            topics = await self._require_consumer().topics()
+        except KafkaError:
+            if force:
+                raise
+            log.warning("could not list dispatch topics; keeping the last set", exc_info=True)
+            return
+        agents = frozenset(
+            t[len(head) :] for t in topics if t.startswith(head) and len(t) > len(head)
+        )
+        if agents != self._agents:
+            log.info("agents with a dispatch topic: %s", ", ".join(sorted(agents)) or "none")
+        self._agents, self._agents_read_at = agents, time.monotonic()
+
+    def _require_consumer(self) -> AIOKafkaConsumer:
+        if self._consumer is None:
+            raise RuntimeError("the gatekeeper consumer is not started")
+        return self._consumer
+
+    def _raise_if_fatal(self) -> None:
+        if self._fatal is not None:
+            raise RuntimeError("the gatekeeper cannot continue") from self._fatal
+
+
+class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+    """Hands aiokafka's rebalance callbacks to the processor."""
+
+    def __init__(self, processor: Processor) -> None:
+        self._processor = processor
+
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        await self._processor.revoke()
+
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        await self._processor.acquire(assigned)

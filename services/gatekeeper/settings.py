@@ -1,0 +1,43 @@
+"""The gatekeeper's own settings, read from the environment by the CLI.
+
+The policies are the architecture's (``AGUI_BUSY_POLICY``,
+``AGUI_UNKNOWN_ENTRY_POLICY``); the rest tune the loop. Which agents exist is
+not configured here: an agent exists when its dispatch topic does (topics
+are created by ``agui-relay topics create`` with the agent list), so the
+gatekeeper reads the ``<prefix>.dispatch.*`` topics at start and every
+``AGUI_GATEKEEPER_AGENTS_REFRESH_S`` seconds, and refuses a request for any
+other agent as ``invalid_input`` instead of writing to a topic nobody reads.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from services.gatekeeper.rules import BusyPolicy, Policy, UnknownEntryPolicy
+
+
+class GatekeeperSettings(BaseSettings):
+    """Policies and loop tuning for ``agui-relay gatekeeper``."""
+
+    model_config = SettingsConfigDict(env_prefix="", extra="ignore", populate_by_name=True)
+
+    busy_policy: BusyPolicy = Field("reject", alias="AGUI_BUSY_POLICY")
+    unknown_entry_policy: UnknownEntryPolicy = Field("strict", alias="AGUI_UNKNOWN_ENTRY_POLICY")
+    queue_limit: int = Field(8, alias="AGUI_GATEKEEPER_QUEUE_LIMIT", ge=1, le=64)
+    """Requests one running thread may hold under the enqueue policy."""
+    max_batch: int = Field(5000, alias="AGUI_GATEKEEPER_MAX_BATCH", ge=1)
+    """Records taken per poll (all partitions together)."""
+    events_wait_ms: int = Field(500, alias="AGUI_GATEKEEPER_EVENTS_WAIT_MS", ge=0)
+    """How long a request may wait for the events its partition already holds."""
+    agents_refresh_s: float = Field(10.0, alias="AGUI_GATEKEEPER_AGENTS_REFRESH_S", gt=0)
+    """How often the set of agents (dispatch topics) is read again."""
+    session_timeout_ms: int = Field(10_000, alias="AGUI_GATEKEEPER_SESSION_TIMEOUT_MS", ge=6000)
+    """How long the group waits for a silent instance before handing its partitions on."""
+    offsets_flush_s: float = Field(5.0, alias="AGUI_GATEKEEPER_OFFSETS_FLUSH_S", gt=0)
+    """Skipped events' offsets are committed at least this often when nothing else is."""
+
+    @property
+    def policy(self) -> Policy:
+        """The rule engine's policy."""
+        return Policy(self.busy_policy, self.unknown_entry_policy, self.queue_limit)

@@ -1,0 +1,84 @@
+"""Read-process-write transactions: outputs and consumed offsets commit together.
+
+``commit_outputs`` is the one place a transaction is run for a consume →
+produce loop: begin, send every output record without waiting for each,
+add the consumed offsets **once** (aiokafka #1098: repeated
+``send_offsets_to_transaction`` calls in one transaction have raised
+KeyError), commit. Anything failing before the commit returns aborts the
+transaction (best effort) and re-raises, so the caller rewinds to its last
+committed offsets; ``is_fenced`` tells a zombie (another producer took the
+transactional id) from an error worth retrying.
+
+Fencing is pre-KIP-447 (aiokafka sends TxnOffsetCommit v0, with no group
+generation): a transactional id must be derived from the input partition a
+producer owns, so the next owner's ``init_transactions`` fences the last.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from aiokafka.errors import ProducerFenced
+
+from services.kafka.clients import AIOKafkaProducer, TopicPartition
+
+__all__ = ["OutRecord", "commit_outputs", "is_fenced"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class OutRecord:
+    """One record a transaction writes (``partition`` None: the key's partition)."""
+
+    topic: str
+    value: bytes
+    key: bytes | None = None
+    partition: int | None = None
+    headers: Sequence[tuple[str, bytes]] | None = None
+
+
+async def commit_outputs(
+    producer: AIOKafkaProducer,
+    records: Sequence[OutRecord],
+    offsets: Mapping[TopicPartition, int],
+    group_id: str,
+) -> None:
+    """Write ``records`` and commit ``offsets`` (next offsets to read) atomically."""
+    await producer.begin_transaction()
+    try:
+        sent = [
+            await producer.send(
+                r.topic,
+                r.value,
+                key=r.key,
+                partition=r.partition,
+                headers=list(r.headers) if r.headers else None,
+            )
+            for r in records
+        ]
+        if offsets:
+            await producer.send_offsets_to_transaction(dict(offsets), group_id)
+        await producer.commit_transaction()
+    except BaseException:
+        await _abort(producer)
+        raise
+    for delivery in sent:  # all resolved by the commit; surface any failure loudly
+        delivery.result()
+
+
+async def _abort(producer: AIOKafkaProducer) -> None:
+    """Abort the open transaction, if the producer still can; never raise."""
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(producer.abort_transaction(), timeout=10)
+        return
+    log.debug("abort_transaction failed; the next init_transactions will abort it")
+
+
+def is_fenced(exc: BaseException) -> bool:
+    """True when another producer with the same transactional id took over."""
+    return isinstance(exc, ProducerFenced)
