@@ -4,7 +4,8 @@ Defaults are the exactly-once ones, not aiokafka's: producers are idempotent
 with ``acks=all``; consumers read committed records only, never auto-commit,
 and use the range assignor so co-partitioned topics land on one instance.
 Security (SASL PLAIN/SCRAM, TLS) comes from ``KafkaSettings`` so every
-service and the CLI connect the same way.
+service and the CLI connect the same way; SASL clients get aiokafka's debug
+trace of the authentication exchange redacted (``services.kafka.redaction``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from aiokafka.errors import KafkaError
 from aiokafka.helpers import create_ssl_context
 
+from services.kafka.redaction import redact_sasl_logging
 from services.runtime.settings import KafkaSettings
 
 __all__ = [
@@ -44,12 +46,17 @@ def connection_options(settings: KafkaSettings, client_id: str) -> dict[str, Any
         "security_protocol": settings.security_protocol,
     }
     if settings.security_protocol in ("SSL", "SASL_SSL"):
+        key_password = settings.ssl_key_password
         opts["ssl_context"] = create_ssl_context(
             cafile=str(settings.ssl_cafile) if settings.ssl_cafile else None,
             certfile=str(settings.ssl_certfile) if settings.ssl_certfile else None,
             keyfile=str(settings.ssl_keyfile) if settings.ssl_keyfile else None,
+            # Always a password (empty when none is set): without one, OpenSSL
+            # would prompt on the terminal for an encrypted key and hang a service.
+            password=key_password.get_secret_value() if key_password else "",
         )
     if settings.security_protocol.startswith("SASL"):
+        redact_sasl_logging()
         opts["sasl_mechanism"] = settings.sasl_mechanism or "PLAIN"
         opts["sasl_plain_username"] = settings.sasl_username
         opts["sasl_plain_password"] = (

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from contracts.topics import DEFAULT_PARTITIONS, DEFAULT_PREFIX, TopicCatalog
@@ -20,9 +20,20 @@ LOCAL_BOOTSTRAP = "127.0.0.1:9092"
 
 
 class KafkaSettings(BaseSettings):
-    """How to reach the brokers and which topics to use."""
+    """How to reach the brokers and which topics to use.
 
-    model_config = SettingsConfigDict(env_prefix="", extra="ignore", populate_by_name=True)
+    Security: ``KAFKA_SECURITY_PROTOCOL`` SASL_PLAINTEXT / SASL_SSL need the SASL
+    mechanism (PLAIN when unset), user and password; SSL / SASL_SSL verify the
+    brokers against ``KAFKA_SSL_CAFILE`` (else the system trust store) and send
+    a client certificate when ``KAFKA_SSL_CERTFILE`` is set (mutual TLS). The
+    passwords are ``SecretStr``: masked in ``repr``, dumps and validation errors.
+    """
+
+    # hide_input_in_errors: a validation error must not echo the environment
+    # (which holds the SASL and key passwords) into a traceback or a log.
+    model_config = SettingsConfigDict(
+        env_prefix="", extra="ignore", populate_by_name=True, hide_input_in_errors=True
+    )
 
     bootstrap_servers: str = Field(LOCAL_BOOTSTRAP, alias="KAFKA_BOOTSTRAP_SERVERS")
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = Field(
@@ -36,9 +47,24 @@ class KafkaSettings(BaseSettings):
     ssl_cafile: Path | None = Field(None, alias="KAFKA_SSL_CAFILE")
     ssl_certfile: Path | None = Field(None, alias="KAFKA_SSL_CERTFILE")
     ssl_keyfile: Path | None = Field(None, alias="KAFKA_SSL_KEYFILE")
+    ssl_key_password: SecretStr | None = Field(None, alias="KAFKA_SSL_KEY_PASSWORD")
     topic_prefix: str = Field(DEFAULT_PREFIX, alias="AGUI_TOPIC_PREFIX")
     partitions: int = Field(DEFAULT_PARTITIONS, alias="AGUI_PARTITIONS", ge=1, le=1024)
     max_record_bytes: int = Field(1_048_576, alias="AGUI_MAX_RECORD_BYTES", ge=1024)
+
+    @model_validator(mode="after")
+    def _security_is_complete(self) -> KafkaSettings:
+        """Refuse at startup what the brokers would refuse later, less clearly."""
+        if self.security_protocol.startswith("SASL_") and (
+            not self.sasl_username or self.sasl_password is None
+        ):
+            raise ValueError(
+                f"KAFKA_SECURITY_PROTOCOL={self.security_protocol} needs KAFKA_SASL_USERNAME "
+                "and KAFKA_SASL_PASSWORD (and KAFKA_SASL_MECHANISM unless PLAIN)"
+            )
+        if self.ssl_keyfile is not None and self.ssl_certfile is None:
+            raise ValueError("KAFKA_SSL_KEYFILE needs KAFKA_SSL_CERTFILE (the client certificate)")
+        return self
 
     @property
     def topics(self) -> TopicCatalog:
