@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from deploy.kafka.tls import TlsConfig, accepts
+
 HOST = "127.0.0.1"
 KAFKA_DIR = Path(__file__).resolve().parent
 REPO_ROOT = KAFKA_DIR.parent.parent
@@ -319,6 +321,8 @@ class Broker:
     version: str = ""
     started_in: float = 0.0
     ports: dict[str, int] = field(default_factory=dict)
+    ssl_bootstrap: str | None = None
+    sasl_ssl_bootstrap: str | None = None
 
     def alive(self) -> bool:
         """True while the broker process exists."""
@@ -341,6 +345,8 @@ class Broker:
             "version": self.version,
             "started_in": round(self.started_in, 2),
             "ports": self.ports,
+            "ssl_bootstrap": self.ssl_bootstrap,
+            "sasl_ssl_bootstrap": self.sasl_ssl_bootstrap,
         }
 
     @classmethod
@@ -354,6 +360,8 @@ class Broker:
             version=str(raw.get("version", "")),
             started_in=float(raw.get("started_in", 0.0)),
             ports={str(k): int(v) for k, v in dict(raw.get("ports", {})).items()},
+            ssl_bootstrap=raw.get("ssl_bootstrap"),
+            sasl_ssl_bootstrap=raw.get("sasl_ssl_bootstrap"),
         )
 
 
@@ -395,6 +403,9 @@ def start(
     *,
     sasl_port: int | None = None,
     scram_users: Mapping[str, str] | None = None,
+    ssl_port: int | None = None,
+    sasl_ssl_port: int | None = None,
+    tls: TlsConfig | None = None,
     persistent: bool = False,
     ready_timeout: float = 60,
     features: Mapping[str, int] | None = None,
@@ -405,7 +416,9 @@ def start(
 
     ``port``/``controller_port`` default to random free ports; ``sasl_port`` adds a
     SASL_PLAINTEXT listener (0 = random port) whose PLAIN and SCRAM users are
-    ``scram_users``. ``persistent`` keeps an already formatted ``data_dir``.
+    ``scram_users``. ``ssl_port`` / ``sasl_ssl_port`` add SSL / SASL_SSL listeners
+    (0 = random port) with the key material in ``tls``; the SASL_SSL listener
+    knows the same users. ``persistent`` keeps an already formatted ``data_dir``.
     ``features`` are ``--feature name=level`` pairs for the storage format.
     Raises BrokerError with the log tail when the JVM exits or never serves.
     """
@@ -413,11 +426,13 @@ def start(
     classpath = _require_jars(lib)
     layout = _Layout(data_dir.resolve())
     _refuse_if_running(layout.root)
-    ports = _choose_ports(port, controller_port, sasl_port)
+    if tls is None and (ssl_port is not None or sasl_ssl_port is not None):
+        raise BrokerError("an SSL or SASL_SSL listener needs tls=TlsConfig(keystore, password)")
+    ports = _choose_ports(port, controller_port, sasl_port, ssl_port, sasl_ssl_port)
     for d in (layout.root, layout.logs, layout.tmp):
         d.mkdir(parents=True, exist_ok=True)
     users = dict(scram_users or {})
-    _render(layout, ports, users)
+    _render(layout, ports, users, tls)
     java = _java()
     _format(java, classpath, layout, users, persistent=persistent, features=features or {})
     log_offset = layout.server_log.stat().st_size if layout.server_log.exists() else 0
@@ -430,6 +445,10 @@ def start(
         sasl_bootstrap=f"{HOST}:{ports['sasl_port']}" if "sasl_port" in ports else None,
         version=jar_version(classpath),
         ports=ports,
+        ssl_bootstrap=f"{HOST}:{ports['ssl_port']}" if "ssl_port" in ports else None,
+        sasl_ssl_bootstrap=(
+            f"{HOST}:{ports['sasl_ssl_port']}" if "sasl_ssl_port" in ports else None
+        ),
     )
     _record(broker)
     _await_ready(broker, layout, log_offset, t0 + ready_timeout)
@@ -475,10 +494,17 @@ def _refuse_if_running(root: Path) -> None:
         raise BrokerError(f"a broker (pid {running.pid}) already runs in {root}")
 
 
-def _choose_ports(port: int | None, controller: int | None, sasl: int | None) -> dict[str, int]:
+def _choose_ports(
+    port: int | None,
+    controller: int | None,
+    sasl: int | None,
+    ssl: int | None = None,
+    sasl_ssl: int | None = None,
+) -> dict[str, int]:
     wanted = {"port": port, "controller_port": controller}
-    if sasl is not None:
-        wanted["sasl_port"] = sasl or None
+    for name, optional in (("sasl_port", sasl), ("ssl_port", ssl), ("sasl_ssl_port", sasl_ssl)):
+        if optional is not None:
+            wanted[name] = optional or None
     chosen: dict[str, int] = {}
     for name, value in wanted.items():
         if value is not None and not _port_free(value):
@@ -489,15 +515,28 @@ def _choose_ports(port: int | None, controller: int | None, sasl: int | None) ->
     return chosen
 
 
-def _render(layout: _Layout, ports: Mapping[str, int], users: Mapping[str, str]) -> None:
+def _render(
+    layout: _Layout,
+    ports: Mapping[str, int],
+    users: Mapping[str, str],
+    tls: TlsConfig | None = None,
+) -> None:
     listeners = [f"PLAINTEXT://{HOST}:{ports['port']}"]
     protocols = ["PLAINTEXT:PLAINTEXT", "CONTROLLER:PLAINTEXT"]
-    sasl_section = ""
-    if "sasl_port" in ports:
-        listeners.append(f"SASL_PLAINTEXT://{HOST}:{ports['sasl_port']}")
-        protocols.append("SASL_PLAINTEXT:SASL_PLAINTEXT")
-        plain = "".join(f' user_{name}="{_jaas_quote(pw)}"' for name, pw in users.items())
-        sasl_section = _template("sasl.properties.template").substitute(plain_users=plain)
+    security_section = ""
+    plain = "".join(f' user_{name}="{_jaas_quote(pw)}"' for name, pw in users.items())
+    for protocol, key in (("SASL_PLAINTEXT", "sasl_port"), ("SSL", "ssl_port"),
+                          ("SASL_SSL", "sasl_ssl_port")):
+        if key not in ports:
+            continue
+        listeners.append(f"{protocol}://{HOST}:{ports[key]}")
+        protocols.append(f"{protocol}:{protocol}")
+        if protocol.startswith("SASL_"):
+            security_section += _template("sasl.properties.template").substitute(
+                listener=protocol.lower(), plain_users=plain
+            )
+        if protocol.endswith("SSL") and tls is not None:
+            security_section += tls.properties(protocol)
     advertised = ",".join(listeners)
     props = _template("server.properties.template").substitute(
         controller_port=ports["controller_port"],
@@ -505,7 +544,7 @@ def _render(layout: _Layout, ports: Mapping[str, int], users: Mapping[str, str])
         advertised_listeners=advertised,
         protocol_map=",".join(protocols),
         log_dirs=layout.logs,
-        sasl_section=sasl_section,
+        sasl_section=security_section,
     )
     layout.props.write_text(props)
     log4j = _template("log4j2.properties.template").substitute(log_path=layout.server_log)
@@ -605,7 +644,9 @@ def _await_ready(broker: Broker, layout: _Layout, log_offset: int, deadline: flo
             raise BrokerError(f"the broker JVM exited during startup:\n{_log_tail(layout)}")
         marker_seen = marker_seen or _log_has(layout.server_log, log_offset, STARTED_MARKER)
         endpoints = [broker.bootstrap] + ([broker.sasl_bootstrap] if broker.sasl_bootstrap else [])
-        if marker_seen and all(answers(ep, 1.0) for ep in endpoints):
+        tls_endpoints = [ep for ep in (broker.ssl_bootstrap, broker.sasl_ssl_bootstrap) if ep]
+        if (marker_seen and all(answers(ep, 1.0) for ep in endpoints)
+                and all(accepts(ep) for ep in tls_endpoints)):
             return
         if time.monotonic() > deadline:
             broker.stop(timeout=5)
