@@ -12,7 +12,7 @@ records are read.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -147,11 +147,13 @@ class TopicReader:
         until: Mapping[TopicPartition, int] | None = None,
         stop: asyncio.Event | None = None,
         poll_ms: int = 200,
-    ) -> AsyncIterator[list[ConsumerRecord[Any, Any]]]:
+        heartbeat: bool = False,
+    ) -> AsyncGenerator[list[ConsumerRecord[Any, Any]], None]:
         """Batches of records, oldest first, until ``until`` is reached or ``stop`` is set.
 
-        Without ``until`` the read follows live until ``stop``; an empty batch
-        is never yielded.
+        Without ``until`` the read follows live until ``stop``. With
+        ``heartbeat`` an empty batch is yielded after each idle poll, so a
+        caller waiting for something can check its own deadline.
         """
         while not (stop is not None and stop.is_set()):
             if until is not None and await self._reached(until):
@@ -161,7 +163,7 @@ class TopicReader:
             if until is not None:
                 records = [r for r in records
                            if r.offset < until.get(TopicPartition(r.topic, r.partition), 0)]
-            if records:
+            if records or heartbeat:
                 records.sort(key=lambda r: (r.timestamp, r.topic, r.partition, r.offset))
                 yield records
 

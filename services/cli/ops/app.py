@@ -9,12 +9,17 @@ from __future__ import annotations
 
 import typer
 
-from services.cli.ops import tail
+from services.cli.ops import cancel, deadletter, lag, resume, tail, threads
 
 
 def register(app: typer.Typer) -> None:
     """Add ``tail``, ``threads``, ``resume``, ``cancel``, ``deadletter``, ``lag``, ``demo``."""
     app.command("tail")(tail.tail)
+    app.add_typer(threads.app, name="threads")
+    app.command("resume")(resume.resume)
+    app.command("cancel")(cancel.cancel)
+    app.add_typer(deadletter.app, name="deadletter")
+    app.command("lag")(lag.lag)
 
 
 def build() -> typer.Typer:

@@ -31,6 +31,7 @@ from contracts import (
     encode,
 )
 from services.kafka.clients import AIOKafkaProducer
+from services.kafka.reader import Start, TopicReader
 from services.runtime.settings import KafkaSettings
 
 REPO = Path(__file__).resolve().parents[3]
@@ -168,3 +169,23 @@ class Writer:
                             value=value, reason=reason, code=code, service="gatekeeper",
                             headers={"x-test": "1"}, failed_at=datetime.now(UTC))
         return await self.send(self.topics.deadletter, key, encode(letter))
+
+
+async def wait_for_records(settings: KafkaSettings, topic: str, key: str, count: int = 1,
+                           within_s: float = 30.0) -> list[Any]:
+    """The first ``count`` records keyed ``key`` on ``topic`` (as ConsumerRecords)."""
+    found: list[Any] = []
+    async with TopicReader(settings, "ops-test-wait") as reader:
+        await reader.assign([await reader.key_partition(topic, key)], Start.beginning())
+        async with asyncio.timeout(within_s):
+            async for batch in reader.batches():
+                found += [r for r in batch if r.key == key.encode()]
+                if len(found) >= count:
+                    return found[:count]
+    raise AssertionError("unreachable")
+
+
+async def end_offset_total(settings: KafkaSettings, topic: str) -> int:
+    """How many records ``topic`` holds (sum of end offsets; nothing is ever deleted here)."""
+    async with TopicReader(settings, "ops-test-ends") as reader:
+        return sum((await reader.end_offsets(await reader.all_partitions(topic))).values())

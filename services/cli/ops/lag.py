@@ -1,0 +1,95 @@
+"""``agui-relay lag``: how far each service's consumer group is behind, per partition.
+
+For every consumer group with offsets committed on this deployment's topics
+(the gatekeeper's, the producer workers', the consumer service's), the
+committed offset of each partition is set against its end offset (the last
+stable offset, which is what a ``read_committed`` consumer can reach) and
+the difference is the lag; a per-group total follows. ``--group`` keeps the
+named groups only; ``--json`` prints NDJSON rows.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Annotated
+
+import orjson
+import typer
+from rich.table import Table
+
+from services.cli.ops.kafka_io import EXIT_OK, run_command, stdout
+from services.kafka.clients import TopicPartition
+from services.kafka.groups import committed_offsets
+from services.kafka.reader import TopicReader
+from services.runtime.settings import KafkaSettings
+
+
+@dataclass(frozen=True, slots=True)
+class LagRow:
+    """One partition of one group."""
+
+    group: str
+    topic: str
+    partition: int
+    committed: int
+    end: int
+
+    @property
+    def lag(self) -> int:
+        return max(self.end - self.committed, 0)
+
+    def to_json(self) -> dict[str, object]:
+        return {"group": self.group, "topic": self.topic, "partition": self.partition,
+                "committed": self.committed, "end": self.end, "lag": self.lag}
+
+
+def lag_rows(committed: Mapping[str, Mapping[TopicPartition, int]],
+             ends: Mapping[TopicPartition, int]) -> list[LagRow]:
+    """Rows sorted by group, topic, partition (pure)."""
+    rows = [LagRow(group, tp.topic, tp.partition, offset, ends.get(tp, offset))
+            for group, offsets in committed.items() for tp, offset in offsets.items()]
+    return sorted(rows, key=lambda r: (r.group, r.topic, r.partition))
+
+
+async def _lag(settings: KafkaSettings, groups: list[str], as_json: bool) -> int:
+    prefix = f"{settings.topic_prefix}."
+    committed = await committed_offsets(settings, lambda topic: topic.startswith(prefix))
+    if groups:
+        committed = {g: o for g, o in committed.items() if g in groups}
+    partitions = sorted({tp for offsets in committed.values() for tp in offsets})
+    ends: dict[TopicPartition, int] = {}
+    if partitions:
+        async with TopicReader(settings, "agui-relay-lag") as reader:
+            ends = await reader.end_offsets(partitions)
+    rows = lag_rows(committed, ends)
+    if as_json:
+        for row in rows:
+            sys.stdout.write(orjson.dumps(row.to_json()).decode() + "\n")
+        return EXIT_OK
+    table = Table("group", "topic", "partition", "committed", "end", "lag",
+                  title=f"consumer-group lag on {prefix}*", title_justify="left")
+    for group in sorted(committed):
+        mine = [r for r in rows if r.group == group]
+        for row in mine:
+            table.add_row(row.group, row.topic, str(row.partition), str(row.committed),
+                          str(row.end), f"[{'red' if row.lag else 'green'}]{row.lag}[/]")
+        table.add_row(f"[bold]{group}[/]", "", "", "", "total",
+                      f"[bold]{sum(r.lag for r in mine)}[/]", end_section=True)
+    if not committed:
+        stdout().print(f"no consumer group has committed offsets on {prefix}* topics")
+        return EXIT_OK
+    stdout().print(table)
+    return EXIT_OK
+
+
+def lag(
+    groups: Annotated[list[str] | None, typer.Option(
+        "--group", "-g", help="Only this consumer group (repeatable).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="NDJSON: one object per partition.")
+                       ] = False,
+) -> None:
+    """Consumer-group lag per service: committed vs end offsets per partition."""
+    settings = KafkaSettings()
+    raise typer.Exit(run_command(lambda _stop: _lag(settings, list(groups or []), as_json)))

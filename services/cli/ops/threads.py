@@ -1,0 +1,190 @@
+"""``agui-relay threads``: every thread the gatekeeper knows, and ``threads show ID``.
+
+The list comes from the compacted ``threads`` topic (the gatekeeper's
+changelog, one live ``ThreadState`` per thread), read from the beginning to
+the end offsets captured at start: status, agent, open interrupts, the
+oldest expiry and last activity, filtered by ``--status``, ``--expired``
+and ``--agent``. ``show`` reads the one partition the thread's key maps to
+on ``threads``, ``events`` and ``decisions`` and prints its runs, its
+decisions and its open interrupts with their ``responseSchema``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+import orjson
+import typer
+from rich.json import JSON
+from rich.padding import Padding
+from rich.table import Table
+
+from contracts.codec import to_wire
+from services.cli.ops.kafka_io import (
+    EXIT_OK,
+    EXIT_REFUSED,
+    ThreadRecords,
+    read_thread,
+    run_command,
+    stderr,
+    stdout,
+)
+from services.cli.ops.records import from_kafka
+from services.cli.ops.render import clock, duration, interrupt_line, time_left
+from services.cli.ops.threadview import RunSummary, latest_states, row_of, select, summarize_runs
+from services.kafka.reader import TopicReader
+from services.runtime.settings import KafkaSettings
+
+app = typer.Typer(help="Threads from the compacted thread-state topic.", no_args_is_help=False)
+
+_STATUS_STYLE = {"idle": "green", "running": "cyan", "interrupted": "bold yellow"}
+
+
+def _ago(moment: datetime | None, now: datetime) -> str:
+    if moment is None:
+        return "-"
+    return f"{duration((now - moment).total_seconds())} ago"
+
+
+def _print_json(value: Any) -> None:
+    sys.stdout.write(orjson.dumps(value).decode() + "\n")
+
+
+async def _list(settings: KafkaSettings, status: str | None, expired: bool, agent: str | None,
+                as_json: bool) -> int:
+    async with TopicReader(settings, "agui-relay-threads") as reader:
+        records = await reader.read_all(await reader.all_partitions(settings.topics.threads))
+    states, warnings = latest_states(from_kafka(r, settings.topics) for r in records)
+    for warning in warnings:
+        stderr().print(f"[yellow]warning:[/] {warning}")
+    now = datetime.now(UTC)
+    rows = select((row_of(s, now) for s in states.values()), status=status, expired=expired,
+                  agent=agent)
+    if as_json:
+        for row in rows:
+            _print_json(row.to_json())
+        return EXIT_OK
+    table = Table("thread", "status", "agent", "run", "open interrupts", "oldest expiry",
+                  "last activity", title=f"{len(rows)} of {len(states)} threads",
+                  title_justify="left")
+    for row in rows:
+        opened = ", ".join(row.open_interrupts) or "-"
+        if row.expired:
+            opened += f" [red]({len(row.expired)} expired)[/]"
+        table.add_row(row.thread_id, f"[{_STATUS_STYLE.get(row.status, 'white')}]{row.status}[/]",
+                      row.agent or "-", row.run_id or "-", opened,
+                      time_left(row.oldest_expiry, now) if row.oldest_expiry else "-",
+                      _ago(row.last_activity, now))
+    stdout().print(table)
+    return EXIT_OK
+
+
+@app.callback(invoke_without_command=True)
+def threads(
+    ctx: typer.Context,
+    status: Annotated[str | None, typer.Option(
+        "--status", help="Only threads in this status: idle, running or interrupted.")] = None,
+    expired: Annotated[bool, typer.Option(
+        "--expired", help="Only threads with an open interrupt past its expiry.")] = False,
+    agent: Annotated[str | None, typer.Option("--agent", "-a", help="Only this agent's.")
+                     ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="NDJSON: one object per thread.")
+                       ] = False,
+) -> None:
+    """List threads with their status, open interrupts and oldest expiry."""
+    if ctx.invoked_subcommand is not None:
+        return
+    if status is not None and status not in ("idle", "running", "interrupted"):
+        stderr().print(f"[red]error:[/] --status {status!r}: use idle, running or interrupted")
+        raise typer.Exit(2)
+    settings = KafkaSettings()
+    raise typer.Exit(run_command(lambda _stop: _list(settings, status, expired, agent, as_json)))
+
+
+def _run_json(run: RunSummary) -> dict[str, Any]:
+    return {"runId": run.run_id, "agent": run.agent, "parentRunId": run.parent_run_id,
+            "startedAt": run.started_ms, "endedAt": run.ended_ms, "outcome": run.outcome,
+            "interruptIds": run.interrupt_ids, "resume": run.resume, "events": run.events}
+
+
+def show_json(found: ThreadRecords) -> dict[str, Any]:
+    """``threads show --json``: state, runs, decisions and open interrupts in one object."""
+    state = found.state
+    return {
+        "threadId": found.thread_id,
+        "state": to_wire(state) if state else None,
+        "runs": [_run_json(r) for r in summarize_runs(found.events)],
+        "decisions": [d.value for d in found.decisions],
+        "openInterrupts": [to_wire(o) for o in state.open_interrupts] if state else [],
+    }
+
+
+def _print_show(found: ThreadRecords, now: datetime) -> None:
+    console = stdout()
+    state = found.state
+    if state is None:
+        console.print(f"[bold]{found.thread_id}[/]: no thread state (the gatekeeper has not "
+                      "recorded this thread)")
+    else:
+        console.print(f"[bold]{state.thread_id}[/]  "
+                      f"[{_STATUS_STYLE.get(state.status, 'white')}]{state.status}[/]  "
+                      f"agent={state.agent or '-'}  run={state.run_id or '-'}  "
+                      f"updated {_ago(state.updated_at, now)}")
+    runs = Table("run", "agent", "started", "ended", "outcome", "interrupts", "resumed with",
+                 "events", title="runs", title_justify="left")
+    for run in summarize_runs(found.events):
+        runs.add_row(run.run_id, run.agent or "-",
+                     clock(run.started_ms) if run.started_ms else "-",
+                     clock(run.ended_ms) if run.ended_ms else "-", run.outcome,
+                     ", ".join(run.interrupt_ids) or "-", ", ".join(run.resume) or "-",
+                     str(run.events))
+    console.print(runs)
+    decisions = Table("time", "request", "run", "verdict", "code", "message",
+                      title="decisions", title_justify="left")
+    for rec in found.decisions:
+        body = rec.fields
+        decisions.add_row(clock(rec.timestamp_ms), str(body.get("requestId")),
+                          str(body.get("runId") or "-"), str(body.get("verdict")),
+                          str(body.get("code") or "-"), str(body.get("message", "")))
+    console.print(decisions)
+    opened = state.open_interrupts if state else []
+    console.print(f"[bold]open interrupts[/] ({len(opened)})")
+    for item in opened:
+        wire = to_wire(item.interrupt)
+        console.print(interrupt_line(wire, now, indent="  "), f"[dim]run={item.run_id}[/]")
+        if wire.get("responseSchema"):
+            console.print("    responseSchema:")
+            console.print(Padding(JSON.from_data(wire["responseSchema"], indent=2), (0, 0, 0, 6), expand=False))
+
+
+async def _show(settings: KafkaSettings, thread_id: str, as_json: bool) -> int:
+    found = await read_thread(settings, thread_id)
+    for warning in found.warnings:
+        stderr().print(f"[yellow]warning:[/] {warning}")
+    if found.state is None and not found.events and not found.decisions:
+        stderr().print(f"[red]unknown thread[/] {thread_id}: nothing on "
+                       f"{settings.topics.threads}, {settings.topics.events} or "
+                       f"{settings.topics.decisions}")
+        return EXIT_REFUSED
+    if as_json:
+        _print_json(show_json(found))
+    else:
+        _print_show(found, datetime.now(UTC))
+    return EXIT_OK
+
+
+@app.command("show")
+def show(
+    thread_id: Annotated[str, typer.Argument(help="The thread id.")],
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object.")] = False,
+) -> None:
+    """A thread's runs, decisions and open interrupts (with their responseSchema)."""
+    settings = KafkaSettings()
+
+    async def body(_stop: asyncio.Event) -> int:
+        return await _show(settings, thread_id, as_json)
+
+    raise typer.Exit(run_command(body))
