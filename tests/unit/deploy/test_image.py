@@ -189,3 +189,13 @@ def test_dockerignore_keeps_what_the_build_copies_and_drops_local_state() -> Non
                ".run/kafka/broker.json", "tests/deploy_schemas/node_modules/x/index.js",
                "services/__pycache__/x.pyc", "bench/results/x.json"]
     assert [p for p in dropped if not _ignored(p, patterns)] == []
+
+
+def test_every_python_folder_is_a_package_the_wheel_carries() -> None:
+    """The image installs the wheel, whose package finder skips folders without __init__.py."""
+    roots = ("contracts", "services", "deploy")
+    folders = {p.parent for root in roots for p in (REPO_ROOT / root).rglob("*.py")
+               if ".cache" not in p.parts}
+    missing = sorted(str(f.relative_to(REPO_ROOT)) for f in folders
+                     if not (f / "__init__.py").is_file())
+    assert missing == [], f"not packaged (no __init__.py): {missing}"

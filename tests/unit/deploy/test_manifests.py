@@ -11,6 +11,7 @@ config and secrets split, every Deployment with its PodDisruptionBudget.
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import subprocess
@@ -209,6 +210,27 @@ def test_kustomize_renders_exactly_the_listed_resources(
     key = lambda r: (r["kind"], r["metadata"]["name"])  # noqa: E731
     assert sorted(map(key, rendered)) == sorted(map(key, k8s_resources))
     assert not _validate_k8s(rendered, "latest")
+
+
+def test_the_example_overlay_sets_namespace_image_and_real_secrets() -> None:
+    kubectl = require_program("kubectl", KUBECTL_HINT)
+    overlay = K8S.parent / "k8s-overlay"
+    done = subprocess.run([kubectl, "kustomize", str(overlay)], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    rendered = [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+    assert not _validate_k8s(rendered, "latest")
+    assert {r["metadata"].get("namespace") for r in rendered} == {"agents"}
+    pods = [r["spec"]["template"]["spec"] for r in rendered if r["kind"] in ("Deployment", "Job")]
+    assert {c["image"] for pod in pods for c in pod["containers"]} == {
+        "registry.example.org/agui-relay:0.1.0"
+    }
+    (secret,) = [r for r in rendered if r["kind"] == "Secret"]
+    lines = (overlay / "secrets.env").read_text().split()
+    expected = dict(line.split("=", 1) for line in lines)
+    got = {k: base64.b64decode(v).decode() for k, v in secret["data"].items()}
+    assert got == expected
+    assert "stringData" not in secret
 
 
 def test_the_kustomization_lists_every_manifest(kustomization: dict[str, Any]) -> None:
