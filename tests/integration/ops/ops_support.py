@@ -189,3 +189,65 @@ async def end_offset_total(settings: KafkaSettings, topic: str) -> int:
     """How many records ``topic`` holds (sum of end offsets; nothing is ever deleted here)."""
     async with TopicReader(settings, "ops-test-ends") as reader:
         return sum((await reader.end_offsets(await reader.all_partitions(topic))).values())
+
+
+class Service:
+    """``python -m MODULE`` (a relay service) as a child process logging JSON to a file."""
+
+    def __init__(self, module: str, settings: KafkaSettings, log_dir: Path,
+                 **env: str) -> None:
+        self.module = module
+        self.log_path = log_dir / f"{module.replace('.', '_')}.log"
+        self.env = {**cli_env(settings), "AGUI_LOG_FORMAT": "json", "AGUI_LOG_LEVEL": "INFO",
+                    "AGUI_GATEKEEPER_SESSION_TIMEOUT_MS": "6000", **env}
+        self.process: asyncio.subprocess.Process | None = None
+
+    async def start(self) -> Service:
+        log = self.log_path.open("ab")
+        try:
+            self.process = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", self.module, cwd=REPO, env=self.env, stdout=log,
+                stderr=asyncio.subprocess.STDOUT, start_new_session=True)
+        finally:
+            log.close()
+        return self
+
+    def log(self) -> str:
+        return self.log_path.read_text("utf-8", "replace") if self.log_path.exists() else ""
+
+    async def wait_for_log(self, needle: str, within_s: float = 60.0) -> None:
+        """Until ``needle`` appears in the log; fails with the log tail if the process dies."""
+        deadline = asyncio.get_running_loop().time() + within_s
+        while needle not in self.log():
+            if self.process is not None and self.process.returncode is not None:
+                raise AssertionError(f"{self.module} exited {self.process.returncode}:\n"
+                                     f"{self.log()[-3000:]}")
+            if asyncio.get_running_loop().time() > deadline:
+                raise AssertionError(f"{self.module}: no {needle!r} after {within_s}s:\n"
+                                     f"{self.log()[-3000:]}")
+            await asyncio.sleep(0.1)
+
+    async def stop(self) -> None:
+        """SIGTERM, then SIGKILL after 20 s."""
+        if self.process is None or self.process.returncode is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(self.process.wait(), 20)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                self.process.kill()
+            await self.process.wait()
+
+
+@contextlib.asynccontextmanager
+async def services(*started: Service) -> AsyncIterator[tuple[Service, ...]]:
+    """Start services; always stop them (by their own pids) on the way out."""
+    try:
+        for service in started:
+            await service.start()
+        yield started
+    finally:
+        for service in started:
+            await service.stop()
