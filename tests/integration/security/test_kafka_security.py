@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -259,3 +262,32 @@ async def test_sasl_ssl_scram_round_trip_and_refusal(
         await refused(settings_from_env(monkeypatch, **env, KAFKA_SASL_PASSWORD="wrong-pass-9"))
     assert "SaslAuthenticationFailed" in caplog.text
     assert_no_secret([caplog.text], TLS_PASSWORD, "wrong-pass-9")
+
+
+# --------------------------------------------------------------------------- the CLI
+
+
+def run_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """``agui-relay ARGS`` in a fresh process whose only configuration is ``env``."""
+    clean = {k: v for k, v in os.environ.items()
+             if not k.startswith(("KAFKA_", "AGUI_"))}
+    return subprocess.run([sys.executable, "-m", "services.cli.main", *args],
+                          env={**clean, **env, "AGUI_LOG_LEVEL": "DEBUG"},
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_the_cli_creates_topics_over_sasl_ssl_from_env(tls_broker: TlsBroker) -> None:
+    env = {"KAFKA_BOOTSTRAP_SERVERS": tls_broker.sasl_ssl, "KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
+           "KAFKA_SASL_MECHANISM": "SCRAM-SHA-256", "KAFKA_SASL_USERNAME": TLS_USER,
+           "KAFKA_SSL_CAFILE": str(tls_broker.certs.ca_pem),
+           "AGUI_TOPIC_PREFIX": f"cli{uuid.uuid4().hex[:8]}", "AGUI_PARTITIONS": "1",
+           "AGUI_AGENTS": "scripted"}
+    done = run_cli({**env, "KAFKA_SASL_PASSWORD": TLS_PASSWORD}, "topics", "create", "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert '"created"' in done.stdout
+    assert f"{env['AGUI_TOPIC_PREFIX']}.dispatch.scripted" in done.stdout
+    wrong = run_cli({**env, "KAFKA_SASL_PASSWORD": "cli-wrong-pass-3"}, "topics", "create")
+    assert wrong.returncode != 0
+    assert "SaslAuthenticationFailed" in wrong.stdout + wrong.stderr
+    assert_no_secret([done.stdout, done.stderr, wrong.stdout, wrong.stderr],
+                     TLS_PASSWORD, "cli-wrong-pass-3")
