@@ -199,3 +199,15 @@ def test_every_python_folder_is_a_package_the_wheel_carries() -> None:
     missing = sorted(str(f.relative_to(REPO_ROOT)) for f in folders
                      if not (f / "__init__.py").is_file())
     assert missing == [], f"not packaged (no __init__.py): {missing}"
+
+
+@pytest.mark.parametrize("command", [["gatekeeper"], ["producer"], ["consumer"],
+                                     ["topics", "create"]])
+def test_every_command_the_deployments_run_exists_in_the_cli(command: list[str]) -> None:
+    """The image's ENTRYPOINT is ``agui-relay``; compose and k8s pass these arguments."""
+    from typer.testing import CliRunner
+
+    from services.cli.main import app
+
+    result = CliRunner().invoke(app, [*command, "--help"])
+    assert result.exit_code == 0, f"agui-relay {' '.join(command)}: {result.output}"
