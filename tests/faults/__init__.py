@@ -1,0 +1,1 @@
+"""The fault suite: kills, restarts and fuzzing, judged by an independent checker."""
