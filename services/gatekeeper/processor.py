@@ -271,7 +271,13 @@ class Processor:
     # -- rebalancing ---------------------------------------------------------
 
     async def acquire(self, assigned: set[TopicPartition]) -> None:
-        """On assignment: fence, restore, position, before anything is decided."""
+        """On assignment: fence, restore, position, before anything is decided.
+
+        The loop may poll the new assignment while this runs (it is not
+        blocked by the lock until it has records), so positions come from the
+        group's committed offsets, not from the consumer, and the generation
+        moves again at the end: that poll is dropped and read again.
+        """
         async with self._lock:
             self._generation += 1
             await self._release()  # normally empty: revocation came first
@@ -282,7 +288,6 @@ class Processor:
             try:
                 producers = await asyncio.gather(*(self._producer(p) for p in numbers))
                 restored = await restore(self.kafka, numbers, f"{self.client_id}-restore")
-                consumer = self._require_consumer()
                 for p, producer in zip(numbers, producers, strict=True):
                     requests = TopicPartition(self.topics.requests, p)
                     events = TopicPartition(self.topics.events, p)
@@ -292,14 +297,17 @@ class Processor:
                         requests,
                         events,
                         restored[p],
-                        await consumer.position(requests),
-                        await consumer.position(events),
+                        await self._committed(requests),
+                        await self._committed(events),
                         last_commit=time.monotonic(),
                     )
             except Exception as exc:
                 self._fatal = exc
                 log.exception("could not take over partitions %s", numbers)
                 return
+            finally:
+                self._generation += 1
+            self._seek_to_read_positions()
             threads = sum(len(o.states) for o in self._owned.values())
             log.info(
                 "assigned partitions %s: %d threads restored in %.0f ms",
@@ -308,6 +316,14 @@ class Processor:
                 (time.monotonic() - started) * 1000,
             )
             self.assigned.set()
+
+    async def _committed(self, tp: TopicPartition) -> int:
+        """The group's committed offset of ``tp``, or its first offset when there is none."""
+        consumer = self._require_consumer()
+        offset = await consumer.committed(tp)
+        if offset is None:
+            offset = (await consumer.beginning_offsets([tp]))[tp]
+        return int(offset)
 
     async def revoke(self) -> None:
         """On revocation: the round in flight finishes first (the lock), then hand back."""
