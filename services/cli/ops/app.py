@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import typer
 
-from services.cli.ops import cancel, deadletter, lag, resume, tail, threads
+from services.cli.ops import cancel, deadletter, demo, lag, resume, tail, threads
 
 
 def register(app: typer.Typer) -> None:
@@ -20,6 +20,7 @@ def register(app: typer.Typer) -> None:
     app.command("cancel")(cancel.cancel)
     app.add_typer(deadletter.app, name="deadletter")
     app.command("lag")(lag.lag)
+    app.command("demo")(demo.demo)
 
 
 def build() -> typer.Typer:

@@ -157,7 +157,8 @@ def _print_show(found: ThreadRecords, now: datetime) -> None:
         console.print(interrupt_line(wire, now, indent="  "), f"[dim]run={item.run_id}[/]")
         if wire.get("responseSchema"):
             console.print("    responseSchema:")
-            console.print(Padding(JSON.from_data(wire["responseSchema"], indent=2), (0, 0, 0, 6), expand=False))
+            schema = JSON.from_data(wire["responseSchema"], indent=2)
+            console.print(Padding(schema, (0, 0, 0, 6), expand=False))
 
 
 async def _show(settings: KafkaSettings, thread_id: str, as_json: bool) -> int:
