@@ -32,7 +32,7 @@ if str(REPO_ROOT) not in sys.path:  # plain `pytest` without an installed packag
 
 from deploy.kafka import launcher  # noqa: E402
 
-DOCKER_IMAGE = "apache/kafka:4.1.1"
+DOCKER_IMAGE = "apache/kafka:4.4.0"  # the same line as the Maven-fetched broker and compose
 SASL_USER = "agui"
 SASL_PASSWORD = "agui-secret"
 FETCH_HELP = (
