@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import typer
 
-from services.cli import broker, topics, up
+from services.cli import broker, consumer, gatekeeper, topics, up
+from services.cli.ops import app as ops
 
 app = typer.Typer(
     name="agui-relay",
@@ -16,9 +17,12 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
 )
-app.add_typer(broker.app, name="kafka")
-app.add_typer(topics.app, name="topics")
 app.command("up")(up.up)
+app.command("gatekeeper")(gatekeeper.gatekeeper)
+app.command("consumer")(consumer.consumer)
+app.add_typer(topics.app, name="topics")
+app.add_typer(broker.app, name="kafka")
+ops.register(app)
 
 
 def main() -> None:

@@ -168,8 +168,12 @@ def up(
     agents: str = typer.Option(SAMPLE_AGENTS, envvar="AGUI_AGENTS",
                                help="Agents to host: name=module:object, comma separated."),
 ) -> None:
-    """Run everything in the foreground: broker (unless KAFKA_BOOTSTRAP_SERVERS), topics,
-    gatekeeper, a producer worker with the sample agents, and the HTTP service."""
+    """Run the whole system in the foreground until Ctrl-C.
+
+    Starts the local broker (unless KAFKA_BOOTSTRAP_SERVERS is set), creates the topics,
+    and runs the gatekeeper, a producer worker hosting the sample agents, and the HTTP
+    service on AGUI_HTTP_HOST:AGUI_HTTP_PORT (127.0.0.1:8000).
+    """
     try:
         bootstrap, broker = ensure_broker()
     except launcher.LauncherError as exc:
