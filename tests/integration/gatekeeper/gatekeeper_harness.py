@@ -18,7 +18,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -151,6 +151,32 @@ class Topics:
             headers=headers,
         )
 
+    async def requests(self, requests: Iterable[RunRequest]) -> None:
+        """Publish many requests at once (pipelined, in order per thread)."""
+        sent = [
+            await self._producer.send(
+                self.topics.requests, encode(r), key=r.input.thread_id.encode()
+            )
+            for r in requests
+        ]
+        await asyncio.gather(*sent)
+
+    async def finish_all(self, runs: Iterable[tuple[str, str]]) -> None:
+        """RUN_FINISHED (success) for many (thread, run) pairs at once."""
+        sent = []
+        for thread_id, run_id in runs:
+            event = RunFinishedEvent(thread_id=thread_id, run_id=run_id)
+            headers = EventHeaders(run_id, event.type.value, "scripted", next(self._seq))
+            sent.append(
+                await self._producer.send(
+                    self.topics.events,
+                    encode_event(event),
+                    key=thread_id.encode(),
+                    headers=headers.encode(),
+                )
+            )
+        await asyncio.gather(*sent)
+
     async def event(
         self, thread_id: str, run_id: str, event: BaseEvent, agent: str = "scripted"
     ) -> None:
@@ -224,6 +250,57 @@ class Topics:
         return [
             d for d in self.dispatches if (d.input.thread_id, d.input.run_id) == (thread_id, run_id)
         ]
+
+
+class EchoWorker:
+    """A stand-in producer worker: every run dispatched is finished with success at once."""
+
+    def __init__(self, topics: Topics) -> None:
+        self._topics = topics
+        self._task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> EchoWorker:
+        self._task = asyncio.create_task(self._work())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def _work(self) -> None:
+        seen = 0
+        while True:
+            await self._topics.until(lambda n=seen: len(self._topics.dispatches) > n, within=1e9)
+            fresh = self._topics.dispatches[seen:]
+            seen += len(fresh)
+            await self._topics.finish_all((d.input.thread_id, d.input.run_id) for d in fresh)
+
+
+def check_exactly_once(topics: Topics, expected: Iterable[RunRequest]) -> None:
+    """The independent checker's verdict on what the topics hold.
+
+    Every request has exactly one final decision (admitted or rejected),
+    preceded by at most one ``queued``; nothing else was decided; and no run
+    was dispatched twice.
+    """
+    wanted = {r.request_id for r in expected}
+    assert set(topics.decisions) == wanted, "decisions for requests never sent, or missing"
+    for request_id, decisions in topics.decisions.items():
+        verdicts = [d.verdict for d in decisions]
+        assert verdicts in (
+            ["admitted"],
+            ["rejected"],
+            ["queued", "admitted"],
+            ["queued", "rejected"],
+        ), (request_id, verdicts)
+    runs = Counter((d.input.thread_id, d.input.run_id) for d in topics.dispatches)
+    duplicated = [run for run, n in runs.items() if n > 1]
+    assert not duplicated, f"dispatched more than once: {sorted(duplicated)[:10]}"
+
+
+def final_decisions(topics: Topics) -> int:
+    return sum(1 for ds in topics.decisions.values() if ds[-1].verdict != "queued")
 
 
 class GatekeeperProcess:
