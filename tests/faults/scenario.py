@@ -1,0 +1,79 @@
+"""What every fault scenario does around its fault: load, faults on a schedule, the checker.
+
+``Faults`` runs a schedule of SIGKILL + restart against one role of a
+``Stack`` while load runs, and records when each kill and restart happened
+so recovery can be measured from what the ``Follower`` saw afterwards.
+``verify`` runs the independent checker until the topics settle and fails
+the test with the checker's description of every violation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from faults.checker import Report
+from faults.follower import Follower
+from faults.harness import Stack
+from faults.snapshot import ExecutionReader, check
+
+
+@dataclass
+class Kill:
+    """One SIGKILL and the restart that followed it."""
+
+    name: str
+    killed_at: float
+    restarted_at: float = 0.0
+
+
+@dataclass
+class Faults:
+    """SIGKILL one instance of ``role`` ``reps`` times, restarting it after ``down_s``."""
+
+    stack: Stack
+    role: str
+    reps: int = 3
+    down_s: float = 0.5
+    interval_s: float = 5.0
+    first_after_s: float = 2.0
+    kills: list[Kill] = field(default_factory=list)
+
+    async def run(self) -> None:
+        await asyncio.sleep(self.first_after_s)
+        instances = len(self.stack.services[self.role])
+        for rep in range(self.reps):
+            index = rep % instances
+            proc = self.stack.kill(self.role, index)
+            kill = Kill(proc.name, time.monotonic())
+            await asyncio.sleep(self.down_s)
+            self.stack.restart(self.role, index)
+            kill.restarted_at = time.monotonic()
+            self.kills.append(kill)
+            await asyncio.sleep(self.interval_s)
+
+    def first_after(self, times: list[float], kill: Kill) -> float | None:
+        """Seconds from ``kill`` to the first time in ``times`` after its restart."""
+        later = [t for t in times if t > kill.restarted_at]
+        return min(later) - kill.killed_at if later else None
+
+    def decision_recovery(self, follower: Follower) -> list[float | None]:
+        """Per kill: seconds until a decision was committed again after the restart."""
+        times = sorted(follower.decision_times)
+        return [self.first_after(times, k) for k in self.kills]
+
+
+def seconds(values: list[float | None]) -> str:
+    return "[" + ", ".join("never" if v is None else f"{v:.1f}" for v in values) + "] s"
+
+
+async def verify(stack: Stack, summary: Callable[[str], None], title: str, detail: str,
+                 executions: ExecutionReader | None = None, settle_s: float = 60.0) -> Report:
+    """Run the checker until the topics settle; record the summary line; fail on violations."""
+    stack.check_alive()
+    report = await check(stack.settings, executions=executions, settle_s=settle_s)
+    summary(f"{title}: {detail} | checker: {report.summary()}")
+    assert report.ok, f"{title}: invariant violations\n{report.describe()}\n{stack.logs()}"
+    return report
