@@ -72,6 +72,7 @@ def new_producer(
     transactional_id: str | None = None,
     linger_ms: int = 0,
     max_batch_size: int = 65536,
+    retry_backoff_ms: int = 100,
 ) -> AIOKafkaProducer:
     """An idempotent producer (transactional when ``transactional_id`` is given)."""
     return AIOKafkaProducer(
@@ -82,6 +83,7 @@ def new_producer(
         linger_ms=linger_ms,
         max_batch_size=max_batch_size,
         max_request_size=max(settings.max_record_bytes * 2, 1_048_576),
+        retry_backoff_ms=retry_backoff_ms,
     )
 
 
