@@ -218,8 +218,10 @@ def demo(
     url: Annotated[str, typer.Option(
         "--url", envvar="AGUI_URL", help="The consumer service.")] = "http://127.0.0.1:8000",
 ) -> None:
-    """A guided tour: an approval answered, an expired interrupt cancelled, a partial resume
-    refused — against a running `make run`."""
+    """A guided tour of interrupts against a running `make run`.
+
+    An approval answered, an expired interrupt cancelled, a partial resume refused.
+    """
     settings = KafkaSettings()
 
     async def body(_stop: asyncio.Event) -> int:

@@ -61,6 +61,9 @@ def build_request(found: ThreadRecords, plan: Plan, agent: str | None) -> RunReq
     if not chosen:
         raise RefusedError(f"no agent known for thread {found.thread_id}: pass --agent NAME")
     transcript = replay(e.value for e in found.events if isinstance(e.value, dict))
+    if transcript.last_run_id is None:
+        transcript.warnings.append(f"no events of thread {found.thread_id} left on the events "
+                                   "topic (retention?): resuming without its message history")
     for warning in transcript.warnings:
         stderr().print(f"[yellow]warning:[/] {warning}")
     wire: dict[str, Any] = {
