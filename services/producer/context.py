@@ -28,7 +28,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import orjson
@@ -86,6 +86,11 @@ class RunPort(Protocol):
     async def effect(self, key: str, action: Callable[[], Awaitable[Any]]) -> Effect: ...
 
 
+def iso_instant(when: datetime) -> str:
+    """An aware datetime as ISO 8601 UTC with milliseconds and ``Z`` (what JS Date reads)."""
+    return when.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
 def new_id(prefix: str) -> str:
     """A fresh id for a message, tool call or subagent invocation."""
     return f"{prefix}-{uuid.uuid4().hex[:16]}"
@@ -126,6 +131,7 @@ class RunContext:
         self._port = port
         self.subagent_run_id = subagent_run_id
         """The invocation this context attributes events to (None: the parent agent)."""
+        self._subagent_result: Any = None
 
     # ---- what the agent reads -----------------------------------------
 
@@ -278,20 +284,28 @@ class RunContext:
         id is an ``InterruptConflictError``. Inside a subagent the interrupt
         carries its ``subagentRunId``.
         """
-        when = expires_at.isoformat() if isinstance(expires_at, datetime) else expires_at
+        when = iso_instant(expires_at) if isinstance(expires_at, datetime) else expires_at
         return self._port.raise_interrupt(Interrupt(
             id=id or new_id("int"), reason=reason, message=message, tool_call_id=tool_call_id,
             response_schema=dict(response_schema) if response_schema is not None else None,
             expires_at=when, metadata=dict(metadata) if metadata is not None else None,
             subagent_run_id=self.subagent_run_id))
 
+    def raise_interrupt(self, interrupt: Interrupt) -> Interrupt:
+        """Raise a ready-made ``Interrupt`` exactly as given (its own attribution kept)."""
+        return self._port.raise_interrupt(interrupt)
+
     def usage(self, usage: TokenUsage) -> None:
         """Report one model call's token usage (the run reports only its own calls)."""
         self._port.add_usage(usage)
 
     def finish(self, result: Any = None) -> None:
-        """Set the run's ``result`` (reported on a success outcome)."""
-        self._port.set_result(result)
+        """Set the result: the run's (reported on a success outcome), or inside a
+        subagent block that invocation's (reported on its SUBAGENT_FINISHED)."""
+        if self.subagent_run_id is None:
+            self._port.set_result(result)
+        else:
+            self._subagent_result = result
 
     async def effect(self, key: str, action: Callable[[], Awaitable[Any]]) -> Effect:
         """Run ``action`` at most once per (thread, key), recorded durably; see ``effects``."""
@@ -312,8 +326,9 @@ class RunContext:
             subagent_run_id=sid, name=name, description=description,
             parent_subagent_run_id=self.subagent_run_id,
             parent_tool_call_id=parent_tool_call_id))
+        child = RunContext(self._port, sid)
         try:
-            yield RunContext(self._port, sid)
+            yield child
         except Exception as exc:
             await self._port.emit(SubagentErrorEvent(subagent_run_id=sid, message=str(exc) or
                                                      type(exc).__name__, code="subagent_error"))
@@ -324,7 +339,9 @@ class RunContext:
                 SubagentFinishedSuccessOutcome())
         else:
             outcome = SubagentFinishedSuspendedOutcome(interrupt_ids=suspended or None)
-        await self._port.emit(SubagentFinishedEvent(subagent_run_id=sid, outcome=outcome))
+        await self._port.emit(SubagentFinishedEvent(
+            subagent_run_id=sid, outcome=outcome,
+            result=child._subagent_result if suspended is None else None))
 
 
 class _MessageOpener:

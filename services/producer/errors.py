@@ -4,6 +4,7 @@
 
     ProducerError                   anything the producer runtime raises on purpose
     ├── AgentLoadError              an AGUI_AGENTS entry or entry point that does not load
+    ├── RunFailedError              an agent ending its run with RUN_ERROR (message, code)
     ├── AgentProtocolError          an agent emitted something AG-UI 1.0 forbids
     │   └── InterruptConflictError  two different interrupts with one id in a run
     └── EffectUnavailableError      ctx.effect() with no ledger to record it in
@@ -24,6 +25,15 @@ class ProducerError(Exception):
 
 class AgentLoadError(ProducerError):
     """An agent named in ``AGUI_AGENTS`` or an entry point could not be loaded."""
+
+
+class RunFailedError(ProducerError):
+    """Raised by an agent to end its run with ``RUN_ERROR`` carrying ``message`` and ``code``."""
+
+    def __init__(self, message: str, code: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
 
 
 class AgentProtocolError(ProducerError):

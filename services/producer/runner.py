@@ -70,6 +70,7 @@ from services.producer.errors import (
     AgentProtocolError,
     EffectUnavailableError,
     RunAborted,
+    RunFailedError,
 )
 from services.producer.resume import ResumePlan
 from services.runtime.logging import run_fields
@@ -311,7 +312,7 @@ class Runner:
             return task.result()
         if isinstance(exc, RunAborted):
             return Cancelled()
-        if isinstance(exc, AgentProtocolError):
+        if isinstance(exc, AgentProtocolError | RunFailedError):
             return Failed(exc.message, exc.code)
         if self._cancel_requested and isinstance(exc, asyncio.CancelledError):
             return Cancelled()

@@ -10,6 +10,7 @@ import orjson
 from ag_ui.core import Interrupt, ResumeEntry, RunAgentInput, Tool, UserMessage
 from ag_ui_validate.pytest_plugin import validate_agui
 
+from services.cli.ops.history import replay
 from services.producer.agent import AgentDefinition, as_definition
 from services.producer.effects import EffectLedger
 from services.producer.resume import plan_resume
@@ -126,3 +127,12 @@ def outcome_of(sink: ListSink) -> dict[str, Any]:
     last = sink.wire[-1]
     assert last["type"] == "RUN_FINISHED", last
     return dict(last.get("outcome", {"type": "success"}))
+
+
+def resume_input(previous: ListSink, run_id: str, resume: Sequence[ResumeEntry],
+                 **extra: Any) -> RunAgentInput:
+    """The next input a consumer would send after ``previous``: its history plus ``resume``."""
+    transcript = replay(previous.wire)
+    return RunAgentInput.model_validate({
+        **transcript.input_fields(), "threadId": previous.wire[0]["threadId"], "runId": run_id,
+        "resume": [e.model_dump(mode="json", by_alias=True) for e in resume], **extra})

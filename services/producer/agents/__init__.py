@@ -1,0 +1,1 @@
+"""Sample agents: ``approval``, ``scripted`` and ``planner`` (used by the demo and tests)."""

@@ -1,0 +1,138 @@
+"""The ``approval`` agent: proposes ``delete_files``, runs it only when approved.
+
+First run: an assistant message, a ``delete_files`` tool call (paths from
+``forwardedProps.paths``, else two demo paths), and one interrupt (reason
+``tool_approval``, its ``toolCallId``, a ``responseSchema`` for
+``{"approved": boolean}``); the run ends interrupted.
+
+Resuming run: it opens with a ``MESSAGES_SNAPSHOT`` restating the history
+(so the tool result below answers a call the stream has shown), then for
+each answered approval executes the tool only when resolved with
+``approved: true`` — through ``ctx.effect`` keyed by the interrupt id, so
+the execution happens at most once per approval whatever crashes — and
+reports a refusal otherwise; it finishes success.
+
+Nothing is deleted: the "execution" is recorded. Each one appends a JSON
+line to the file named by ``AGUI_APPROVAL_LEDGER`` (when set) and is logged,
+so tests can count executions per approval.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import orjson
+from ag_ui.core import AssistantMessage, MessagesSnapshotEvent, ResumeEntry, RunAgentInput
+
+from services.producer.agent import agent_definition
+from services.producer.context import RunContext
+from services.producer.resume import APPROVAL_REASON, gated_interrupt_id
+from services.runtime.logging import run_fields
+
+log = logging.getLogger(__name__)
+
+TOOL = "delete_files"
+DEMO_PATHS = ["/tmp/agui-demo/report-draft.txt", "/tmp/agui-demo/old-cache.bin"]
+RESPONSE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"approved": {"type": "boolean"}},
+    "required": ["approved"],
+    "additionalProperties": False,
+}
+LEDGER_ENV = "AGUI_APPROVAL_LEDGER"
+
+
+def approved(entry: ResumeEntry) -> bool:
+    """True only for ``resolved`` with ``{"approved": true}``."""
+    payload = entry.payload
+    return (entry.status == "resolved" and isinstance(payload, dict)
+            and payload.get("approved") is True)
+
+
+def call_arguments(run_input: RunAgentInput, tool_call_id: str) -> dict[str, Any]:
+    """The arguments of ``tool_call_id`` as the history carries them."""
+    for message in run_input.messages:
+        if isinstance(message, AssistantMessage):
+            for call in message.tool_calls or ():
+                if call.id == tool_call_id:
+                    try:
+                        args = orjson.loads(call.function.arguments)
+                    except orjson.JSONDecodeError:
+                        return {}
+                    return args if isinstance(args, dict) else {}
+    return {}
+
+
+def record_execution(thread_id: str, run_id: str, interrupt_id: str, tool_call_id: str,
+                     paths: list[str]) -> None:
+    """The side effect: one ledger line per execution (and a log line)."""
+    line = {"threadId": thread_id, "runId": run_id, "interruptId": interrupt_id,
+            "toolCallId": tool_call_id, "paths": paths, "pid": os.getpid()}
+    log.info("executing %s for %s: %s", TOOL, interrupt_id, paths,
+             extra=run_fields(thread_id, run_id))
+    target = os.environ.get(LEDGER_ENV)
+    if target:
+        with Path(target).open("ab") as ledger:
+            ledger.write(orjson.dumps(line) + b"\n")
+
+
+async def propose(run_input: RunAgentInput, ctx: RunContext) -> None:
+    props = run_input.forwarded_props if isinstance(run_input.forwarded_props, dict) else {}
+    paths = props.get("paths") or DEMO_PATHS
+    message_id = await ctx.text(f"I would like to delete {len(paths)} file(s): "
+                                f"{', '.join(map(str, paths))}.")
+    call_id = await ctx.tool_call(TOOL, {"paths": paths}, parent_message_id=message_id)
+    ctx.interrupt(APPROVAL_REASON, id=gated_interrupt_id(call_id), tool_call_id=call_id,
+                  message=f"Delete {len(paths)} file(s)?", response_schema=RESPONSE_SCHEMA)
+
+
+async def conclude(run_input: RunAgentInput, ctx: RunContext,
+                   answered: list[tuple[str, str, ResumeEntry]]) -> None:
+    await ctx.emit(MessagesSnapshotEvent(messages=run_input.messages))
+    summary: dict[str, list[str]] = {"executed": [], "refused": []}
+    for interrupt_id, call_id, entry in answered:
+        paths = [str(p) for p in call_arguments(run_input, call_id).get("paths", [])]
+        if not approved(entry):
+            await ctx.tool_result(call_id, orjson.dumps(
+                {"refused": True, "status": entry.status}).decode())
+            await ctx.text("Understood: nothing was deleted.")
+            summary["refused"].append(interrupt_id)
+            continue
+
+        async def execute(iid: str = interrupt_id, cid: str = call_id,
+                          targets: list[str] = paths) -> dict[str, Any]:
+            record_execution(ctx.thread_id, ctx.run_id, iid, cid, targets)
+            return {"deleted": targets}
+
+        effect = await ctx.effect(interrupt_id, execute)
+        if effect.status == "outcome_unknown":
+            await ctx.tool_result(call_id, orjson.dumps(
+                {"error": "an earlier attempt was interrupted; not repeated"}).decode())
+            await ctx.text("An earlier attempt was cut short; I did not repeat it.")
+        else:
+            await ctx.tool_result(call_id, orjson.dumps(effect.result).decode())
+            await ctx.text(f"Deleted {len(paths)} file(s).")
+        summary["executed"].append(interrupt_id)
+    ctx.finish(summary)
+
+
+async def approval(run_input: RunAgentInput, ctx: RunContext) -> None:
+    """Propose delete_files behind an approval; execute it once approved."""
+    answered = [
+        (iid, interrupt.tool_call_id, entry)
+        for iid, entry in ctx.answers.items()
+        if (interrupt := ctx.prior_interrupts[iid]).reason == APPROVAL_REASON
+        and interrupt.tool_call_id
+    ]
+    if answered:
+        await conclude(run_input, ctx, answered)
+    elif not ctx.uncovered:
+        await propose(run_input, ctx)
+    # else: an approval is still open and unanswered — do nothing; the runtime
+    # carries it into this run's interrupt outcome again.
+
+
+agent = agent_definition(approval, gated_tools=[TOOL])

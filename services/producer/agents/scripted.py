@@ -1,0 +1,68 @@
+"""The ``scripted`` agent: does exactly what ``forwardedProps.script`` says, for tests.
+
+``{"interrupts": [Interrupt, ...], "text": str, "delayMs": int, "fail": str}``,
+every key optional. A run *without* resume entries streams ``text`` as one
+assistant message, waits ``delayMs`` (cancellable), then ends with the
+interrupt outcome carrying exactly the given interrupts (ids, reasons,
+expiresAt, subagentRunId as given), else ``RUN_ERROR`` code
+``scripted_failure`` with ``fail`` as its message, else success. A run
+*with* resume entries streams one assistant message listing each entry as
+``<interruptId>=<status>`` (one per line, input order) and finishes success.
+A script that does not parse ends the run with ``RUN_ERROR`` ``invalid_script``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from ag_ui.core import Interrupt, RunAgentInput
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from contracts.codec import validation_detail
+from services.producer.agent import agent_definition
+from services.producer.context import RunContext
+from services.producer.errors import RunFailedError
+
+
+class Script(BaseModel):
+    """The script, read from ``forwardedProps.script`` (camelCase keys)."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+    interrupts: list[Interrupt] = Field(default_factory=list)
+    text: str | None = None
+    delay_ms: int = Field(0, alias="delayMs", ge=0, le=600_000)
+    fail: str | None = None
+
+
+def read_script(props: Any) -> Script:
+    """The script in ``forwardedProps`` (an empty one when there is none)."""
+    raw = props.get("script") if isinstance(props, dict) else None
+    if raw is None:
+        return Script()
+    try:
+        return Script.model_validate(raw)
+    except ValidationError as exc:
+        raise RunFailedError(f"invalid script: {validation_detail(exc)}",
+                             code="invalid_script") from exc
+
+
+async def scripted(run_input: RunAgentInput, ctx: RunContext) -> None:
+    """Follow forwardedProps.script: text, delay, then interrupts, failure or success."""
+    if run_input.resume:
+        await ctx.text("\n".join(f"{e.interrupt_id}={e.status}" for e in run_input.resume))
+        return
+    script = read_script(run_input.forwarded_props)
+    if script.text:
+        await ctx.text(script.text)
+    if script.delay_ms:
+        await asyncio.sleep(script.delay_ms / 1000)
+    if script.interrupts:
+        for interrupt in script.interrupts:
+            ctx.raise_interrupt(interrupt)
+    elif script.fail is not None:
+        raise RunFailedError(script.fail, code="scripted_failure")
+
+
+agent = agent_definition(scripted)
