@@ -1,0 +1,109 @@
+"""Scheduler: bounded concurrency, per-thread order, commit positions, backpressure."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from services.producer.scheduler import Job, Scheduler
+
+pytestmark = pytest.mark.unit
+
+
+def test_one_run_per_thread_and_at_most_max_running() -> None:
+    s: Scheduler[str] = Scheduler(max_running=2, max_buffered=100)
+    a1 = s.offer(0, 10, "a", "a1")
+    s.offer(0, 11, "a", "a2")
+    b1 = s.offer(0, 12, "b", "b1")
+    s.offer(0, 13, "c", "c1")
+    assert [j.payload for j in s.ready()] == ["a1", "b1"]
+    assert s.ready() == []
+    s.finish(a1)
+    assert [j.payload for j in s.ready()] == ["c1"]
+    s.finish(b1)
+    assert [j.payload for j in s.ready()] == ["a2"]
+
+
+def test_commit_position_waits_for_the_lowest_unfinished_offset() -> None:
+    s: Scheduler[str] = Scheduler(max_running=10, max_buffered=100)
+    jobs = [s.offer(3, offset, f"t{offset}", "x") for offset in (5, 7, 8)]  # gaps: tx markers
+    s.ready()
+    s.finish(jobs[2])
+    s.finish(jobs[1])
+    assert s.positions() == {}
+    s.finish(jobs[0])
+    assert s.positions() == {3: 9}
+
+
+def test_backpressure_pauses_full_partitions_and_resumes_at_half() -> None:
+    s: Scheduler[str] = Scheduler(max_running=1, max_buffered=4)
+    jobs = [s.offer(0, i, "same-thread", "x") for i in range(4)]
+    assert s.backpressure() == ({0}, set())
+    assert s.backpressure() == (set(), set())
+    for job in jobs[:2]:
+        s.ready()
+        s.finish(job)
+    assert s.backpressure() == (set(), {0})
+
+
+def test_revoke_drops_queued_jobs_and_returns_running_ones() -> None:
+    s: Scheduler[str] = Scheduler(max_running=1, max_buffered=10)
+    first = s.offer(1, 0, "t", "x")
+    second = s.offer(1, 1, "t", "y")
+    other = s.offer(2, 0, "u", "z")
+    s.ready()
+    running, reached = s.revoke({1})
+    assert running == [first]
+    assert reached == {}
+    assert second.state == "dropped"
+    s.finish(first)  # still accepted after the revoke
+    assert [j.payload for j in s.ready()] == ["z"]
+    s.finish(other)
+    assert s.positions() == {2: 1}
+    assert s.idle
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["offer", "ready", "finish", "revoke"]),
+                          st.integers(0, 2), st.integers(0, 4), st.integers(0, 50)),
+                max_size=80),
+       st.integers(1, 4))
+def test_order_bounds_and_commit_safety_hold_under_any_interleaving(
+        steps: list[tuple[str, int, int, int]], max_running: int) -> None:
+    s: Scheduler[int] = Scheduler(max_running=max_running, max_buffered=5)
+    next_offset = {0: 0, 1: 0, 2: 0}
+    offered: dict[str, list[Job[int]]] = {}
+    started: dict[str, list[Job[int]]] = {}
+    running: list[Job[int]] = []
+    live: list[Job[int]] = []
+    last_position: dict[int, int] = {}
+    for action, partition, thread, pick in steps:
+        thread_id = f"p{partition}-t{thread}"  # a thread lives in one partition
+        if action == "offer":
+            next_offset[partition] += 1 + pick % 3  # offsets with gaps
+            job = s.offer(partition, next_offset[partition], thread_id, pick)
+            offered.setdefault(thread_id, []).append(job)
+            live.append(job)
+        elif action == "ready":
+            for job in s.ready():
+                started.setdefault(job.thread_id, []).append(job)
+                running.append(job)
+        elif action == "finish" and running:
+            job = running.pop(pick % len(running))
+            s.finish(job)
+        elif action == "revoke" and pick % 7 == 0:
+            still, _ = s.revoke({partition})
+            last_position.pop(partition, None)
+            live = [j for j in live if j.partition != partition or j.state == "running"]
+            assert all(j in running for j in still)
+        assert s.running == len(running) <= max_running
+        assert len({j.thread_id for j in running}) == len(running)
+        for p, position in s.positions().items():
+            unfinished = [j.offset for j in live if j.partition == p and j.state != "done"]
+            assert all(position <= off for off in unfinished)
+            assert position >= last_position.get(p, 0)
+            last_position[p] = position
+    for thread_id, jobs in started.items():
+        expected = [j for j in offered[thread_id] if j.state != "dropped"]
+        assert jobs == expected[:len(jobs)]
