@@ -238,6 +238,7 @@ class HttpRun:
     problem: dict[str, Any] | None = None
     events: tuple[dict[str, Any], ...] = ()
     error: str | None = None
+    content_type: str = ""
 
     @property
     def ending(self) -> dict[str, Any] | None:
@@ -259,12 +260,16 @@ async def post_run(client: httpx.AsyncClient, url: str, agent: str, body: bytes,
                     problem = orjson.loads(raw)
                 except orjson.JSONDecodeError:
                     problem = {"raw": raw[:200].decode("utf-8", "replace")}
-                return HttpRun(response.status_code, problem if isinstance(problem, dict)
-                               else {"raw": problem})
+                return HttpRun(response.status_code,
+                               problem if isinstance(problem, dict) else {"raw": problem},
+                               content_type=response.headers.get("content-type", ""))
             events = [e async for e in read_stream(response)]
-            return HttpRun(200, events=tuple(events))
+            return HttpRun(200, events=tuple(events),
+                           content_type=response.headers.get("content-type", ""))
     except httpx.HTTPError as exc:
         return HttpRun(0, error=f"{type(exc).__name__}: {exc}")
+    except orjson.JSONDecodeError as exc:
+        return HttpRun(200, error=f"a data frame is not JSON: {exc}")
 
 
 class HttpLoad:
