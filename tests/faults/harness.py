@@ -25,9 +25,11 @@ from pathlib import Path
 import httpx
 
 from deploy.kafka import launcher
+from faults.checker import Execution
 from faults.follower import Follower
 from faults.load import KafkaLoad, new_ids, run_input
 from faults.procs import ServiceDiedError, ServiceProcess
+from faults.snapshot import read_ledger
 from services.kafka.admin import ensure_topics
 from services.runtime.settings import KafkaSettings
 
@@ -65,6 +67,8 @@ class Stack:
         self.prefix = prefix
         self.config = config or StackConfig()
         self.workdir = workdir
+        self.ledger = workdir / f"{prefix}-approvals.jsonl"
+        """Where the ``approval`` agent records each execution (AGUI_APPROVAL_LEDGER)."""
         self.settings = KafkaSettings(bootstrap_servers=bootstrap, topic_prefix=prefix,
                                       partitions=self.config.partitions)
         self.services: dict[str, list[ServiceProcess]] = {r: [] for r in MODULES}
@@ -83,6 +87,8 @@ class Stack:
             "AGUI_AGENTS": AGENT_SPECS,
             "AGUI_LOG_FORMAT": "text",
             "AGUI_GATEKEEPER_SESSION_TIMEOUT_MS": "6000",
+            "AGUI_PRODUCER_SESSION_TIMEOUT_MS": "6000",
+            "AGUI_APPROVAL_LEDGER": str(self.ledger),
             "PYTHONUNBUFFERED": "1",
             **self.config.env,
             **self.config.role_env.get(role, {}),
@@ -183,6 +189,10 @@ class Stack:
             if rss is not None:
                 out[p.name] = rss
         return out
+
+    def executions(self) -> list[Execution]:
+        """The approved side effects performed so far (from the approval ledger)."""
+        return read_ledger(self.ledger)
 
     def check_alive(self) -> None:
         for p in self.all():

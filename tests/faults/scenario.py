@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from faults.checker import Report
 from faults.follower import Follower
 from faults.harness import Stack
-from faults.snapshot import ExecutionReader, check
+from faults.snapshot import check
 
 
 @dataclass
@@ -70,10 +70,10 @@ def seconds(values: list[float | None]) -> str:
 
 
 async def verify(stack: Stack, summary: Callable[[str], None], title: str, detail: str,
-                 executions: ExecutionReader | None = None, settle_s: float = 60.0) -> Report:
+                 settle_s: float = 60.0) -> Report:
     """Run the checker until the topics settle; record the summary line; fail on violations."""
     stack.check_alive()
-    report = await check(stack.settings, executions=executions, settle_s=settle_s)
+    report = await check(stack.settings, executions=stack.executions, settle_s=settle_s)
     summary(f"{title}: {detail} | checker: {report.summary()}")
     assert report.ok, f"{title}: invariant violations\n{report.describe()}\n{stack.logs()}"
     return report

@@ -1,14 +1,18 @@
-"""Reading the output topics for the checker: everything committed, from the start.
+"""Reading what the checker judges: the output topics, and the approval ledger.
 
 ``Snapshot`` assigns every partition of the topics the checker judges
 (requests, decisions, every ``dispatch.<agent>``, events, threads,
-deadletter, and the producers' checkpoints for side effects), with no
-consumer group and ``read_committed``, and reads each up to the end offsets
-(last stable offsets) it finds when ``refresh()`` is called. Records
-accumulate across refreshes, so waiting for a system to settle re-reads only
-what is new. ``check()`` refreshes and judges until the report is clean or a
-deadline passes: runs a killed worker left open are closed by its successor
-a little later, and a checker that judged too early would blame it.
+deadletter), with no consumer group and ``read_committed``, and reads each
+up to the end offsets (last stable offsets) it finds when ``refresh()`` is
+called. Records accumulate across refreshes, so waiting for a system to
+settle re-reads only what is new. ``check()`` refreshes and judges until the
+report is clean or a deadline passes: runs a killed worker left open are
+closed by its successor a little later, and a checker that judged too early
+would blame it.
+
+Side effects are not on a topic: the ``approval`` sample agent appends one
+JSON line per execution to the file named by ``AGUI_APPROVAL_LEDGER``
+(every worker of a deployment to the same file); ``read_ledger`` reads it.
 """
 
 from __future__ import annotations
@@ -16,14 +20,32 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+import orjson
 
 from faults.checker import Execution, Rec, Records, Report, judge
 from services.kafka.clients import AIOKafkaConsumer, TopicPartition, new_admin, new_consumer
 from services.runtime.settings import KafkaSettings
 
-ExecutionReader = Callable[[list[Rec]], list[Execution]]
-"""Turns the checkpoints topic's records into the side effects they record."""
+ExecutionReader = Callable[[], list[Execution]]
+"""Reads the side effects performed so far."""
+
+
+def read_ledger(path: Path) -> list[Execution]:
+    """The executions the ``approval`` agent recorded in its ledger file (none if absent)."""
+    try:
+        lines = path.read_bytes().splitlines()
+    except FileNotFoundError:
+        return []
+    out = []
+    for line in lines:
+        if line.strip():
+            raw = orjson.loads(line)
+            out.append(Execution(str(raw["threadId"]), str(raw["interruptId"]),
+                                 str(raw.get("runId"))))
+    return out
 
 
 def _rec(r: Any) -> Rec:
@@ -39,7 +61,6 @@ class Snapshot:
         self.settings = settings
         self.topics = settings.topics
         self.records = Records(requests_topic=self.topics.requests)
-        self._checkpoints: list[Rec] = []
         self._executions = executions
         self._consumer: AIOKafkaConsumer | None = None
         self._assigned: list[TopicPartition] = []
@@ -76,7 +97,6 @@ class Snapshot:
             t.events: self.records.events,
             t.threads: self.records.threads,
             t.deadletter: self.records.deadletters,
-            t.checkpoints: self._checkpoints,
         }
         if topic in roles:
             return roles[topic]
@@ -106,7 +126,7 @@ class Snapshot:
                 assert target is not None
                 target.extend(_rec(r) for r in batch if r.offset < ends[tp])
         if self._executions is not None:
-            self.records.executions = self._executions(self._checkpoints)
+            self.records.executions = self._executions()
         return self.records
 
     def judge(self) -> Report:
