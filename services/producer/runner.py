@@ -78,6 +78,8 @@ from services.runtime.logging import run_fields
 log = logging.getLogger(__name__)
 
 UncoveredPolicy = Literal["reject", "reinterrupt"]
+EFFECT_EVENT = "agui-relay.effect"
+"""CUSTOM event after each ``ctx.effect``: ``{"key", "status"}`` (``performed`` = it ran)."""
 
 
 def utc_now() -> datetime:
@@ -165,6 +167,7 @@ class Runner:
         self._stopping = False
         self._cancel_requested = False
         self._violation: AgentProtocolError | None = None
+        self._abort: Failed | None = None
         self._result: Any = None
         self._effects: set[asyncio.Future[Effect]] = set()
         self._log = run_fields(run_input.thread_id, run_input.run_id)
@@ -231,6 +234,8 @@ class Runner:
         if prior is not None:
             log.warning("effect %s already recorded (%s); not repeated", key, prior.status,
                         extra=self._log)
+            await self.emit(CustomEvent(name=EFFECT_EVENT,
+                                        value={"key": key, "status": prior.status}))
             return prior
 
         async def perform() -> Effect:
@@ -241,7 +246,9 @@ class Runner:
         task = asyncio.ensure_future(perform())
         self._effects.add(task)
         task.add_done_callback(self._effects.discard)
-        return await asyncio.shield(task)
+        effect = await asyncio.shield(task)
+        await self.emit(CustomEvent(name=EFFECT_EVENT, value={"key": key, "status": effect.status}))
+        return effect
 
     # ---- control ---------------------------------------------------------
 
@@ -249,6 +256,12 @@ class Runner:
         """Stop the run: the agent is cancelled and the run finishes ``cancelled``."""
         if not self._cancel_requested:
             self._cancel_requested = True
+            self._stop.set()
+
+    def abort(self, message: str, code: str) -> None:
+        """Stop the run as failed (e.g. the worker is going away): it ends with RUN_ERROR."""
+        if self._abort is None:
+            self._abort = Failed(message, code)
             self._stop.set()
 
     # ---- the run ------------------------------------------------------------
@@ -298,11 +311,15 @@ class Runner:
         return self._ending_of(agent_task)
 
     def _stopped_ending(self) -> Ending:
+        if self._abort is not None:
+            return self._abort
         if self._violation is not None:
             return Failed(self._violation.message, self._violation.code)
         return Cancelled()
 
     def _ending_of(self, task: asyncio.Task[Ending]) -> Ending:
+        if self._abort is not None and (task.cancelled() or task.exception() is not None):
+            return self._abort
         if self._violation is not None:
             return Failed(self._violation.message, self._violation.code)
         if task.cancelled():

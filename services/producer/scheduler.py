@@ -100,8 +100,12 @@ class Scheduler(Generic[T]):
             job.state = "done"
         part = self._partitions.get(job.partition)
         if part is not None:
-            while part.jobs and part.jobs[0].state == "done":
-                part.position = part.jobs.popleft().offset + 1
+            self._advance(part)
+
+    @staticmethod
+    def _advance(part: _Partition[T]) -> None:
+        while part.jobs and part.jobs[0].state == "done":
+            part.position = part.jobs.popleft().offset + 1
 
     def positions(self) -> dict[int, int]:
         """Per partition, the offset to commit: everything before it has closed."""
@@ -126,21 +130,20 @@ class Scheduler(Generic[T]):
                 resume.add(p)
         return pause, resume
 
-    def revoke(self, partitions: set[int]) -> tuple[list[Job[T]], dict[int, int]]:
-        """Give up ``partitions``: queued jobs are dropped (they will be redelivered).
+    def skip(self, partition: int, offset: int) -> None:
+        """A record that needs no run (unreadable, dead-lettered): done at once, in order."""
+        part = self._partitions.setdefault(partition, _Partition())
+        part.jobs.append(Job(partition, offset, "", None, "done"))  # type: ignore[arg-type]
+        self._advance(part)
 
-        Returns the running jobs of those partitions (to be drained) and the
-        positions reached so far. ``finish`` still accepts the running jobs.
-        """
+    def revoke(self, partitions: set[int]) -> list[Job[T]]:
+        """Stop starting jobs of ``partitions``: queued ones are dropped (they will be
+        redelivered to the next owner, so the position stops before them); the running
+        ones are returned to be drained. ``finish`` still accepts them."""
         running: list[Job[T]] = []
-        reached: dict[int, int] = {}
         for p in partitions:
-            part = self._partitions.pop(p, None)
-            if part is None:
-                continue
-            if part.position is not None:
-                reached[p] = part.position
-            for job in part.jobs:
+            part = self._partitions.get(p)
+            for job in part.jobs if part is not None else ():
                 if job.state == "queued":
                     job.state = "dropped"
                     queue = self._queues.get(job.thread_id)
@@ -150,7 +153,12 @@ class Scheduler(Generic[T]):
                             del self._queues[job.thread_id]
                 elif job.state == "running":
                     running.append(job)
-        return running, reached
+        return running
+
+    def forget(self, partitions: set[int]) -> None:
+        """Drop all tracking of ``partitions`` (after their last commit)."""
+        for p in partitions:
+            self._partitions.pop(p, None)
 
     @property
     def idle(self) -> bool:

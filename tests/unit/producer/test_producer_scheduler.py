@@ -47,21 +47,31 @@ def test_backpressure_pauses_full_partitions_and_resumes_at_half() -> None:
     assert s.backpressure() == (set(), {0})
 
 
-def test_revoke_drops_queued_jobs_and_returns_running_ones() -> None:
+def test_revoke_drops_queued_jobs_drains_running_ones_and_stops_before_dropped() -> None:
     s: Scheduler[str] = Scheduler(max_running=1, max_buffered=10)
     first = s.offer(1, 0, "t", "x")
     second = s.offer(1, 1, "t", "y")
     other = s.offer(2, 0, "u", "z")
     s.ready()
-    running, reached = s.revoke({1})
-    assert running == [first]
-    assert reached == {}
+    assert s.revoke({1}) == [first]
     assert second.state == "dropped"
     s.finish(first)  # still accepted after the revoke
+    assert s.positions() == {1: 1}  # the dropped offset 1 is left for the next owner
+    s.forget({1})
     assert [j.payload for j in s.ready()] == ["z"]
     s.finish(other)
     assert s.positions() == {2: 1}
     assert s.idle
+
+
+def test_skipped_records_advance_the_position_in_order() -> None:
+    s: Scheduler[str] = Scheduler(max_running=1, max_buffered=10)
+    job = s.offer(0, 4, "t", "x")
+    s.skip(0, 5)
+    assert s.positions() == {}
+    s.ready()
+    s.finish(job)
+    assert s.positions() == {0: 6}
 
 
 @settings(max_examples=300, deadline=None)
@@ -93,10 +103,12 @@ def test_order_bounds_and_commit_safety_hold_under_any_interleaving(
             job = running.pop(pick % len(running))
             s.finish(job)
         elif action == "revoke" and pick % 7 == 0:
-            still, _ = s.revoke({partition})
-            last_position.pop(partition, None)
-            live = [j for j in live if j.partition != partition or j.state == "running"]
+            still = s.revoke({partition})
             assert all(j in running for j in still)
+            if pick % 2:
+                s.forget({partition})
+                last_position.pop(partition, None)
+                live = [j for j in live if j.partition != partition or j.state == "running"]
         assert s.running == len(running) <= max_running
         assert len({j.thread_id for j in running}) == len(running)
         for p, position in s.positions().items():

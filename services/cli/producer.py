@@ -1,0 +1,62 @@
+"""``agui-relay producer``: a producer worker hosting agents.
+
+Agents come from ``--agents`` / ``AGUI_AGENTS`` (``name=module:object,...``,
+or bare names of the samples and of installed ``agui_relay.agents`` entry
+points; empty: all of them). The other settings are environment variables
+(``ProducerSettings``), overridable here. SIGINT/SIGTERM drain the runs in
+progress (``AGUI_PRODUCER_DRAIN_S``), commit and leave the group; a second
+signal stops at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import typer
+
+from services.producer.agent import load_agents
+from services.producer.errors import AgentLoadError
+from services.producer.settings import ProducerSettings
+from services.producer.worker import Worker
+from services.runtime.lifecycle import run_until_signalled
+from services.runtime.logging import configure
+from services.runtime.settings import KafkaSettings
+
+log = logging.getLogger("services.producer")
+
+
+def producer(
+    agents: str = typer.Option(None, envvar="AGUI_AGENTS",
+                               help="name=module:object,... (default: every known agent)"),
+    max_concurrent_runs: int = typer.Option(None, envvar="AGUI_MAX_CONCURRENT_RUNS",
+                                            help="runs in flight per agent"),
+    uncovered_policy: str = typer.Option(None, envvar="AGUI_UNCOVERED_POLICY",
+                                         help="reject | reinterrupt"),
+) -> None:
+    """Run agents behind Kafka: dispatched inputs in, AG-UI events out, interrupts kept."""
+    configure("producer")
+    overrides: dict[str, Any] = {"agents": agents}
+    if max_concurrent_runs is not None:
+        overrides["max_concurrent_runs"] = max_concurrent_runs
+    if uncovered_policy is not None:
+        overrides["uncovered_policy"] = uncovered_policy
+    settings = ProducerSettings(**overrides)
+    kafka = KafkaSettings()
+    try:
+        hosted = load_agents(settings.agents)
+    except AgentLoadError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--agents / AGUI_AGENTS") from exc
+    log.info("producer starting on %s, topics %s.*, agents %s", kafka.bootstrap_servers,
+             kafka.topic_prefix, ", ".join(hosted))
+
+    async def main(stop: asyncio.Event) -> None:
+        await Worker(kafka, settings, hosted).run(stop)
+
+    run_until_signalled(main)
+
+
+def main() -> None:
+    """Run ``producer`` with its options parsed from the command line."""
+    typer.run(producer)

@@ -1,0 +1,154 @@
+"""One dispatched input, run under its thread's checkpoint, published to ``events``.
+
+The commit order of one run, written once (``recovery`` relies on it; a
+crash between any two steps leaves a state it can finish):
+
+1. skip the dispatch if the thread's checkpoint lists its run as closed
+   (a redelivery after the run's terminal event was written);
+2. write the start marker (``begin_run``: the run is active; the
+   interrupts it answers are consumed, the uncovered ones stay open) and
+   wait for the broker;
+3. publish the run's events as the runner produces them, in order, on the
+   thread's key (one idempotent producer, not waited for one by one);
+4. at the end: wait until every event of the run is acknowledged, write the
+   closing marker (the terminal event's bytes and sequence number, what
+   stays open) and wait, then publish the terminal event and wait;
+5. write the end marker (``end_run``) and wait;
+6. only then is the dispatch's offset done (the worker commits the lowest
+   contiguous done offset of each partition).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import orjson
+
+from contracts import Dispatch, EventHeaders
+from services.kafka.clients import AIOKafkaProducer
+from services.producer import checkpoint as cp
+from services.producer.agent import AgentDefinition
+from services.producer.publish import send_event
+from services.producer.resume import plan_resume
+from services.producer.runner import EventRecord, Runner, RunOptions, RunReport
+from services.producer.settings import ProducerSettings
+from services.producer.store import CheckpointStore, ThreadLedger
+from services.runtime.logging import run_fields
+
+log = logging.getLogger(__name__)
+
+
+class KafkaRunSink:
+    """A run's records to the ``events`` topic, terminal event behind the closing marker."""
+
+    PRUNE_AT = 1024
+
+    def __init__(self, producer: AIOKafkaProducer, store: CheckpointStore, topic: str,
+                 thread_id: str, run_id: str, agent: str) -> None:
+        self.producer = producer
+        self.store = store
+        self.topic = topic
+        self.thread_id = thread_id
+        self.run_id = run_id
+        self.agent = agent
+        self._pending: list[asyncio.Future[Any]] = []
+
+    def _headers(self, record: EventRecord) -> EventHeaders:
+        return EventHeaders(self.run_id, record.event_type, self.agent, record.seq)
+
+    async def send(self, record: EventRecord) -> None:
+        self._pending.append(await send_event(self.producer, self.topic, self.thread_id,
+                                              self._headers(record), record.value))
+        if len(self._pending) >= self.PRUNE_AT:
+            self._check(done_only=True)
+
+    def _check(self, *, done_only: bool) -> None:
+        """Raise the first delivery failure; forget acknowledged futures."""
+        kept = []
+        for future in self._pending:
+            if future.done():
+                future.result()
+            elif done_only:
+                kept.append(future)
+        self._pending = kept
+
+    async def send_terminal(self, record: EventRecord, report: RunReport) -> None:
+        if self._pending:
+            await asyncio.wait(self._pending)
+            self._check(done_only=False)
+        now = self.store.clock()
+        terminal = orjson.loads(record.value)
+        await self.store.update(self.thread_id, lambda c: cp.mark_closing(
+            c, run_id=self.run_id, seq=record.seq, terminal=terminal, outcome=report.outcome,
+            open_after=report.open_interrupts, now=now))
+        await (await send_event(self.producer, self.topic, self.thread_id,
+                                self._headers(record), record.value))
+
+
+@dataclass
+class Prepared:
+    """A dispatch ready to run: its runner, and what stays open if it fails."""
+
+    dispatch: Dispatch
+    agent: str
+    runner: Runner
+    still_open: list[Any]
+
+
+class Executor:
+    """Turns dispatches into checkpointed runs (the steps in this module's docstring)."""
+
+    def __init__(self, settings: ProducerSettings, producer: AIOKafkaProducer,
+                 store: CheckpointStore, clock: Callable[[], datetime]) -> None:
+        self.settings = settings
+        self.producer = producer
+        self.store = store
+        self.clock = clock
+        self.topic = store.settings.topics.events
+        self.ledger = ThreadLedger(store)
+        self.options = RunOptions(uncovered_policy=settings.uncovered_policy,
+                                  cancel_grace_s=settings.cancel_grace_s, clock=clock)
+
+    def prepare(self, agent: str, definition: AgentDefinition,
+                dispatch: Dispatch) -> Prepared | None:
+        """The run for ``dispatch``, or None when its run is already closed (step 1)."""
+        run_input = dispatch.input
+        checkpoint = self.store.get(run_input.thread_id)
+        fields = run_fields(run_input.thread_id, run_input.run_id, dispatch.request_id)
+        if cp.has_closed(checkpoint, run_input.run_id):
+            log.info("dispatch of run %s redelivered after it closed; skipped",
+                     run_input.run_id, extra=fields)
+            return None
+        active = checkpoint.active
+        if active is not None:
+            log.warning("thread still marks run %s (worker %s) active; starting %s anyway",
+                        active.run_id, active.worker, run_input.run_id, extra=fields)
+        plan = plan_resume(run_input, cp.open_interrupts(checkpoint),
+                           gated_tools=definition.gated_tools,
+                           dispatch_warnings=dispatch.warnings or ())
+        refused = bool(plan.uncovered) and self.settings.uncovered_policy == "reject"
+        still_open = list(plan.prior.values()) if refused else list(plan.uncovered)
+        sink = KafkaRunSink(self.producer, self.store, self.topic, run_input.thread_id,
+                            run_input.run_id, agent)
+        runner = Runner(definition, run_input, plan, sink, options=self.options,
+                        ledger=self.ledger, agent_name=agent)
+        return Prepared(dispatch, agent, runner, still_open)
+
+    async def execute(self, prepared: Prepared) -> RunReport:
+        """Steps 2 to 5; returns how the run ended."""
+        run_input = prepared.dispatch.input
+        now = self.clock()
+        await self.store.update(run_input.thread_id, lambda c: cp.begin_run(
+            c, run_id=run_input.run_id, request_id=prepared.dispatch.request_id,
+            agent=prepared.agent, worker=self.settings.worker_id,
+            still_open=prepared.still_open, now=now))
+        report = await prepared.runner.run()
+        ended = self.clock()
+        await self.store.update(run_input.thread_id, lambda c: cp.end_run(
+            c, run_id=run_input.run_id, open_after=None, now=ended))
+        return report

@@ -1,0 +1,263 @@
+"""One hosted agent: its dispatch consumer, its runs, its share of the partitions.
+
+The loop polls ``dispatch.<agent>`` (group ``<prefix>.producer.<agent>``),
+hands each record to the ``Scheduler`` (threads in parallel, one run per
+thread in order, bounded), starts what may start, pauses partitions holding
+too many unfinished dispatches and resumes them when they drain, and
+commits each partition's lowest contiguous position of closed runs.
+
+Rebalances: on assignment the partitions' checkpoints are restored and any
+run of this agent a lost worker left open there is closed (``recovery``)
+before a dispatch is read; on revocation (and on shutdown) queued
+dispatches are dropped — the next owner gets them again — running ones may
+finish within ``AGUI_PRODUCER_DRAIN_S`` and are then stopped with RUN_ERROR
+``worker_stopped``, and the positions reached are committed. A run that
+fails in a way the runtime cannot report (the broker refusing its records)
+is fatal to the worker: its offset is not committed, and whoever takes the
+partition over closes the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+from collections.abc import Callable
+
+from contracts import DeadLetter, DecodeError, Dispatch, decode, encode
+from services.kafka.clients import (
+    AIOKafkaConsumer,
+    ConsumerRebalanceListener,
+    ConsumerRecord,
+    KafkaError,
+    TopicPartition,
+    new_consumer,
+)
+from services.producer import checkpoint as cp
+from services.producer.agent import AgentDefinition
+from services.producer.execution import Executor
+from services.producer.recovery import recover
+from services.producer.runner import Runner
+from services.producer.scheduler import Job, Scheduler
+from services.runtime.logging import run_fields
+
+log = logging.getLogger(__name__)
+
+STOPPED_MESSAGE = "the worker stopped before the run finished"
+
+
+class AgentHost:
+    """Runs one agent's dispatches on the partitions this worker owns."""
+
+    def __init__(self, name: str, definition: AgentDefinition, executor: Executor,
+                 take_cancel: Callable[[str], bool],
+                 fatal: Callable[[BaseException], None]) -> None:
+        self.name = name
+        self.definition = definition
+        self.executor = executor
+        self.store = executor.store
+        self.kafka = executor.store.settings
+        self.settings = executor.settings
+        self.topic = self.kafka.topics.dispatch(name)
+        self.group = f"{self.kafka.topic_prefix}.producer.{name}"
+        self.take_cancel = take_cancel
+        self.fatal = fatal
+        self.scheduler: Scheduler[Dispatch | None] = Scheduler(
+            self.settings.max_concurrent_runs, self.settings.buffered_per_partition)
+        self.active: dict[str, Runner] = {}
+        """Runs in progress by run id (the worker routes cancels here)."""
+        self._tasks: dict[Job[Dispatch | None], asyncio.Task[None]] = {}
+        self._dead: dict[Job[Dispatch | None],
+                         tuple[ConsumerRecord[bytes, bytes], DecodeError]] = {}
+        self._owned: set[int] = set()
+        self._committed: dict[int, int] = {}
+        self.ready = asyncio.Event()
+        """Set once partitions were first assigned (and restored)."""
+        self._consumer: AIOKafkaConsumer | None = None
+
+    @property
+    def consumer(self) -> AIOKafkaConsumer:
+        if self._consumer is None:
+            raise RuntimeError(f"agent host {self.name} is not running")
+        return self._consumer
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Consume and run until ``stop``; then drain, commit and leave the group."""
+        self._consumer = new_consumer(
+            self.kafka, f"{self.settings.worker_id}-{self.name}", group_id=self.group,
+            session_timeout_ms=self.settings.session_timeout_ms,
+            max_poll_records=max(16, min(500, self.settings.buffered_per_partition)))
+        self.consumer.subscribe([self.topic], listener=_Rebalance(self))
+        await self.consumer.start()
+        try:
+            while not stop.is_set():
+                batch = await self.consumer.getmany(timeout_ms=200)
+                for tp, records in batch.items():
+                    for record in records:
+                        self._offer(tp.partition, record)
+                self._start_ready()
+                self._apply_backpressure()
+                await self._commit()
+        finally:
+            try:
+                await self._release(set(self._owned))
+            finally:
+                await self.consumer.stop()
+
+    # ---- records in -------------------------------------------------------
+
+    def _offer(self, partition: int, record: ConsumerRecord[bytes, bytes]) -> None:
+        if partition not in self._owned:
+            return
+        try:
+            dispatch = decode(Dispatch, record.value)
+        except DecodeError as exc:
+            log.error("unreadable dispatch at %s/%d@%d: %s", record.topic, partition,
+                      record.offset, exc)
+            job = self.scheduler.offer(partition, record.offset, f"\x00dead:{partition}", None)
+            self._dead[job] = (record, exc)
+            return
+        self.scheduler.offer(partition, record.offset, dispatch.input.thread_id, dispatch)
+
+    def _start_ready(self) -> None:
+        for job in self.scheduler.ready():
+            self._tasks[job] = asyncio.create_task(self._run_job(job))
+
+    async def _run_job(self, job: Job[Dispatch | None]) -> None:
+        dispatch = job.payload
+        try:
+            if dispatch is None:
+                await self._dead_letter(*self._dead.pop(job))
+            else:
+                await self._run_dispatch(dispatch)
+        except Exception as exc:
+            log.critical("run of dispatch %s/%d@%d could not be completed; stopping the "
+                         "worker so another takes the partition over", self.topic,
+                         job.partition, job.offset, exc_info=exc)
+            self.fatal(exc)
+            return
+        finally:
+            self._tasks.pop(job, None)
+        self.scheduler.finish(job)
+        self._start_ready()
+
+    async def _run_dispatch(self, dispatch: Dispatch) -> None:
+        prepared = self.executor.prepare(self.name, self.definition, dispatch)
+        if prepared is None:
+            return
+        run_id = dispatch.input.run_id
+        self.active[run_id] = prepared.runner
+        try:
+            if self.take_cancel(run_id):
+                log.info("run %s was cancelled before it started", run_id,
+                         extra=run_fields(dispatch.input.thread_id, run_id, dispatch.request_id))
+                prepared.runner.cancel()
+            await self.executor.execute(prepared)
+        finally:
+            self.active.pop(run_id, None)
+
+    async def _dead_letter(self, record: ConsumerRecord[bytes, bytes], exc: DecodeError) -> None:
+        raw = record.value or b""
+        try:
+            value, encoding = raw.decode("utf-8"), "utf-8"
+        except UnicodeDecodeError:
+            value, encoding = base64.b64encode(raw).decode(), "base64"
+        letter = DeadLetter(
+            source_topic=record.topic, partition=record.partition, offset=record.offset,
+            key=record.key.decode("utf-8", "replace") if record.key else None, value=value,
+            value_encoding=encoding,  # type: ignore[arg-type]
+            reason=str(exc), code=exc.reason, service="producer",
+            failed_at=self.executor.clock())
+        future = await self.executor.producer.send(self.kafka.topics.deadletter, encode(letter),
+                                                   key=record.key)
+        await future
+
+    # ---- flow control and commits -------------------------------------------
+
+    def _tp(self, partition: int) -> TopicPartition:
+        return TopicPartition(self.topic, partition)
+
+    def _apply_backpressure(self) -> None:
+        pause, resume = self.scheduler.backpressure()
+        if pause & self._owned:
+            log.info("pausing %s partitions %s: %d dispatches in flight", self.topic,
+                     sorted(pause & self._owned), self.settings.buffered_per_partition)
+            self.consumer.pause(*[self._tp(p) for p in pause & self._owned])
+        if resume & self._owned:
+            self.consumer.resume(*[self._tp(p) for p in resume & self._owned])
+
+    async def _commit(self, partitions: set[int] | None = None) -> None:
+        wanted = self._owned if partitions is None else partitions & self._owned
+        due = {p: o for p, o in self.scheduler.positions().items()
+               if p in wanted and self._committed.get(p) != o}
+        if not due:
+            return
+        try:
+            await self.consumer.commit({self._tp(p): o for p, o in due.items()})
+        except KafkaError as exc:
+            log.warning("offset commit of %s failed (retried later): %s", self.topic, exc)
+            return
+        self._committed.update(due)
+
+    # ---- rebalances ---------------------------------------------------------
+
+    async def assigned(self, partitions: set[int]) -> None:
+        """Restore the new partitions' checkpoints and close runs lost workers left open."""
+        new = partitions - self._owned
+        self._owned |= new
+        try:
+            if new:
+                await self.store.restore(new, owner=self.name)
+                stale = [c for c in self.store.threads(new) if _left_open(c, self.name)
+                         and c.active is not None and c.active.run_id not in self.active]
+                await recover(self.store, self.executor.producer, self.name, stale,
+                              margin_s=self.settings.recovery_margin_s,
+                              clock=self.executor.clock)
+        except Exception as exc:
+            log.critical("could not restore partitions %s of %s", sorted(new), self.topic,
+                         exc_info=exc)
+            self.fatal(exc)
+            raise
+        log.info("%s: own partitions %s", self.topic, sorted(self._owned))
+        self.ready.set()
+
+    async def revoked(self, partitions: set[int]) -> None:
+        """Give partitions up: drain or stop their runs, commit, forget them."""
+        await self._release(partitions & self._owned)
+
+    async def _release(self, partitions: set[int]) -> None:
+        if not partitions:
+            return
+        running = self.scheduler.revoke(partitions)
+        tasks = [t for j in running if (t := self._tasks.get(j)) is not None]
+        if tasks:
+            _, late = await asyncio.wait(tasks, timeout=self.settings.drain_s)
+            if late:
+                log.warning("stopping %d runs still in progress on %s", len(late), self.topic)
+                for job in running:
+                    if job.payload is not None and self._tasks.get(job) in late:
+                        runner = self.active.get(job.payload.input.run_id)
+                        if runner is not None:
+                            runner.abort(STOPPED_MESSAGE, "worker_stopped")
+                await asyncio.wait(late, timeout=self.settings.cancel_grace_s + 30)
+        await self._commit(partitions)
+        self.scheduler.forget(partitions)
+        self._owned -= partitions
+        for p in partitions:
+            self._committed.pop(p, None)
+        self.store.release(partitions, owner=self.name)
+
+
+def _left_open(checkpoint: cp.ThreadCheckpoint, agent: str) -> bool:
+    return checkpoint.active is not None and checkpoint.active.agent == agent
+
+
+class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
+    def __init__(self, host: AgentHost) -> None:
+        self.host = host
+
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        await self.host.revoked({tp.partition for tp in revoked})
+
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        await self.host.assigned({tp.partition for tp in assigned})

@@ -1,0 +1,139 @@
+"""Closing the runs a lost worker left open, so no thread stays running.
+
+When a worker gets a partition, the checkpoints it restores may hold runs
+still marked active by a worker that died. For each such run of its agent:
+
+1. it reads the thread's ``events`` partition from shortly before the run's
+   start marker (``AGUI_RECOVERY_MARGIN_S``) up to the current end, and
+   finds the run's records by their run-id header: the highest sequence
+   number, and whether a terminal event is already there;
+2. if a terminal event is there, nothing is published;
+   else if the run has a closing marker (its other events were acknowledged
+   and its terminal event was about to go out), that terminal event is
+   published verbatim, same sequence number — consumers drop it should it
+   turn out to be a duplicate;
+   else a ``RUN_ERROR`` with code ``worker_lost`` is published, numbered
+   after the last record found (``RUN_ERROR`` implicitly ends whatever the
+   run had open);
+3. the checkpoint records the run as closed, with the interrupts the
+   closing marker (or, without one, the start marker) says stay open.
+
+The redelivered dispatch of such a run is then skipped as closed: a run is
+never executed twice, and an approved side effect it began is recorded in
+the thread's ledger (``effects``), never repeated.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import orjson
+from ag_ui.core import Interrupt, RunErrorEvent
+
+from contracts import EventHeaders
+from contracts.headers import EVENT_TYPE, RUN_ID, SEQ, header_value
+from services.kafka.clients import AIOKafkaProducer
+from services.kafka.reader import Start, TopicReader
+from services.producer import checkpoint as cp
+from services.producer.publish import event_bytes, send_event
+from services.producer.store import Change, CheckpointStore
+from services.runtime.logging import run_fields
+from services.runtime.settings import KafkaSettings
+
+log = logging.getLogger(__name__)
+
+TERMINAL_TYPES = ("RUN_FINISHED", "RUN_ERROR")
+LOST_MESSAGE = "the worker running this run was lost before the run finished"
+
+
+@dataclass
+class RunTrace:
+    """What the events topic holds of one run."""
+
+    last_seq: int = -1
+    terminal: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Recovered:
+    """How one left-open run was closed."""
+
+    thread_id: str
+    run_id: str
+    action: str
+    """``worker_lost``, ``republished`` (its recorded terminal event) or ``found_closed``."""
+
+
+async def trace_runs(settings: KafkaSettings, runs: dict[str, str],
+                     since: datetime) -> dict[str, RunTrace]:
+    """Scan the events partitions of ``runs`` ({run id: thread id}) from ``since``."""
+    topic = settings.topics.events
+    traces = {run_id: RunTrace() for run_id in runs}
+    async with TopicReader(settings, "agui-relay-producer-recovery") as reader:
+        partitions = {await reader.key_partition(topic, t) for t in runs.values()}
+        records = await reader.read_all(sorted(partitions, key=lambda tp: tp.partition),
+                                        Start.at(int(since.timestamp() * 1000)))
+    for record in records:
+        trace = traces.get(header_value(record.headers, RUN_ID) or "")
+        if trace is None:
+            continue
+        seq = header_value(record.headers, SEQ)
+        if seq is not None and seq.isdigit():
+            trace.last_seq = max(trace.last_seq, int(seq))
+        if header_value(record.headers, EVENT_TYPE) in TERMINAL_TYPES:
+            trace.terminal = orjson.loads(record.value)
+    return traces
+
+
+def _open_after_terminal(terminal: dict[str, Any]) -> list[Interrupt] | None:
+    """The interrupts an already-published interrupt outcome left open."""
+    outcome = terminal.get("outcome") if terminal.get("type") == "RUN_FINISHED" else None
+    if isinstance(outcome, dict) and outcome.get("type") == "interrupt":
+        return [Interrupt.model_validate(i) for i in outcome.get("interrupts", [])]
+    return None
+
+
+def closer(run_id: str, open_after: list[Interrupt] | None, now: datetime) -> Change:
+    """The checkpoint change recording ``run_id`` as closed."""
+    return lambda c: cp.end_run(c, run_id=run_id, open_after=open_after, now=now)
+
+
+async def recover(store: CheckpointStore, producer: AIOKafkaProducer, agent: str,
+                  stale: list[cp.ThreadCheckpoint], *, margin_s: float,
+                  clock: Callable[[], datetime]) -> list[Recovered]:
+    """Close every run in ``stale`` (checkpoints whose ``active`` is set)."""
+    actives = {c.thread_id: c.active for c in stale if c.active is not None}
+    if not actives:
+        return []
+    since = min(a.started_at for a in actives.values()) - timedelta(seconds=margin_s)
+    traces = await trace_runs(store.settings, {a.run_id: t for t, a in actives.items()}, since)
+    topic = store.settings.topics.events
+    done: list[Recovered] = []
+    for thread_id, active in actives.items():
+        trace = traces[active.run_id]
+        fields = run_fields(thread_id, active.run_id, active.request_id)
+        open_after: list[Interrupt] | None = None
+        if trace.terminal is not None:
+            action = "found_closed"
+            if active.closing is None:
+                open_after = _open_after_terminal(trace.terminal)
+        elif active.closing is not None:
+            action = "republished"
+            headers = EventHeaders(active.run_id, str(active.closing.terminal.get("type")),
+                                   agent, active.closing.seq)
+            await (await send_event(producer, topic, thread_id, headers,
+                                    orjson.dumps(active.closing.terminal)))
+        else:
+            action = "worker_lost"
+            headers = EventHeaders(active.run_id, "RUN_ERROR", agent, trace.last_seq + 1)
+            value = event_bytes(RunErrorEvent(message=LOST_MESSAGE, code="worker_lost"), clock)
+            await (await send_event(producer, topic, thread_id, headers, value))
+        await store.update(thread_id, closer(active.run_id, open_after, clock()))
+        log.warning("closed run %s left open by worker %s: %s", active.run_id, active.worker,
+                    action, extra=fields)
+        done.append(Recovered(thread_id, active.run_id, action))
+    return done

@@ -1,0 +1,45 @@
+"""The producer worker's own settings (``AGUI_*`` environment variables)."""
+
+from __future__ import annotations
+
+import os
+import socket
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def default_worker_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+class ProducerSettings(BaseSettings):
+    """How a producer worker runs its agents."""
+
+    model_config = SettingsConfigDict(env_prefix="", extra="ignore", populate_by_name=True)
+
+    agents: str | None = Field(None, alias="AGUI_AGENTS")
+    """``name=module:object,...`` (or bare sample names); unset: every known agent."""
+    max_concurrent_runs: int = Field(256, alias="AGUI_MAX_CONCURRENT_RUNS", ge=1, le=100_000)
+    """Runs in flight at once, per hosted agent."""
+    max_buffered_runs: int = Field(0, alias="AGUI_MAX_BUFFERED_RUNS", ge=0)
+    """Dispatches held per partition before it is paused (0: twice the concurrency)."""
+    uncovered_policy: Literal["reject", "reinterrupt"] = Field(
+        "reinterrupt", alias="AGUI_UNCOVERED_POLICY")
+    """What to do with an input leaving a known interrupt uncovered (seed: either is allowed)."""
+    cancel_grace_s: float = Field(2.0, alias="AGUI_CANCEL_GRACE_S", gt=0)
+    """How long a cancelled agent may take to stop before it is abandoned."""
+    drain_s: float = Field(10.0, alias="AGUI_PRODUCER_DRAIN_S", ge=0)
+    """On shutdown or losing partitions: how long runs may finish before they are
+    closed with RUN_ERROR ``worker_stopped``."""
+    session_timeout_ms: int = Field(10_000, alias="AGUI_PRODUCER_SESSION_TIMEOUT_MS",
+                                    ge=1_000)
+    linger_ms: int = Field(1, alias="AGUI_PRODUCER_LINGER_MS", ge=0)
+    recovery_margin_s: float = Field(60.0, alias="AGUI_RECOVERY_MARGIN_S", ge=0)
+    """How far before a lost run's start marker the events scan begins (clock skew)."""
+    worker_id: str = Field(default_factory=default_worker_id, alias="AGUI_WORKER_ID")
+
+    @property
+    def buffered_per_partition(self) -> int:
+        return self.max_buffered_runs or 2 * self.max_concurrent_runs

@@ -1,0 +1,140 @@
+"""The checkpoints topic as a per-thread cache: restore owned partitions, write through.
+
+A worker restores a checkpoints partition (compacted: the last record per
+thread wins) when it is assigned the same partition of a ``dispatch``
+topic — both are keyed by threadId and have as many partitions, so they
+map one to one. From then on it is the only writer of those threads, and
+``update`` applies a pure change (``services.producer.checkpoint``) to the
+cached record and writes the result through, returning once the broker has
+it. Changes are applied and enqueued under one lock, so records of a thread
+reach the topic in the order they were made and the latest one holds every
+change. ``ThreadLedger`` is the ``EffectLedger`` over it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+from contracts import DecodeError, decode, encode
+from services.kafka.clients import AIOKafkaProducer
+from services.kafka.reader import TopicReader
+from services.producer import checkpoint as cp
+from services.producer.effects import Effect
+from services.runtime.settings import KafkaSettings
+
+log = logging.getLogger(__name__)
+
+Change = Callable[[cp.ThreadCheckpoint], cp.ThreadCheckpoint]
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class CheckpointStore:
+    """Cached thread checkpoints of the partitions this worker owns."""
+
+    def __init__(self, settings: KafkaSettings, producer: AIOKafkaProducer,
+                 clock: Callable[[], datetime] = utc_now) -> None:
+        self.settings = settings
+        self.topic = settings.topics.checkpoints
+        self.producer = producer
+        self.clock = clock
+        self._threads: dict[str, cp.ThreadCheckpoint] = {}
+        self._partition_of: dict[str, int] = {}
+        self._owners: dict[int, set[str]] = {}
+        self._lock = asyncio.Lock()
+
+    def get(self, thread_id: str) -> cp.ThreadCheckpoint:
+        """The thread's checkpoint (a fresh one when it has none)."""
+        return self._threads.get(thread_id) or cp.fresh(thread_id)
+
+    def threads(self, partitions: Iterable[int]) -> list[cp.ThreadCheckpoint]:
+        """Every restored checkpoint in ``partitions``."""
+        wanted = set(partitions)
+        return [c for t, c in self._threads.items() if self._partition_of.get(t) in wanted]
+
+    async def restore(self, partitions: Iterable[int], owner: str) -> int:
+        """Load ``partitions`` (those not held for another owner yet); returns records read."""
+        todo = []
+        for p in sorted(set(partitions)):
+            holders = self._owners.setdefault(p, set())
+            if not holders:
+                todo.append(p)
+            holders.add(owner)
+        if not todo:
+            return 0
+        async with TopicReader(self.settings, "agui-relay-producer-restore") as reader:
+            count = await reader.partition_count(self.topic)
+            records = await reader.read_all(
+                [tp for tp in await reader.all_partitions(self.topic) if tp.partition in todo])
+        for record in records:
+            try:
+                value = decode(cp.ThreadCheckpoint, record.value)
+            except DecodeError as exc:
+                log.warning("skipping unreadable checkpoint at %s/%d@%d: %s", record.topic,
+                            record.partition, record.offset, exc)
+                continue
+            self._threads[value.thread_id] = value
+            self._partition_of[value.thread_id] = record.partition
+        log.info("restored %d checkpoint records from partitions %s of %s (%d partitions)",
+                 len(records), todo, self.topic, count)
+        return len(records)
+
+    def release(self, partitions: Iterable[int], owner: str) -> None:
+        """Forget ``partitions`` once no owner holds them."""
+        dropped = set()
+        for p in set(partitions):
+            holders = self._owners.get(p, set())
+            holders.discard(owner)
+            if not holders:
+                self._owners.pop(p, None)
+                dropped.add(p)
+        for thread_id in [t for t, p in self._partition_of.items() if p in dropped]:
+            self._threads.pop(thread_id, None)
+            self._partition_of.pop(thread_id, None)
+
+    async def update(self, thread_id: str, change: Change) -> cp.ThreadCheckpoint:
+        """Apply ``change`` to the thread's checkpoint and write it; returns once durable."""
+        async with self._lock:
+            value = change(self.get(thread_id))
+            self._threads[thread_id] = value
+            delivery = await self.producer.send(self.topic, encode(value),
+                                                key=thread_id.encode())
+        metadata = await delivery
+        self._partition_of[thread_id] = metadata.partition
+        return value
+
+
+class ThreadLedger:
+    """Side effects recorded in the threads' checkpoints (an ``EffectLedger``)."""
+
+    def __init__(self, store: CheckpointStore) -> None:
+        self.store = store
+
+    async def begin(self, thread_id: str, key: str, run_id: str) -> Effect | None:
+        known: list[cp.Execution] = []
+        now = self.store.clock()
+
+        def start(c: cp.ThreadCheckpoint) -> cp.ThreadCheckpoint:
+            found = cp.execution(c, key)
+            if found is not None:  # checked under the store's lock: one begin wins
+                known.append(found)
+                return c
+            return cp.effect_started(c, key=key, run_id=run_id, now=now)
+
+        await self.store.update(thread_id, start)
+        if not known:
+            return None
+        if known[0].status == "done":
+            return Effect("already_performed", known[0].result)
+        return Effect("outcome_unknown")
+
+    async def complete(self, thread_id: str, key: str, result: Any) -> None:
+        now = self.store.clock()
+        await self.store.update(thread_id, lambda c: cp.effect_done(c, key=key, result=result,
+                                                                    now=now))

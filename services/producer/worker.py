@@ -1,0 +1,161 @@
+"""The producer worker (``agui-relay producer``): hosted agents, cancels, one producer.
+
+A worker creates its topics if missing, starts one idempotent producer
+(events and checkpoints), listens to ``control`` from its end, and runs an
+``AgentHost`` per hosted agent. A ``ControlCommand`` cancels the named run
+if it is running here (the agent is cancelled at its next await, what it
+opened is closed, the run finishes ``cancelled``); a cancel for a run not
+running here is ignored with a log line, and remembered for a while in
+case the run's dispatch is still on its way to this worker. SIGTERM drains
+(see ``host``); a run that cannot be completed stops the worker with an
+error, so another worker takes its partitions over and closes the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import OrderedDict
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from contracts import ControlCommand, DecodeError, decode
+from services.kafka.admin import ensure_topics
+from services.kafka.clients import new_producer
+from services.kafka.reader import Start, TopicReader
+from services.producer import checkpoint as cp
+from services.producer.agent import AgentDefinition
+from services.producer.execution import Executor
+from services.producer.host import AgentHost
+from services.producer.settings import ProducerSettings
+from services.producer.store import CheckpointStore
+from services.runtime.logging import run_fields
+from services.runtime.settings import KafkaSettings
+
+log = logging.getLogger(__name__)
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class CancelMemo:
+    """Cancels for runs not (yet) running here, remembered up to ``limit``."""
+
+    def __init__(self, limit: int = 10_000) -> None:
+        self.limit = limit
+        self._runs: OrderedDict[str, None] = OrderedDict()
+
+    def remember(self, run_id: str) -> None:
+        self._runs[run_id] = None
+        self._runs.move_to_end(run_id)
+        while len(self._runs) > self.limit:
+            self._runs.popitem(last=False)
+
+    def take(self, run_id: str) -> bool:
+        """True (once) when a cancel for ``run_id`` arrived before its dispatch."""
+        if run_id not in self._runs:
+            return False
+        del self._runs[run_id]
+        return True
+
+
+class Worker:
+    """Hosts agents behind Kafka until stopped."""
+
+    def __init__(self, kafka: KafkaSettings, settings: ProducerSettings,
+                 agents: dict[str, AgentDefinition],
+                 clock: Callable[[], datetime] = utc_now) -> None:
+        if not agents:
+            raise ValueError("a producer worker needs at least one agent (AGUI_AGENTS)")
+        self.kafka = kafka
+        self.settings = settings
+        self.agents = agents
+        self.clock = clock
+        self.cancels = CancelMemo()
+        self.hosts: list[AgentHost] = []
+        self.store: CheckpointStore | None = None
+        self.failure: BaseException | None = None
+        self._stop = asyncio.Event()
+        self.control_ready = asyncio.Event()
+
+    def fail(self, exc: BaseException) -> None:
+        """Stop the worker because of ``exc`` (it exits with an error)."""
+        if self.failure is None:
+            self.failure = exc
+        self._stop.set()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Serve until ``stop`` is set (or a run fails unrecoverably, then raise)."""
+        await ensure_topics(self.kafka, tuple(self.agents))
+        producer = new_producer(self.kafka, f"agui-relay-producer-{self.settings.worker_id}",
+                                linger_ms=self.settings.linger_ms)
+        await producer.start()
+        try:
+            self.store = CheckpointStore(self.kafka, producer, self.clock)
+            executor = Executor(self.settings, producer, self.store, self.clock)
+            self.hosts = [AgentHost(name, definition, executor, self.cancels.take, self.fail)
+                          for name, definition in self.agents.items()]
+            control = asyncio.create_task(self._control())
+            await self.control_ready.wait()
+            tasks = [asyncio.create_task(h.run(self._stop)) for h in self.hosts]
+            log.info("producer worker %s hosting %s (max %d runs per agent, uncovered=%s)",
+                     self.settings.worker_id, ", ".join(self.agents),
+                     self.settings.max_concurrent_runs, self.settings.uncovered_policy)
+            watch = asyncio.create_task(stop.wait())
+            await asyncio.wait([watch, asyncio.create_task(self._stop.wait()), control, *tasks],
+                               return_when=asyncio.FIRST_COMPLETED)
+            self._stop.set()
+            results = await asyncio.gather(*tasks, return_exceptions=True)
+            control.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await control
+            watch.cancel()
+            for result in results:
+                if isinstance(result, BaseException) and self.failure is None:
+                    self.failure = result
+        finally:
+            await producer.stop()
+        if self.failure is not None:
+            raise self.failure
+
+    async def _control(self) -> None:
+        """Follow ``control`` from its end and route each cancel."""
+        topic = self.kafka.topics.control
+        try:
+            async with TopicReader(self.kafka, f"{self.settings.worker_id}-control") as reader:
+                await reader.assign(await reader.all_partitions(topic), Start.end())
+                self.control_ready.set()
+                async for batch in reader.batches(stop=self._stop, poll_ms=200):
+                    for record in batch:
+                        try:
+                            self.cancel(decode(ControlCommand, record.value))
+                        except DecodeError as exc:
+                            log.warning("unreadable control record at %d@%d: %s",
+                                        record.partition, record.offset, exc)
+        except Exception as exc:
+            log.critical("the control listener failed", exc_info=exc)
+            self.fail(exc)
+            raise
+        finally:
+            self.control_ready.set()
+
+    def cancel(self, command: ControlCommand) -> bool:
+        """Cancel ``command``'s run if it runs here; True when it did."""
+        fields = run_fields(command.thread_id, command.run_id)
+        for host in self.hosts:
+            runner = host.active.get(command.run_id)
+            if runner is not None and runner.input.thread_id == command.thread_id:
+                log.info("cancelling run %s (requested by %s)", command.run_id,
+                         command.requested_by, extra=fields)
+                runner.cancel()
+                return True
+        checkpoint = self.store.get(command.thread_id) if self.store is not None else None
+        if checkpoint is not None and cp.has_closed(checkpoint, command.run_id):
+            log.info("ignored cancel of run %s: it already closed", command.run_id, extra=fields)
+        else:
+            log.info("ignored cancel of run %s: not running on this worker", command.run_id,
+                     extra=fields)
+            self.cancels.remember(command.run_id)
+        return False
