@@ -22,7 +22,7 @@ import base64
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from ag_ui.core import EventType, RunFinishedEvent
 
@@ -85,6 +85,8 @@ class Batch:
     dead_letters: list[DeadLetter] = field(default_factory=list)
     traces: dict[str, bytes] = field(default_factory=dict)
     """requestId → the request record's ``traceparent``, to pass on with its outputs."""
+    requests: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """requestId → the admitted request's JSON object (its dispatch reuses it)."""
 
     @property
     def has_output(self) -> bool:
@@ -132,6 +134,8 @@ class Batch:
             outcome = decide(before, read.request, self.now, self.policy)
             if outcome.state is not before:
                 self.states[thread_id] = outcome.state
+            if outcome.dispatch is not None:
+                self.requests[read.request.request_id] = read.raw
             self._record(outcome)
         elif isinstance(read, Refused):
             self.decisions.append(read.decision)

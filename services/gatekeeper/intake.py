@@ -21,10 +21,13 @@ from __future__ import annotations
 from collections.abc import Set
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import orjson
+from pydantic import ValidationError
 
-from contracts import Decision, DecodeError, RejectionCode, RunRequest, decode
+from contracts import Decision, DecodeError, RejectionCode, RunRequest
+from contracts.codec import load_json, validation_detail
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +35,8 @@ class Accepted:
     """A well-formed request, keyed by its thread, for an agent that exists."""
 
     request: RunRequest
+    raw: dict[str, Any]
+    """The record's JSON object, as parsed (a dispatch reuses it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,9 +86,12 @@ def read_request(
             now,
         )
     try:
-        request = decode(RunRequest, value)
+        raw = load_json(value)
+        request = RunRequest.model_validate(raw)
     except DecodeError as exc:
         return _invalid(value, exc.reason, f"{exc.reason}: {exc.detail}", now)
+    except ValidationError as exc:
+        return _invalid(value, "schema_invalid", f"schema_invalid: {validation_detail(exc)}", now)
     if agents is not None and request.agent not in agents:
         known = ", ".join(sorted(agents)) or "none"
         return Refused(
@@ -107,7 +115,7 @@ def read_request(
                 now,
             )
         )
-    return Accepted(request)
+    return Accepted(request, raw)
 
 
 def _refusal(request: RunRequest, code: RejectionCode, message: str, now: datetime) -> Decision:

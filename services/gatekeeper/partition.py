@@ -11,11 +11,13 @@ writes; it does no I/O itself.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
 from contracts import ThreadState, TopicCatalog, encode
 from contracts.headers import TRACEPARENT
+from services.gatekeeper import wire
 from services.gatekeeper.batch import Batch
 from services.kafka.clients import AIOKafkaProducer, ConsumerRecord, TopicPartition
 from services.kafka.transactions import OutRecord
@@ -28,7 +30,14 @@ def transactional_id(prefix: str, partition: int) -> str:
 
 @dataclass(slots=True)
 class Owned:
-    """What this instance holds for one partition number it owns."""
+    """What this instance holds for one partition number it owns.
+
+    Reading runs ahead of deciding: records are *routed* here as they are
+    polled (events into ``inbox``, requests into ``held``) while the
+    partition's last transaction may still be committing; they are *applied*
+    and decided in the partition's next batch. ``epoch`` moves on every
+    rewind, so records polled before one are recognised and dropped.
+    """
 
     partition: int
     producer: AIOKafkaProducer
@@ -37,25 +46,36 @@ class Owned:
     states: dict[str, ThreadState]
     committed_request: int
     committed_event: int
-    next_request: int = 0
-    """Offset after the last request record taken from the consumer."""
-    next_event: int = 0
-    """Offset after the last event record applied (the consumer's position)."""
+    next_request: int = -1
+    """Offset after the last request record routed into ``held``."""
+    next_event: int = -1
+    """The consumer's position in ``events`` as of the last routing."""
+    applied_event: int = -1
+    """Offset after the last event applied to ``states`` (committed with them)."""
+    inbox: list[ConsumerRecord[Any, Any]] = field(default_factory=list)
+    """Events routed, not yet applied."""
     held: list[ConsumerRecord[Any, Any]] = field(default_factory=list)
-    """Requests fetched but not yet decided (waiting for ``events`` to catch up)."""
+    """Requests routed, not yet decided (waiting for their batch or for ``events``)."""
     barrier: int | None = None
     """The ``events`` last stable offset the held requests wait for."""
     held_since: float | None = None
+    inflight: asyncio.Task[None] | None = None
+    """The partition's transaction being committed; no new batch starts before it ends."""
+    epoch: int = 0
     last_commit: float = 0.0
 
     def __post_init__(self) -> None:
-        self.next_request = self.next_request or self.committed_request
-        self.next_event = self.next_event or self.committed_event
+        if self.next_request < 0:
+            self.next_request = self.committed_request
+        if self.next_event < 0:
+            self.next_event = self.committed_event
+        if self.applied_event < 0:
+            self.applied_event = self.committed_event
 
     def offsets(self) -> dict[TopicPartition, int]:
         """The next offsets to read, as a transaction commits them."""
         first_undecided = self.held[0].offset if self.held else self.next_request
-        return {self.requests: first_undecided, self.events: self.next_event}
+        return {self.requests: first_undecided, self.events: self.applied_event}
 
     def advanced(self) -> bool:
         """True when reading moved past what was last committed."""
@@ -72,13 +92,17 @@ class Owned:
         self.committed_request = offsets[self.requests]
         self.committed_event = offsets[self.events]
 
+    def read_again_from(self, request_offset: int, event_offset: int) -> None:
+        """Forget what was routed and not yet decided; reading restarts at these offsets."""
+        self.next_request = request_offset
+        self.next_event = self.applied_event = event_offset
+        self.inbox, self.held = [], []
+        self.barrier = self.held_since = None
+        self.epoch += 1
+
     def rewound(self) -> None:
-        """Back to the last commit: reading restarts there, held requests are dropped."""
-        self.next_request = self.committed_request
-        self.next_event = self.committed_event
-        self.held = []
-        self.barrier = None
-        self.held_since = None
+        """Back to the last commit (a transaction failed)."""
+        self.read_again_from(self.committed_request, self.committed_event)
 
 
 def outputs(topics: TopicCatalog, partition: int, batch: Batch) -> list[OutRecord]:
@@ -93,16 +117,17 @@ def outputs(topics: TopicCatalog, partition: int, batch: Batch) -> list[OutRecor
         out.append(
             OutRecord(
                 topics.decisions,
-                encode(d),
+                wire.decision(d),
                 _key(d.thread_id),
                 headers=_trace(batch.traces, d.request_id),
             )
         )
     for dispatch in batch.dispatches:
+        value = wire.dispatch(dispatch, batch.requests.get(dispatch.request_id))
         out.append(
             OutRecord(
                 topics.dispatch(dispatch.agent),
-                encode(dispatch),
+                value,
                 _key(dispatch.input.thread_id),
                 headers=_trace(batch.traces, dispatch.request_id),
             )
@@ -110,7 +135,7 @@ def outputs(topics: TopicCatalog, partition: int, batch: Batch) -> list[OutRecor
     for letter in batch.dead_letters:
         out.append(OutRecord(topics.deadletter, encode(letter), _key(letter.key)))
     for thread_id, state in batch.states.items():
-        out.append(OutRecord(topics.threads, encode(state), thread_id.encode(), partition))
+        out.append(OutRecord(topics.threads, wire.state(state), thread_id.encode(), partition))
     return out
 
 

@@ -9,9 +9,10 @@ group generation, so this is the only zombie fencing there is).
 
 Commit procedure, for each owned partition p, in every round:
 
-1. Poll once; drop records below p's read position (a re-fetch after a
-   rebalance). If the assignment changed while the records were in flight,
-   drop the round and seek every owned partition back to its read position.
+1. Poll once and file the records with their partition; drop those below
+   p's read position (a re-fetch). If the assignment changed, or p was
+   rewound, while the records were in flight, drop them and seek back to
+   the read position.
 2. Apply the run boundaries of ``events`` p to a ``Batch`` over p's committed
    thread states (in memory; other event types are skipped on their header).
 3. Hold new ``requests`` p until ``events`` p has been read up to the last
@@ -22,8 +23,9 @@ Commit procedure, for each owned partition p, in every round:
 5. One transaction on p's producer: decisions → ``decisions``, dispatches →
    ``dispatch.<agent>``, dead letters → ``deadletter``, the new thread
    states → ``threads`` partition p, and the next offsets of ``requests`` p
-   and ``events`` p with ONE ``send_offsets_to_transaction``; commit.
-   Partitions commit concurrently, each on its own producer.
+   and ``events`` p with ONE ``send_offsets_to_transaction``; commit. It
+   runs in the background: polling goes on, and p's new records wait in
+   ``Owned`` until p's commit has ended; other partitions are not held up.
 6. Only after the commit returns: the batch's thread states replace p's
    committed states and the committed offsets move. If step 5 fails the
    transaction is aborted, p's producer replaced, ``requests`` p and
@@ -34,8 +36,10 @@ Commit procedure, for each owned partition p, in every round:
 On assignment, before any decision: start p's producer (its
 ``init_transactions`` fences the previous owner and aborts what it left
 open), restore p's thread states from ``threads`` (``store.restore``), read
-the group's committed positions. On revocation: wait for the round in
-flight, commit any offsets read past, stop p's producer, forget p.
+the group's committed positions. On revocation: wait for the round and the
+transactions in flight, commit any offsets read past, stop p's producer,
+forget p. A partition whose routed backlog outgrows twice ``max_batch``
+records is paused until its batches catch up (bounded memory).
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ import asyncio
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -61,13 +65,15 @@ from services.kafka.clients import (
     new_consumer,
     new_producer,
 )
-from services.kafka.transactions import commit_outputs, is_fenced
+from services.kafka.transactions import commit_outputs, is_fenced, shorten_commit_gap_backoff
 from services.runtime.logging import run_fields
 from services.runtime.settings import KafkaSettings
 
 log = logging.getLogger(__name__)
 
 Records = dict[TopicPartition, list[ConsumerRecord[Any, Any]]]
+RETRY_BACKOFF_MS = 10
+"""Transactional retries (e.g. CONCURRENT_TRANSACTIONS) after 10 ms, not aiokafka's 100."""
 
 
 class FencedError(RuntimeError):
@@ -99,6 +105,8 @@ class Processor:
         self.assigned = asyncio.Event()
         """Set once partitions are assigned and restored (tests wait on it)."""
         self._owned: dict[int, Owned] = {}
+        self._accepting = True
+        """False while partitions are being handed back: no new transaction starts."""
         self._lock = asyncio.Lock()
         self._generation = 0
         self._fatal: BaseException | None = None
@@ -113,6 +121,7 @@ class Processor:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Consume, decide and commit until ``stop`` is set; then hand everything back."""
+        shorten_commit_gap_backoff()
         consumer = new_consumer(
             self.kafka,
             self.client_id,
@@ -127,70 +136,115 @@ class Processor:
             await self._refresh_agents(force=True)
             while not stop.is_set():
                 generation = self._generation
-                waiting = any(o.held for o in self._owned.values())
+                epochs = {p: o.epoch for p, o in self._owned.items()}
                 got = await consumer.getmany(
-                    timeout_ms=5 if waiting else 100, max_records=self.settings.max_batch
+                    timeout_ms=5 if self._busy() else 100, max_records=self.settings.max_batch
                 )
                 async with self._lock:
                     self._raise_if_fatal()
                     if generation != self._generation:
-                        self._seek_to_read_positions()
+                        self._read_again(self._owned.values())
                         continue
-                    await self._round(got)
+                    await self._route(got, epochs)
+                    self._launch()
+                    self._apply_backpressure()
                 await self._refresh_agents()
         finally:
             async with self._lock:
+                self._accepting = False
+                await self._settle()
                 await self._release()
             await consumer.stop()
             log.info("gatekeeper stopped", extra={"stats": dict(self.stats)})
 
+    def _busy(self) -> bool:
+        return any(o.held or o.inbox or o.inflight for o in self._owned.values())
+
     # -- one round -----------------------------------------------------------
 
-    async def _round(self, got: Records) -> None:
+    async def _route(self, got: Records, epochs: dict[int, int]) -> None:
+        """Steps 1 and 3: file the polled records with their partitions, with barriers.
+
+        Everything awaited (positions, the barrier offsets) is read first and
+        the partitions are changed after, in one step, so a commit finishing
+        meanwhile never sees records filed without their barrier.
+        """
         consumer = self._require_consumer()
-        now = self.clock()
-        events: dict[int, list[ConsumerRecord[Any, Any]]] = {}
-        fresh: list[Owned] = []
+        positions = {p: await consumer.position(o.events) for p, o in self._owned.items()}
+        asking = [
+            o
+            for tp, records in got.items()
+            if tp.topic == self.topics.requests
+            and (o := self._owned.get(tp.partition))
+            and records[-1].offset >= o.next_request
+        ]
+        ends = await self._barriers(asking)
+        stale: set[int] = set()
         for tp, records in got.items():
             owned = self._owned.get(tp.partition)
             if owned is None:
                 continue
-            if tp.topic == self.topics.events:
-                events[owned.partition] = [r for r in records if r.offset >= owned.next_event]
+            if owned.epoch != epochs.get(owned.partition):
+                stale.add(owned.partition)  # rewound while these were in flight
+            elif tp.topic == self.topics.events:
+                owned.inbox.extend(r for r in records if r.offset >= owned.next_event)
             elif taken := [r for r in records if r.offset >= owned.next_request]:
                 owned.held.extend(taken)
                 owned.next_request = taken[-1].offset + 1
                 owned.held_since = owned.held_since or time.monotonic()
-                fresh.append(owned)
-        await self._set_barriers(fresh)
-        limits = Limits(self.kafka.max_record_bytes, self._agents)
-        work: list[tuple[Owned, Batch | None]] = []
+                if owned.events in ends:
+                    owned.barrier = max(owned.barrier or 0, ends[owned.events])
+        for p, owned in self._owned.items():
+            if owned.epoch == epochs.get(p) and p not in stale:
+                owned.next_event = max(owned.next_event, positions[p])
+        self._read_again(self._owned[p] for p in stale)
+
+    def _launch(self) -> None:
+        """Steps 2, 4, 5 for every partition with work and no commit in flight."""
         for owned in self._owned.values():
-            batch = Batch(owned.states, now, self.settings.policy, limits)
-            for record in events.get(owned.partition, ()):
-                batch.event(record)
-            owned.next_event = await consumer.position(owned.events)
-            if owned.held and await self._caught_up(owned):
-                for record in owned.held:
-                    batch.request(record)
-                owned.held, owned.barrier, owned.held_since = [], None, None
-            if batch.has_output:
-                work.append((owned, batch))
-            elif owned.advanced() and self._flush_due(owned):
-                work.append((owned, None))
-        if work:
-            await asyncio.gather(*(self._commit(owned, batch) for owned, batch in work))
+            self._launch_one(owned)
 
-    async def _set_barriers(self, fresh: list[Owned]) -> None:
-        """Step 3: the events offsets the newly fetched requests must wait for."""
-        if not fresh or self.settings.events_wait_ms == 0:
+    def _launch_one(self, owned: Owned) -> None:
+        """Apply p's inbox, decide its held requests if ``events`` caught up, commit."""
+        if owned.inflight is not None or not (owned.inbox or owned.held or owned.advanced()):
             return
-        ends = await self._require_consumer().end_offsets([o.events for o in fresh])
-        for owned in fresh:
-            owned.barrier = max(owned.barrier or 0, ends.get(owned.events, 0))
+        limits = Limits(self.kafka.max_record_bytes, self._agents)
+        batch = Batch(owned.states, self.clock(), self.settings.policy, limits)
+        for record in owned.inbox:
+            batch.event(record)
+        owned.inbox, owned.applied_event = [], owned.next_event
+        if owned.held and self._caught_up(owned):
+            for record in owned.held:
+                batch.request(record)
+            owned.held, owned.barrier, owned.held_since = [], None, None
+        if batch.has_output or (owned.advanced() and self._flush_due(owned)):
+            owned.inflight = asyncio.create_task(
+                self._commit(owned, batch if batch.has_output else None, owned.offsets())
+            )
 
-    async def _caught_up(self, owned: Owned) -> bool:
-        if owned.barrier is None or owned.next_event >= owned.barrier:
+    def _apply_backpressure(self) -> None:
+        """Pause a topic partition whose routed backlog is too long; resume it when short."""
+        consumer = self._require_consumer()
+        limit = 2 * self.settings.max_batch
+        paused = consumer.paused()
+        for owned in self._owned.values():
+            for tp, backlog in ((owned.requests, owned.held), (owned.events, owned.inbox)):
+                if len(backlog) > limit and tp not in paused:
+                    consumer.pause(tp)
+                elif len(backlog) <= limit // 2 and tp in paused:
+                    consumer.resume(tp)
+
+    async def _barriers(self, asking: list[Owned]) -> dict[TopicPartition, int]:
+        """Step 3: the ``events`` offsets that newly polled requests must wait for."""
+        if not asking or self.settings.events_wait_ms == 0:
+            return {}
+        ends: dict[TopicPartition, int] = await self._require_consumer().end_offsets(
+            [o.events for o in asking]
+        )
+        return ends
+
+    def _caught_up(self, owned: Owned) -> bool:
+        if owned.barrier is None or owned.applied_event >= owned.barrier:
             return True
         waited_ms = (time.monotonic() - (owned.held_since or 0.0)) * 1000
         if waited_ms >= self.settings.events_wait_ms:
@@ -198,7 +252,7 @@ class Processor:
             log.warning(
                 "deciding requests before events p%d caught up (%d < %d)",
                 owned.partition,
-                owned.next_event,
+                owned.applied_event,
                 owned.barrier,
             )
             return True
@@ -207,25 +261,36 @@ class Processor:
     def _flush_due(self, owned: Owned) -> bool:
         return time.monotonic() - owned.last_commit >= self.settings.offsets_flush_s
 
-    async def _commit(self, owned: Owned, batch: Batch | None) -> None:
-        """Steps 5 and 6 for one partition."""
-        offsets = owned.offsets()
-        records = outputs(self.topics, owned.partition, batch) if batch is not None else []
+    async def _commit(
+        self, owned: Owned, batch: Batch | None, offsets: dict[TopicPartition, int]
+    ) -> None:
+        """Steps 5 and 6 for one partition, as the partition's in-flight task."""
         try:
-            await commit_outputs(owned.producer, records, offsets, self.group_id)
-        except Exception as exc:
-            if is_fenced(exc):
-                self._fatal = FencedError(f"partition {owned.partition} has a newer owner")
-                raise self._fatal from exc
-            log.exception("transaction on partition %d failed; rewinding", owned.partition)
-            self.stats["transactions_failed"] += 1
-            await self._rewind(owned)
-            return
-        owned.committed(offsets, batch)
-        owned.last_commit = time.monotonic()
-        self.stats["transactions"] += 1
-        if batch is not None:
-            self._count(batch)
+            records = outputs(self.topics, owned.partition, batch) if batch is not None else []
+            try:
+                await commit_outputs(owned.producer, records, offsets, self.group_id)
+            except Exception as exc:
+                if is_fenced(exc):
+                    self._fatal = FencedError(f"partition {owned.partition} has a newer owner")
+                    return
+                log.exception("transaction on partition %d failed; rewinding", owned.partition)
+                self.stats["transactions_failed"] += 1
+                await self._rewind(owned)
+                return
+            owned.committed(offsets, batch)
+            owned.last_commit = time.monotonic()
+            self.stats["transactions"] += 1
+            if batch is not None:
+                self._count(batch)
+        finally:
+            owned.inflight = None
+        if self._accepting and self._owned.get(owned.partition) is owned:
+            self._launch_one(owned)  # what arrived meanwhile, without waiting for a poll
+
+    async def _settle(self) -> None:
+        """Wait for every transaction in flight to commit (or to be rewound)."""
+        inflight = [o.inflight for o in self._owned.values() if o.inflight is not None]
+        await asyncio.gather(*inflight, return_exceptions=True)
 
     def _count(self, batch: Batch) -> None:
         for d in batch.decisions:
@@ -250,23 +315,22 @@ class Processor:
             )
 
     async def _rewind(self, owned: Owned) -> None:
-        """Step 6 on failure: a fresh producer, reading back at the committed offsets."""
+        """Step 6 on failure: reading back at the committed offsets, a fresh producer."""
+        owned.rewound()
+        self._seek(owned)
         await owned.producer.stop()
         owned.producer = await self._producer(owned.partition, retry=True)
-        owned.rewound()
-        consumer = self._require_consumer()
-        consumer.seek(owned.requests, owned.committed_request)
-        consumer.seek(owned.events, owned.committed_event)
 
-    def _seek_to_read_positions(self) -> None:
-        """Step 1's recovery: the polled records are dropped, so read them again."""
+    def _read_again(self, partitions: Iterable[Owned]) -> None:
+        """Step 1's recovery: drop what was routed and undecided, and read it again."""
+        for owned in partitions:
+            owned.read_again_from(owned.offsets()[owned.requests], owned.applied_event)
+            self._seek(owned)
+
+    def _seek(self, owned: Owned) -> None:
         consumer = self._require_consumer()
-        for owned in self._owned.values():
-            first_undecided = owned.offsets()[owned.requests]
-            owned.next_request = first_undecided
-            owned.held, owned.barrier, owned.held_since = [], None, None
-            consumer.seek(owned.requests, first_undecided)
-            consumer.seek(owned.events, owned.next_event)
+        consumer.seek(owned.requests, owned.next_request)
+        consumer.seek(owned.events, owned.next_event)
 
     # -- rebalancing ---------------------------------------------------------
 
@@ -280,7 +344,10 @@ class Processor:
         """
         async with self._lock:
             self._generation += 1
+            self._accepting = False
+            await self._settle()
             await self._release()  # normally empty: revocation came first
+            self._accepting = True  # nothing is in flight: the new partitions start idle
             numbers = sorted({tp.partition for tp in assigned})
             if not numbers:
                 return
@@ -307,7 +374,7 @@ class Processor:
                 return
             finally:
                 self._generation += 1
-            self._seek_to_read_positions()
+            self._read_again(self._owned.values())
             threads = sum(len(o.states) for o in self._owned.values())
             log.info(
                 "assigned partitions %s: %d threads restored in %.0f ms",
@@ -329,6 +396,8 @@ class Processor:
         """On revocation: the round in flight finishes first (the lock), then hand back."""
         async with self._lock:
             self._generation += 1
+            self._accepting = False
+            await self._settle()
             await self._release()
 
     async def _release(self) -> None:
@@ -360,6 +429,7 @@ class Processor:
                 self.kafka,
                 f"{self.client_id}-p{partition}",
                 transactional_id=transactional_id(self.kafka.topic_prefix, partition),
+                retry_backoff_ms=RETRY_BACKOFF_MS,
             )
             try:
                 await producer.start()

@@ -26,7 +26,7 @@ from aiokafka.errors import ProducerFenced
 
 from services.kafka.clients import AIOKafkaProducer, TopicPartition
 
-__all__ = ["OutRecord", "commit_outputs", "is_fenced"]
+__all__ = ["OutRecord", "commit_outputs", "is_fenced", "shorten_commit_gap_backoff"]
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +77,24 @@ async def _abort(producer: AIOKafkaProducer) -> None:
         await asyncio.wait_for(producer.abort_transaction(), timeout=10)
         return
     log.debug("abort_transaction failed; the next init_transactions will abort it")
+
+
+def shorten_commit_gap_backoff(seconds: float = 0.002) -> None:
+    """Retry a transaction that begins right after a commit every ``seconds``, not 20 ms.
+
+    After ``commit_transaction`` returns, the broker still writes the commit
+    markers (1-2 ms on this machine); a transaction that starts at once gets
+    ``CONCURRENT_TRANSACTIONS`` on its first AddPartitionsToTxn, and aiokafka
+    then waits a hard-coded 20 ms (``BACKOFF_OVERRIDE``, after KAFKA-5477)
+    before retrying. A loop that commits continuously pays those 20 ms on
+    every transaction: measured 22.5 ms for the first send of a transaction
+    begun at once, 1.4 ms when begun 2 ms later. Process-wide; call it once
+    from a service that runs back-to-back transactions.
+    """
+    from aiokafka.producer import sender
+
+    if hasattr(sender, "BACKOFF_OVERRIDE"):
+        sender.BACKOFF_OVERRIDE = seconds
 
 
 def is_fenced(exc: BaseException) -> bool:

@@ -1,0 +1,389 @@
+"""Gatekeeper benchmark: throughput against a no-logic baseline, latency, history cost.
+
+    .venv/bin/python -m bench.gatekeeper [--requests 50000] [--rate 1000] [--seconds 10]
+
+1. **Throughput** (8 partitions): ``--requests`` RunRequests (one per thread,
+   so each is admitted: a decision, a dispatch and a thread state) are
+   written to ``requests`` first; then the gatekeeper decides them all, and
+   decisions/s is counted from its first to its last committed transaction.
+   In the same run a **baseline** does the same consume → produce three
+   records → ``send_offsets_to_transaction`` → commit loop with the same
+   aiokafka client settings and no logic at all, over the same records.
+2. **Latency** at a fixed offered load (``--rate`` requests/s for
+   ``--seconds``): the gatekeeper runs as its own process (``python -m
+   services.gatekeeper``); each request's latency is from just before it is
+   sent to its decision arriving at a ``read_committed`` reader.
+3. **History**: the pure ``decide()`` on a thread with 10 versus 10,000
+   earlier runs (a full resume of three interrupts), to show the cost does
+   not grow with a thread's history.
+
+Starts a local broker through the launcher when ``KAFKA_BOOTSTRAP_SERVERS``
+is unset. Prints a table and writes ``bench/results/gatekeeper.json``.
+Benchmarks print; they assert nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import functools
+import os
+import statistics
+import sys
+import tempfile
+import time
+import timeit
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+from ag_ui.core import (
+    Interrupt,
+    ResumeEntry,
+    RunAgentInput,
+    RunFinishedInterruptOutcome,
+    UserMessage,
+)
+from rich.console import Console
+from rich.table import Table
+
+from contracts import RunRequest, ThreadState, encode
+from deploy.kafka import launcher
+from services.gatekeeper.processor import Processor
+from services.gatekeeper.rules import Policy, decide, on_boundary
+from services.gatekeeper.settings import GatekeeperSettings
+from services.gatekeeper.thread import Boundary, fresh
+from services.kafka.admin import ensure_topics
+from services.kafka.clients import TopicPartition, new_consumer, new_producer
+from services.runtime.settings import KafkaSettings
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results" / "gatekeeper.json"
+PARTITIONS = 8
+AGENT = "scripted"
+console = Console()
+
+
+def request(thread: str, run: str, resume: list[ResumeEntry] | None = None) -> RunRequest:
+    return RunRequest(
+        request_id=f"{thread}-{run}",
+        agent=AGENT,
+        input=RunAgentInput(
+            thread_id=thread,
+            run_id=run,
+            resume=resume,
+            messages=[UserMessage(id=f"m-{run}", role="user", content="Delete the old logs.")],
+        ),
+        submitted_at=datetime.now(UTC),
+    )
+
+
+@contextlib.contextmanager
+def broker() -> Iterator[str]:
+    """The bootstrap to use: KAFKA_BOOTSTRAP_SERVERS, or a fresh local broker."""
+    external = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    if external:
+        yield external
+        return
+    launcher.fetch(quiet=True)
+    with tempfile.TemporaryDirectory(prefix="agui-bench-") as data:
+        started = launcher.start(Path(data), ready_timeout=90, quiet=True)
+        try:
+            yield started.bootstrap
+        finally:
+            started.stop()
+
+
+async def preload(settings: KafkaSettings, n: int) -> float:
+    """Write ``n`` requests, one thread each; returns the seconds it took."""
+    producer = new_producer(settings, "bench-loader", linger_ms=5, max_batch_size=262_144)
+    await producer.start()
+    started = time.perf_counter()
+    try:
+        pending = []
+        for i in range(n):
+            r = request(f"t{i}", "r0")
+            pending.append(
+                await producer.send(
+                    settings.topics.requests, encode(r), key=r.input.thread_id.encode()
+                )
+            )
+        await asyncio.gather(*pending)
+    finally:
+        await producer.stop()
+    return time.perf_counter() - started
+
+
+async def gatekeeper_throughput(settings: KafkaSettings, n: int) -> dict[str, float]:
+    """The gatekeeper over ``n`` preloaded requests, in this process."""
+    commits: list[float] = []
+    processor = Processor(settings, GatekeeperSettings(), client_id="bench-gatekeeper")
+    stop = asyncio.Event()
+    task = asyncio.create_task(processor.run(stop))
+    while processor.stats["decisions"] < n:
+        before = processor.stats["decisions"]
+        await asyncio.sleep(0.005)
+        if processor.stats["decisions"] != before:
+            commits.append(time.perf_counter())
+        if task.done():
+            task.result()
+    stop.set()
+    await task
+    elapsed = commits[-1] - commits[0] if len(commits) > 1 else float("nan")
+    return {
+        "decisions": processor.stats["decisions"],
+        "seconds": elapsed,
+        "per_second": n / elapsed,
+        "transactions": processor.stats["transactions"],
+    }
+
+
+async def baseline_throughput(
+    settings: KafkaSettings, out: KafkaSettings, n: int
+) -> dict[str, float]:
+    """Plain transactional consume → produce 3 records → commit, no logic at all."""
+    group = f"{settings.topic_prefix}.baseline"
+    consumer = new_consumer(
+        settings, "bench-baseline", settings.topics.requests, group_id=group, max_poll_records=5000
+    )
+    producer = new_producer(out, "bench-baseline", transactional_id=f"{group}.tx")
+    await consumer.start()
+    await producer.start()
+    topics = (out.topics.decisions, out.topics.dispatch(AGENT), out.topics.threads)
+    consumed, first, last, transactions = 0, 0.0, 0.0, 0
+    try:
+        while consumed < n:
+            got = await consumer.getmany(timeout_ms=100, max_records=5000)
+            if not got:
+                continue
+            await producer.begin_transaction()
+            offsets = {}
+            for tp, records in got.items():
+                for r in records:
+                    for topic in topics:
+                        await producer.send(topic, r.value, key=r.key)
+                offsets[tp] = records[-1].offset + 1
+                consumed += len(records)
+            await producer.send_offsets_to_transaction(offsets, group)
+            await producer.commit_transaction()
+            transactions += 1
+            last = time.perf_counter()
+            first = first or last
+    finally:
+        await producer.stop()
+        await consumer.stop()
+    elapsed = last - first
+    return {
+        "decisions": consumed,
+        "seconds": elapsed,
+        "per_second": n / elapsed,
+        "transactions": transactions,
+    }
+
+
+async def latency(settings: KafkaSettings, rate: int, seconds: float) -> dict[str, float]:
+    """p50/p99 from send to a committed decision, the gatekeeper in its own process."""
+    env = {
+        **os.environ,
+        "KAFKA_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
+        "AGUI_TOPIC_PREFIX": settings.topic_prefix,
+        "AGUI_PARTITIONS": str(PARTITIONS),
+        "AGUI_LOG_FORMAT": "json",
+        "AGUI_LOG_LEVEL": "WARNING",
+    }
+    child = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "services.gatekeeper",
+        cwd=ROOT,
+        env=env,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    reader = new_consumer(settings, "bench-latency", group_id=None, max_poll_records=5000)
+    producer = new_producer(settings, "bench-latency")
+    total = int(rate * seconds)
+    clock = Clock(total)
+    await reader.start()
+    await producer.start()
+    try:
+        tps = [TopicPartition(settings.topics.decisions, p) for p in range(PARTITIONS)]
+        reader.assign(tps)
+        await reader.seek_to_end(*tps)
+        reading = asyncio.create_task(_read_decisions(reader, clock))
+        await _warm_up(producer, settings, clock)
+        start = time.perf_counter()
+        for i in range(total):
+            delay = start + i / rate - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            r = request(f"lat{i}", "r0")
+            clock.sent[r.request_id] = time.perf_counter()
+            await producer.send(settings.topics.requests, encode(r), key=r.input.thread_id.encode())
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(clock.all_seen.wait(), 30)
+        reading.cancel()
+    finally:
+        await producer.stop()
+        await reader.stop()
+        child.terminate()
+        await asyncio.wait_for(child.wait(), 30)
+    samples = sorted((clock.seen[k] - t) * 1000 for k, t in clock.sent.items() if k in clock.seen)
+    return {
+        "offered_per_second": rate,
+        "requests": len(clock.sent),
+        "decided": len(samples),
+        "p50_ms": statistics.median(samples),
+        "p99_ms": samples[min(len(samples) - 1, int(len(samples) * 0.99))],
+        "max_ms": samples[-1],
+    }
+
+
+class Clock:
+    """When each request was sent and when its decision was seen."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.sent: dict[str, float] = {}
+        self.seen: dict[str, float] = {}
+        self.all_seen = asyncio.Event()
+        self.probe = asyncio.Event()
+
+
+async def _read_decisions(reader: Any, clock: Clock) -> None:
+    measured = 0
+    while True:
+        got = await reader.getmany(timeout_ms=50)
+        now = time.perf_counter()
+        for records in got.values():
+            for record in records:
+                request_id = orjson.loads(record.value)["requestId"]
+                clock.seen.setdefault(request_id, now)
+                if request_id.startswith("warm"):
+                    clock.probe.set()
+                elif request_id in clock.sent:
+                    measured += 1
+        if measured >= clock.total:
+            clock.all_seen.set()
+
+
+async def _warm_up(producer: Any, settings: KafkaSettings, clock: Clock) -> None:
+    """Until the child gatekeeper answers: one probe request a second."""
+    for i in range(60):
+        probe = request(f"warm{i}", "r0")
+        await producer.send_and_wait(
+            settings.topics.requests, encode(probe), key=probe.input.thread_id.encode()
+        )
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(clock.probe.wait(), 1.0)
+            return
+    raise RuntimeError("the gatekeeper process never answered")
+
+
+def history_cost(histories: tuple[int, ...] = (10, 10_000)) -> dict[str, float]:
+    """µs per decide() of a full resume, on threads with different histories."""
+    now = datetime.now(UTC)
+    policy = Policy()
+    out: dict[str, float] = {}
+    for runs in histories:
+        state = fresh("t")
+        for n in range(runs):
+            state = decide(state, request("t", f"r{n}"), now, policy).state
+            state, _ = on_boundary(state, Boundary("RUN_FINISHED", f"r{n}", AGENT), now, policy)
+        state = _interrupted(state, now, policy)
+        resume = [
+            ResumeEntry(interrupt_id=i, status="resolved", payload={"ok": True})
+            for i in ("a", "b", "c")
+        ]
+        probe = request("t", "probe", resume)
+        assert decide(state, probe, now, policy).decision.verdict == "admitted"
+        timer = timeit.Timer(functools.partial(decide, state, probe, now, policy))
+        loops, _ = timer.autorange()
+        best = min(timer.repeat(5, loops)) / loops
+        out[f"{runs}_runs_us"] = best * 1e6
+        out[f"{runs}_runs_state_bytes"] = len(encode(state))
+    return out
+
+
+def _interrupted(state: ThreadState, now: datetime, policy: Policy) -> ThreadState:
+    state = decide(state, request("t", "ask"), now, policy).state
+    interrupts = [
+        Interrupt(id=i, reason="approve", expires_at="2999-01-01T00:00:00Z")
+        for i in ("a", "b", "c")
+    ]
+    outcome = RunFinishedInterruptOutcome(interrupts=interrupts)
+    state, _ = on_boundary(state, Boundary("RUN_FINISHED", "ask", AGENT, outcome), now, policy)
+    return state
+
+
+async def main(args: argparse.Namespace) -> dict[str, Any]:
+    results: dict[str, Any] = {"partitions": PARTITIONS, "requests": args.requests}
+    with broker() as bootstrap:
+        prefix = f"bench{uuid.uuid4().hex[:6]}"
+        settings = KafkaSettings(
+            bootstrap_servers=bootstrap, topic_prefix=prefix, partitions=PARTITIONS
+        )
+        out = settings.with_prefix(prefix + "b")
+        await ensure_topics(settings, (AGENT,))
+        await ensure_topics(out, (AGENT,))
+        console.print(f"[dim]broker {bootstrap}, topics {prefix}.*[/]")
+        results["preload_s"] = await preload(settings, args.requests)
+        console.print(f"[dim]preloaded {args.requests} requests in {results['preload_s']:.1f} s[/]")
+        results["baseline"] = await baseline_throughput(settings, out, args.requests)
+        console.print(f"[dim]baseline {results['baseline']['per_second']:.0f}/s[/]")
+        results["gatekeeper"] = await gatekeeper_throughput(settings, args.requests)
+        console.print(f"[dim]gatekeeper {results['gatekeeper']['per_second']:.0f}/s[/]")
+        results["ratio"] = results["gatekeeper"]["per_second"] / results["baseline"]["per_second"]
+        lat = settings.with_prefix(prefix + "l")
+        await ensure_topics(lat, (AGENT,))
+        results["latency"] = await latency(lat, args.rate, args.seconds)
+    results["history"] = history_cost()
+    return results
+
+
+def report(r: dict[str, Any]) -> None:
+    table = Table(title=f"gatekeeper benchmark ({r['partitions']} partitions)")
+    for column in ("measure", "value", "target"):
+        table.add_column(column)
+    g, b, lat, h = r["gatekeeper"], r["baseline"], r["latency"], r["history"]
+    table.add_row("gatekeeper, decisions/s (end to end)", f"{g['per_second']:,.0f}", "≥ 5,000")
+    table.add_row("baseline (no logic), records in/s", f"{b['per_second']:,.0f}", "")
+    table.add_row("ratio gatekeeper / baseline", f"{r['ratio']:.2f}", "≥ 0.6")
+    table.add_row(
+        "transactions (gatekeeper / baseline)", f"{g['transactions']:,} / {b['transactions']:,}", ""
+    )
+    table.add_row(f"latency p50 at {lat['offered_per_second']}/s", f"{lat['p50_ms']:.1f} ms", "")
+    table.add_row(
+        f"latency p99 at {lat['offered_per_second']}/s", f"{lat['p99_ms']:.1f} ms", "≤ 50 ms"
+    )
+    table.add_row("latency max", f"{lat['max_ms']:.1f} ms", "")
+    table.add_row("decide(), thread with 10 earlier runs", f"{h['10_runs_us']:.1f} µs", "")
+    table.add_row(
+        "decide(), thread with 10,000 earlier runs", f"{h['10000_runs_us']:.1f} µs", "same"
+    )
+    table.add_row(
+        "thread state bytes (10 / 10,000 runs)",
+        f"{h['10_runs_state_bytes']:,} / {h['10000_runs_state_bytes']:,}",
+        "same",
+    )
+    console.print(table)
+
+
+def cli() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--requests", type=int, default=50_000)
+    parser.add_argument("--rate", type=int, default=1000)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    results = asyncio.run(main(parser.parse_args()))
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
+    report(results)
+    console.print(f"[dim]written to {RESULTS.relative_to(ROOT)}[/]")
+
+
+if __name__ == "__main__":
+    cli()
