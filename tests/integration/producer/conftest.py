@@ -1,0 +1,28 @@
+"""Fixtures for the producer's broker tests: fresh topics and a relay over them."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+from producer_harness import Relay
+
+from services.kafka.admin import ensure_topics
+from services.runtime.settings import KafkaSettings
+
+AGENTS = ("approval", "scripted", "planner")
+
+
+@pytest.fixture
+async def kafka(kafka_bootstrap: str, topic_prefix: str) -> KafkaSettings:
+    """Settings under a fresh prefix, every topic created (4 partitions)."""
+    settings = KafkaSettings(bootstrap_servers=kafka_bootstrap, topic_prefix=topic_prefix,
+                             partitions=4)
+    await ensure_topics(settings, AGENTS)
+    return settings
+
+
+@pytest.fixture
+async def relay(kafka: KafkaSettings) -> AsyncIterator[Relay]:
+    async with Relay(kafka) as relay:
+        yield relay
