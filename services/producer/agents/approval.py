@@ -14,11 +14,15 @@ reports a refusal otherwise; it finishes success.
 
 Nothing is deleted: the "execution" is recorded. Each one appends a JSON
 line to the file named by ``AGUI_APPROVAL_LEDGER`` (when set) and is logged,
-so tests can count executions per approval.
+and the run emits a CUSTOM ``agui-relay.effect`` event, so tests can count
+executions per approval. ``forwardedProps.executionDelayMs`` on the
+resuming input makes the execution take that long after it is recorded (a
+window for fault tests to kill the worker in).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from pathlib import Path
@@ -92,6 +96,9 @@ async def propose(run_input: RunAgentInput, ctx: RunContext) -> None:
 async def conclude(run_input: RunAgentInput, ctx: RunContext,
                    answered: list[tuple[str, str, ResumeEntry]]) -> None:
     await ctx.emit(MessagesSnapshotEvent(messages=run_input.messages))
+    props = run_input.forwarded_props if isinstance(run_input.forwarded_props, dict) else {}
+    delay = props.get("executionDelayMs")
+    delay_ms = delay if isinstance(delay, int) and 0 < delay <= 600_000 else 0
     summary: dict[str, list[str]] = {"executed": [], "refused": []}
     for interrupt_id, call_id, entry in answered:
         paths = [str(p) for p in call_arguments(run_input, call_id).get("paths", [])]
@@ -105,6 +112,8 @@ async def conclude(run_input: RunAgentInput, ctx: RunContext,
         async def execute(iid: str = interrupt_id, cid: str = call_id,
                           targets: list[str] = paths) -> dict[str, Any]:
             record_execution(ctx.thread_id, ctx.run_id, iid, cid, targets)
+            if delay_ms:
+                await asyncio.sleep(delay_ms / 1000)
             return {"deleted": targets}
 
         effect = await ctx.effect(interrupt_id, execute)

@@ -147,13 +147,19 @@ class Relay:
         finally:
             await reader.__aexit__(None, None, None)
 
-    async def dispatch(self, agent: str, run_input: RunAgentInput,
+    async def dispatch(self, agent: str, *inputs: RunAgentInput,
                        warnings: list[str] | None = None) -> None:
+        """Write one Dispatch per input (in this order) and wait until all are durable."""
         now = datetime.now(UTC)
-        record = Dispatch(request_id=f"req-{run_input.run_id}", agent=agent, input=run_input,
-                          submitted_at=now, decided_at=now, warnings=warnings)
-        await (await self.producer.send(self.settings.topics.dispatch(agent), encode(record),
-                                        key=run_input.thread_id.encode()))
+        pending = []
+        for run_input in inputs:
+            record = Dispatch(request_id=f"req-{run_input.run_id}", agent=agent,
+                              input=run_input, submitted_at=now, decided_at=now,
+                              warnings=warnings)
+            pending.append(await self.producer.send(self.settings.topics.dispatch(agent),
+                                                    encode(record),
+                                                    key=run_input.thread_id.encode()))
+        await asyncio.gather(*pending)
 
     async def cancel(self, thread_id: str, run_id: str) -> None:
         command = ControlCommand(thread_id=thread_id, run_id=run_id, requested_by="test",
@@ -161,22 +167,22 @@ class Relay:
         await (await self.producer.send(self.settings.topics.control, encode(command),
                                         key=thread_id.encode()))
 
-    async def started(self, run_id: str, timeout: float = 30.0) -> None:
+    async def started(self, run_id: str, within_s: float = 30.0) -> None:
         """Wait until the run's first record is on ``events``."""
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + within_s
         while run_id not in self.runs:
             assert time.monotonic() < deadline, f"run {run_id} never started"
             await asyncio.sleep(0.05)
 
-    async def finished(self, run_id: str, timeout: float = 30.0) -> RunView:
+    async def finished(self, run_id: str, within_s: float = 30.0) -> RunView:
         """Wait for the run's terminal event; returns all its records."""
         event = self.ended.setdefault(run_id, asyncio.Event())
-        await asyncio.wait_for(event.wait(), timeout)
+        await asyncio.wait_for(event.wait(), within_s)
         return self.runs[run_id]
 
-    async def run(self, agent: str, run_input: RunAgentInput, timeout: float = 30.0) -> RunView:
+    async def run(self, agent: str, run_input: RunAgentInput, within_s: float = 30.0) -> RunView:
         await self.dispatch(agent, run_input)
-        return await self.finished(run_input.run_id, timeout)
+        return await self.finished(run_input.run_id, within_s)
 
 
 @contextlib.asynccontextmanager

@@ -105,7 +105,7 @@ async def test_cancel_through_control_stops_the_run_at_its_next_await(
         await relay.dispatch("scripted", run)
         await relay.started("c1")
         await relay.cancel("t-cancel", "c1")
-        view = await relay.finished("c1", timeout=15)
+        view = await relay.finished("c1", within_s=15)
         view.assert_conformant()
         assert view.outcome == {"type": "cancelled"}
 
