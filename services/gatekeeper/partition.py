@@ -12,6 +12,7 @@ writes; it does no I/O itself.
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,13 +20,59 @@ from contracts import ThreadState, TopicCatalog, encode
 from contracts.headers import TRACEPARENT
 from services.gatekeeper import wire
 from services.gatekeeper.batch import Batch
-from services.kafka.clients import AIOKafkaProducer, ConsumerRecord, TopicPartition
+from services.kafka.clients import (
+    AIOKafkaProducer,
+    ConsumerRecord,
+    KafkaError,
+    TopicPartition,
+    new_producer,
+)
 from services.kafka.transactions import OutRecord
+from services.runtime.settings import KafkaSettings
+
+log = logging.getLogger(__name__)
+
+RETRY_BACKOFF_MS = 10
+"""Transactional retries (e.g. CONCURRENT_TRANSACTIONS) after 10 ms, not aiokafka's 100."""
 
 
 def transactional_id(prefix: str, partition: int) -> str:
     """The transactional id of partition p's producer: the next owner fences the last."""
     return f"{prefix}.gatekeeper.p{partition}"
+
+
+async def start_producer(
+    kafka: KafkaSettings, client_id: str, partition: int, *, retry: bool = False
+) -> AIOKafkaProducer:
+    """Partition p's transactional producer, started (which fences p's last owner).
+
+    With ``retry`` a broker that does not answer is waited for, with backoff,
+    instead of failing: the partition cannot make progress without it.
+    """
+    backoff = 0.5
+    while True:
+        producer = new_producer(
+            kafka,
+            f"{client_id}-p{partition}",
+            transactional_id=transactional_id(kafka.topic_prefix, partition),
+            retry_backoff_ms=RETRY_BACKOFF_MS,
+        )
+        try:
+            await producer.start()
+        except KafkaError:
+            await producer.stop()
+            if not retry:
+                raise
+            log.warning(
+                "producer for partition %d did not start; retrying in %.1f s",
+                partition,
+                backoff,
+                exc_info=True,
+            )
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 5.0)
+            continue
+        return producer
 
 
 @dataclass(slots=True)

@@ -52,18 +52,17 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
+from services.gatekeeper.agents import Agents
 from services.gatekeeper.batch import Batch, Limits
-from services.gatekeeper.partition import Owned, outputs, transactional_id
+from services.gatekeeper.partition import Owned, outputs, start_producer
 from services.gatekeeper.settings import GatekeeperSettings
 from services.gatekeeper.store import restore
 from services.kafka.clients import (
     AIOKafkaConsumer,
     ConsumerRebalanceListener,
     ConsumerRecord,
-    KafkaError,
     TopicPartition,
     new_consumer,
-    new_producer,
 )
 from services.kafka.transactions import commit_outputs, is_fenced, shorten_commit_gap_backoff
 from services.runtime.logging import run_fields
@@ -72,8 +71,6 @@ from services.runtime.settings import KafkaSettings
 log = logging.getLogger(__name__)
 
 Records = dict[TopicPartition, list[ConsumerRecord[Any, Any]]]
-RETRY_BACKOFF_MS = 10
-"""Transactional retries (e.g. CONCURRENT_TRANSACTIONS) after 10 ms, not aiokafka's 100."""
 
 
 class FencedError(RuntimeError):
@@ -110,8 +107,7 @@ class Processor:
         self._lock = asyncio.Lock()
         self._generation = 0
         self._fatal: BaseException | None = None
-        self._agents: frozenset[str] = frozenset()
-        self._agents_read_at = 0.0
+        self._agents = Agents(self.topics, settings.agents_refresh_s)
         self._consumer: AIOKafkaConsumer | None = None
 
     @property
@@ -133,7 +129,7 @@ class Processor:
         self._consumer = consumer
         await consumer.start()
         try:
-            await self._refresh_agents(force=True)
+            await self._agents.refresh(consumer, force=True)
             while not stop.is_set():
                 generation = self._generation
                 epochs = {p: o.epoch for p, o in self._owned.items()}
@@ -148,7 +144,7 @@ class Processor:
                     await self._route(got, epochs)
                     self._launch()
                     self._apply_backpressure()
-                await self._refresh_agents()
+                await self._agents.refresh(consumer)
         finally:
             async with self._lock:
                 self._accepting = False
@@ -208,7 +204,7 @@ class Processor:
         """Apply p's inbox, decide its held requests if ``events`` caught up, commit."""
         if owned.inflight is not None or not (owned.inbox or owned.held or owned.advanced()):
             return
-        limits = Limits(self.kafka.max_record_bytes, self._agents)
+        limits = Limits(self.kafka.max_record_bytes, self._agents.names)
         batch = Batch(owned.states, self.clock(), self.settings.policy, limits)
         for record in owned.inbox:
             batch.event(record)
@@ -319,7 +315,9 @@ class Processor:
         owned.rewound()
         self._seek(owned)
         await owned.producer.stop()
-        owned.producer = await self._producer(owned.partition, retry=True)
+        owned.producer = await start_producer(
+            self.kafka, self.client_id, owned.partition, retry=True
+        )
 
     def _read_again(self, partitions: Iterable[Owned]) -> None:
         """Step 1's recovery: drop what was routed and undecided, and read it again."""
@@ -353,7 +351,9 @@ class Processor:
                 return
             started = time.monotonic()
             try:
-                producers = await asyncio.gather(*(self._producer(p) for p in numbers))
+                producers = await asyncio.gather(
+                    *(start_producer(self.kafka, self.client_id, p) for p in numbers)
+                )
                 restored = await restore(self.kafka, numbers, f"{self.client_id}-restore")
                 for p, producer in zip(numbers, producers, strict=True):
                     requests = TopicPartition(self.topics.requests, p)
@@ -416,57 +416,6 @@ class Processor:
         await asyncio.gather(*(o.producer.stop() for o in owned_all), return_exceptions=True)
         if owned_all:
             log.info("released partitions %s", [o.partition for o in owned_all])
-
-    async def _producer(self, partition: int, *, retry: bool = False) -> Any:
-        """Partition p's transactional producer, started (which fences p's last owner).
-
-        With ``retry`` a broker that does not answer is waited for, with backoff,
-        instead of failing: the partition cannot make progress without it.
-        """
-        backoff = 0.5
-        while True:
-            producer = new_producer(
-                self.kafka,
-                f"{self.client_id}-p{partition}",
-                transactional_id=transactional_id(self.kafka.topic_prefix, partition),
-                retry_backoff_ms=RETRY_BACKOFF_MS,
-            )
-            try:
-                await producer.start()
-            except KafkaError:
-                await producer.stop()
-                if not retry:
-                    raise
-                log.warning(
-                    "producer for partition %d did not start; retrying in %.1f s",
-                    partition,
-                    backoff,
-                    exc_info=True,
-                )
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 5.0)
-                continue
-            return producer
-
-    # -- agents --------------------------------------------------------------
-
-    async def _refresh_agents(self, *, force: bool = False) -> None:
-        if not force and time.monotonic() - self._agents_read_at < self.settings.agents_refresh_s:
-            return
-        head = self.topics.dispatch("")
-        try:
-            topics = await self._require_consumer().topics()
-        except KafkaError:
-            if force:
-                raise
-            log.warning("could not list dispatch topics; keeping the last set", exc_info=True)
-            return
-        agents = frozenset(
-            t[len(head) :] for t in topics if t.startswith(head) and len(t) > len(head)
-        )
-        if agents != self._agents:
-            log.info("agents with a dispatch topic: %s", ", ".join(sorted(agents)) or "none")
-        self._agents, self._agents_read_at = agents, time.monotonic()
 
     def _require_consumer(self) -> AIOKafkaConsumer:
         if self._consumer is None:
