@@ -70,6 +70,8 @@ class AgentHost:
         self._dead: dict[Job[Dispatch | None],
                          tuple[ConsumerRecord[bytes, bytes], DecodeError]] = {}
         self._owned: set[int] = set()
+        """Partitions assigned *and* restored: their dispatches may run."""
+        self._held: dict[int, list[ConsumerRecord[bytes, bytes]]] = {}
         self._committed: dict[int, int] = {}
         self.ready = asyncio.Event()
         """Set once partitions were first assigned (and restored)."""
@@ -108,6 +110,10 @@ class AgentHost:
 
     def _offer(self, partition: int, record: ConsumerRecord[bytes, bytes]) -> None:
         if partition not in self._owned:
+            # Assigned, but its checkpoints are still being restored and its left-open
+            # runs closed (the fetcher may deliver before the assignment callback is
+            # done): hold the record until then, in order.
+            self._held.setdefault(partition, []).append(record)
             return
         try:
             dispatch = decode(Dispatch, record.value)
@@ -202,9 +208,12 @@ class AgentHost:
     # ---- rebalances ---------------------------------------------------------
 
     async def assigned(self, partitions: set[int]) -> None:
-        """Restore the new partitions' checkpoints and close runs lost workers left open."""
+        """Restore the new partitions' checkpoints and close runs lost workers left open.
+
+        Only then do the partitions count as owned: records fetched meanwhile are
+        held, and offered (in order) once the partition is ready.
+        """
         new = partitions - self._owned
-        self._owned |= new
         try:
             if new:
                 await self.store.restore(new, owner=self.name)
@@ -218,11 +227,18 @@ class AgentHost:
                          exc_info=exc)
             self.fatal(exc)
             raise
+        self._owned |= new
+        for p in sorted(new):
+            for record in self._held.pop(p, []):
+                self._offer(p, record)
+        self._start_ready()
         log.info("%s: own partitions %s", self.topic, sorted(self._owned))
         self.ready.set()
 
     async def revoked(self, partitions: set[int]) -> None:
         """Give partitions up: drain or stop their runs, commit, forget them."""
+        for p in partitions:
+            self._held.pop(p, None)
         await self._release(partitions & self._owned)
 
     async def _release(self, partitions: set[int]) -> None:

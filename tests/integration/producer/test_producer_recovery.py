@@ -1,0 +1,176 @@
+"""Recovery: the runs a dead worker left open are closed, none is run twice, no effect repeats.
+
+The first test lays down, directly on the topics, the state a worker leaves
+when it dies between each two steps of a run's commit order
+(``services.producer.execution``) and checks what the worker taking the
+partitions over publishes. The second SIGKILLs a real worker process in
+the middle of two runs — one of them inside an approved execution — and
+restarts another.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from ag_ui.core import Interrupt, ResumeEntry
+from producer_harness import Relay, WorkerProcess, first_input, in_process_worker, resume_input
+
+from contracts import EventHeaders, encode
+from services.producer import checkpoint as cp
+from services.runtime.settings import KafkaSettings
+
+pytestmark = pytest.mark.integration
+
+NOW = datetime.now(UTC) - timedelta(seconds=5)
+ASKED = Interrupt(id="asked", reason="input")
+
+
+async def lay_down(relay: Relay, thread_id: str, run_id: str, agent: str,
+                   events: list[dict[str, Any]],
+                   closing: dict[str, Any] | None = None) -> None:
+    """A checkpoint marking ``run_id`` active (and maybe closing), and its events so far."""
+    state = cp.begin_run(cp.fresh(thread_id), run_id=run_id, request_id=f"req-{run_id}",
+                         agent=agent, worker="dead-worker", still_open=[], now=NOW)
+    if closing is not None:
+        state = cp.mark_closing(state, run_id=run_id, seq=closing["seq"],
+                                terminal=closing["terminal"], outcome=closing["outcome"],
+                                open_after=closing["open"], now=NOW)
+    producer = relay.producer
+    await (await producer.send(relay.settings.topics.checkpoints, encode(state),
+                               key=thread_id.encode()))
+    for seq, event in enumerate(events):
+        headers = EventHeaders(run_id, event["type"], agent, seq)
+        await (await producer.send(relay.settings.topics.events, orjson.dumps(event),
+                                   key=thread_id.encode(), headers=headers.encode()))
+
+
+def started(thread_id: str, run_id: str) -> dict[str, Any]:
+    return {"type": "RUN_STARTED", "threadId": thread_id, "runId": run_id,
+            "protocolVersion": "1.0"}
+
+
+def interrupted(thread_id: str, run_id: str) -> dict[str, Any]:
+    return {"type": "RUN_FINISHED", "threadId": thread_id, "runId": run_id,
+            "outcome": {"type": "interrupt", "interrupts": [{"id": "asked", "reason": "input"}]}}
+
+
+async def test_a_run_left_open_at_any_step_is_closed_exactly_once(kafka: KafkaSettings,
+                                                                  relay: Relay) -> None:
+    await lay_down(relay, "t-started", "r-started", "scripted", [])
+    await lay_down(relay, "t-mid", "r-mid", "scripted", [
+        started("t-mid", "r-mid"), {"type": "TEXT_MESSAGE_START", "messageId": "m"},
+        {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "half"}])
+    await lay_down(relay, "t-closing", "r-closing", "scripted", [started("t-closing", "r-closing")],
+                   closing={"seq": 1, "terminal": interrupted("t-closing", "r-closing"),
+                            "outcome": "interrupt", "open": [ASKED]})
+    await lay_down(relay, "t-written", "r-written", "scripted",
+                   [started("t-written", "r-written"), interrupted("t-written", "r-written")],
+                   closing={"seq": 1, "terminal": interrupted("t-written", "r-written"),
+                            "outcome": "interrupt", "open": [ASKED]})
+    await lay_down(relay, "t-other", "r-other", "approval", [started("t-other", "r-other")])
+    # The dead worker's dispatch of r-mid was never committed: it comes again.
+    await relay.dispatch("scripted", first_input("t-mid", "r-mid"))
+
+    async with in_process_worker(kafka, "scripted") as worker:
+        lost = await relay.finished("r-started")
+        assert lost.types == ["RUN_ERROR"]
+        assert lost.terminal["code"] == "worker_lost"
+
+        mid = await relay.finished("r-mid")
+        assert mid.types == ["RUN_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT",
+                             "RUN_ERROR"]
+        assert [h.seq for h in mid.headers] == [0, 1, 2, 3]
+
+        closing = await relay.finished("r-closing")
+        assert closing.types == ["RUN_STARTED", "RUN_FINISHED"]
+        assert closing.headers[-1].seq == 1
+
+        # Later runs on the same threads: nothing more was published for the old ones,
+        # and the interrupt the closing marker recorded is recognised when answered.
+        answered = await relay.run("scripted", first_input("t-closing", "r-next").model_copy(
+            update={"resume": [ResumeEntry(interrupt_id="asked", status="resolved")]}))
+        assert answered.text() == "asked=resolved"
+        assert not [w for w in answered.wire if w["type"] == "CUSTOM"]
+        await relay.run("scripted", first_input("t-written", "r-written-next"))
+        await relay.run("scripted", first_input("t-mid", "r-mid-next"))
+        assert relay.runs["r-written"].types == ["RUN_STARTED", "RUN_FINISHED"]
+        assert relay.runs["r-mid"].types.count("RUN_STARTED") == 1
+
+        assert worker.store is not None
+        for thread_id, run_id in [("t-started", "r-started"), ("t-mid", "r-mid"),
+                                  ("t-written", "r-written")]:
+            state = worker.store.get(thread_id)
+            assert state.active is None or state.active.run_id != run_id
+            assert cp.has_closed(state, run_id)
+        other = worker.store.get("t-other").active
+        assert other is not None  # another agent's run is that agent's workers' business
+        assert other.run_id == "r-other"
+
+
+async def wait_for(predicate: Callable[[], bool], within_s: float, what: str) -> None:
+    deadline = time.monotonic() + within_s
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.1)
+
+
+def ledger_lines(path: Path) -> list[dict[str, Any]]:
+    return [orjson.loads(x) for x in path.read_bytes().splitlines()] if path.exists() else []
+
+
+async def test_sigkilled_worker_leaves_no_run_open_and_repeats_no_approval(
+        kafka: KafkaSettings, relay: Relay, tmp_path: Path) -> None:
+    ledger = tmp_path / "executions.jsonl"
+    env = {"AGUI_AGENTS": "approval,scripted", "AGUI_APPROVAL_LEDGER": str(ledger),
+           "AGUI_PRODUCER_SESSION_TIMEOUT_MS": "6000"}
+    first_worker = WorkerProcess(kafka, tmp_path / "worker-1.log", **env)
+    second_worker = WorkerProcess(kafka, tmp_path / "worker-2.log", **env)
+    try:
+        first_worker.start()
+        asked = await relay.run("approval", first_input("t-apr", "ap1"), within_s=60)
+        (interrupt,) = asked.outcome["interrupts"]
+        approve = [ResumeEntry(interrupt_id=interrupt["id"], status="resolved",
+                               payload={"approved": True})]
+        await relay.dispatch("approval", resume_input(asked, "ap2", approve,
+                                                      executionDelayMs=60_000))
+        await relay.dispatch("scripted", first_input("t-long", "lg1",
+                                                     script={"text": "long", "delayMs": 60_000}))
+        await wait_for(lambda: len(ledger_lines(ledger)) == 1, 30, "the approved execution")
+        await wait_for(lambda: "TEXT_MESSAGE_END" in getattr(relay.runs.get("lg1"), "types", []),
+                       30, "the long run's text")
+
+        first_worker.kill()
+        second_worker.start()
+
+        for run_id in ("ap2", "lg1"):
+            view = await relay.finished(run_id, within_s=60)
+            view.assert_conformant()
+            assert view.terminal["type"] == "RUN_ERROR"
+            assert view.terminal["code"] == "worker_lost"
+            assert view.types.count("RUN_STARTED") == 1
+
+        # Both threads move on; the redelivered dispatches were not run again.
+        after = await relay.run("scripted", first_input("t-long", "lg2"), within_s=30)
+        assert after.outcome == {"type": "success"}
+        # A consumer retrying the same answer (the history still shows the call without a
+        # result, so the runtime takes the entry as its approval): the thread's ledger
+        # holds the execution the lost run began, so it is not performed again.
+        retry = await relay.run("approval", resume_input(asked, "ap3", approve), within_s=30)
+        effects = [w["value"] for w in retry.wire
+                   if w["type"] == "CUSTOM" and w["name"] == "agui-relay.effect"]
+        assert effects == [{"key": interrupt["id"], "status": "outcome_unknown"}]
+        assert retry.outcome == {"type": "success"}
+        assert relay.runs["ap2"].types.count("RUN_STARTED") == 1
+        assert relay.runs["lg1"].types.count("RUN_STARTED") == 1
+        assert [x["interruptId"] for x in ledger_lines(ledger)] == [interrupt["id"]]
+        assert second_worker.stop() == 0, second_worker.log_text()[-3000:]
+    finally:
+        first_worker.kill()
+        second_worker.kill()
