@@ -439,3 +439,38 @@ async def test_slow_sink_holds_the_agent_and_keeps_order() -> None:
     deltas = [w["delta"] for w in sink.wire if w["type"] == "TEXT_MESSAGE_CONTENT"]
     assert deltas == [str(i) for i in range(200)]
     assert_conformant(sink)
+
+
+async def test_abort_ends_the_run_with_run_error_whatever_is_open() -> None:
+    started = asyncio.Event()
+
+    async def agent(inp: Any, ctx: RunContext) -> None:
+        message = await ctx.start_message()
+        await message.write("long job")
+        started.set()
+        await asyncio.sleep(30)
+
+    runner, sink = runner_for(agent)
+    task = asyncio.create_task(runner.run())
+    await started.wait()
+    runner.abort("the worker stopped", "worker_stopped")
+    report = await task
+    assert report.outcome == "error"
+    assert sink.types[-1] == "RUN_ERROR"
+    assert sink.wire[-1]["code"] == "worker_stopped"
+    assert_conformant(sink)
+
+
+async def test_each_effect_is_announced_with_its_status() -> None:
+    async def agent(inp: Any, ctx: RunContext) -> None:
+        async def act() -> int:
+            return 1
+
+        await ctx.effect("k1", act)
+        await ctx.effect("k1", act)
+
+    sink = await run_agent(agent, ledger=MemoryLedger())
+    effects = [w["value"] for w in sink.wire
+               if w["type"] == "CUSTOM" and w["name"] == "agui-relay.effect"]
+    assert effects == [{"key": "k1", "status": "performed"},
+                       {"key": "k1", "status": "already_performed"}]
