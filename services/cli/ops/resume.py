@@ -68,7 +68,7 @@ def build_request(found: ThreadRecords, plan: Plan, agent: str | None) -> RunReq
         stderr().print(f"[yellow]warning:[/] {warning}")
     wire: dict[str, Any] = {
         "threadId": found.thread_id,
-        "runId": f"run-{uuid.uuid4()}",
+        "runId": f"run-{uuid.uuid4().hex[:16]}",
         **transcript.input_fields(),
         "resume": [to_wire(e) for e in plan.entries],
     }
