@@ -113,6 +113,7 @@ class RunService:
         except (InvalidInput, PayloadTooLarge) as problem:
             self.metrics.requests.labels(problem.code).inc()
             raise
+        principal = principal or self.settings.principal
         run_request = RunRequest(request_id=str(uuid.uuid4()), agent=agent, input=run_input,
                                  submitted_at=datetime.now(UTC), principal=principal)
         value = encode(run_request)
@@ -126,7 +127,7 @@ class RunService:
         except BaseException:
             self.fanout.unsubscribe(stream)
             raise
-        return self.respond(stream, principal or self.settings.principal)
+        return self.respond(stream, principal)
 
     async def _decide(self, run_request: RunRequest, value: bytes) -> Decision:
         """Publish and wait for the final decision; raise its problem unless admitted."""
@@ -174,9 +175,9 @@ class RunService:
         outcome = StreamOutcome()
 
         def on_close() -> None:
-            self.fanout.unsubscribe(stream)
             if owns_run and not outcome.terminal and not outcome.dropped and not self.closing:
                 self._disconnected(stream, requested_by)
+            self.fanout.unsubscribe(stream)
 
         body = run_body(stream, outcome, keepalive_s=self.settings.keepalive_s, after=after,
                         preface=preface)

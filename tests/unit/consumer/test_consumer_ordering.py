@@ -1,0 +1,112 @@
+"""The per-run sequencer and the SSE framing: order restored, duplicates gone, frames intact."""
+
+from __future__ import annotations
+
+import itertools
+
+import orjson
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from services.consumer.ordering import (
+    KEEPALIVE,
+    Sequencer,
+    data_frame,
+    parse_last_event_id,
+)
+
+pytestmark = pytest.mark.unit
+
+
+def feed(seqs: list[int], *, after: int | None = None, window: int = 256) -> list[int]:
+    sequencer: Sequencer[str] = Sequencer(after=after, window=window)
+    out = []
+    for seq in seqs:
+        out += [s for s, _ in sequencer.offer(seq, f"e{seq}")]
+    out += [s for s, _ in sequencer.release()]
+    return out
+
+
+def test_in_order_records_pass_straight_through() -> None:
+    sequencer: Sequencer[str] = Sequencer()
+    assert sequencer.offer(0, "a") == [(0, "a")]
+    assert sequencer.offer(1, "b") == [(1, "b")]
+    assert not sequencer.waiting
+
+
+def test_duplicates_and_stale_records_are_dropped() -> None:
+    assert feed([0, 1, 1, 0, 2, 2]) == [0, 1, 2]
+
+
+def test_a_record_ahead_of_a_gap_waits_for_it() -> None:
+    sequencer: Sequencer[str] = Sequencer(after=0)
+    assert sequencer.offer(2, "c") == []
+    assert sequencer.waiting
+    assert sequencer.offer(1, "b") == [(1, "b"), (2, "c")]
+    assert not sequencer.waiting
+
+
+def test_release_gives_up_on_a_gap_and_goes_on_from_there() -> None:
+    sequencer: Sequencer[str] = Sequencer(after=0)
+    sequencer.offer(3, "d")
+    sequencer.offer(5, "f")
+    assert sequencer.release() == [(3, "d"), (5, "f")]
+    assert sequencer.offer(4, "e") == []  # older than what was delivered
+    assert sequencer.offer(6, "g") == [(6, "g")]
+
+
+def test_a_full_window_releases_itself() -> None:
+    assert feed([0, 5, 6, 7], window=2) == [0, 5, 6, 7]
+
+
+def test_last_event_id_skips_what_the_client_has() -> None:
+    assert feed([0, 1, 2, 3], after=1) == [2, 3]
+
+
+@given(st.permutations(list(range(40))))
+def test_any_arrival_order_is_delivered_in_sequence_order(order: list[int]) -> None:
+    sequencer: Sequencer[int] = Sequencer(after=-1)
+    out = []
+    for seq in order:
+        out += [s for s, _ in sequencer.offer(seq, seq)]
+    assert out == list(range(40))
+
+
+@given(st.lists(st.integers(0, 60), max_size=120), st.integers(1, 300))
+def test_output_is_strictly_increasing_whatever_arrives(seqs: list[int], window: int) -> None:
+    out = feed(seqs, window=window)
+    assert all(a < b for a, b in itertools.pairwise(out))
+    assert set(out) <= set(seqs)
+
+
+def test_data_frame_keeps_the_producers_bytes() -> None:
+    value = b'{"type":"RUN_STARTED","threadId":"t","runId":"r"}'
+    assert data_frame(value, 7) == b"id: 7\ndata: " + value + b"\n\n"
+    assert data_frame(value) == b"data: " + value + b"\n\n"
+
+
+def test_a_value_with_line_breaks_is_compacted_into_one_data_line() -> None:
+    frame = data_frame(b'{\n  "type": "RUN_STARTED",\r\n  "threadId": "t", "runId": "r"\n}', 1)
+    lines = frame.split(b"\n")
+    assert lines[0] == b"id: 1"
+    assert lines[1].startswith(b"data: ")
+    assert orjson.loads(lines[1][6:]) == {"type": "RUN_STARTED", "threadId": "t", "runId": "r"}
+    assert frame.endswith(b"\n\n")
+    assert frame.count(b"\n") == 3
+
+
+def test_keepalive_is_an_sse_comment() -> None:
+    assert KEEPALIVE.startswith(b":")
+    assert KEEPALIVE.endswith(b"\n\n")
+
+
+@pytest.mark.parametrize(("raw", "expected"), [(None, None), ("", None), (" 12 ", 12), ("-1", -1)])
+def test_last_event_id_parses(raw: str | None, expected: int | None) -> None:
+    assert parse_last_event_id(raw) == expected
+
+
+@pytest.mark.parametrize("raw", ["abc", "1.5", "-7"])
+def test_a_malformed_last_event_id_is_refused(raw: str) -> None:
+    with pytest.raises(ValueError, match=r".+"):
+        parse_last_event_id(raw)
