@@ -2,8 +2,9 @@
 
 ``Relay`` owns the publisher, the fan-out reader, the thread view and the
 agent directory, and the ``RunService`` built on them. The app's lifespan
-calls ``start`` (which waits, up to ``startup_timeout_s``, until the fan-out
-is positioned so the first request cannot miss its decision) and ``stop``
+calls ``start`` (which waits, up to ``AGUI_STARTUP_TIMEOUT_S``, until the
+fan-out is positioned, so the first request cannot miss its decision, and the
+thread view has read the compacted topic) and ``stop``
 (which stops taking streams, lets in-flight cancels finish, then closes the
 clients). Routes reach it as ``request.app.state.relay``.
 """
@@ -43,11 +44,9 @@ class Readiness:
 class Relay:
     """The Kafka side of one instance."""
 
-    def __init__(self, settings: ConsumerSettings, kafka: KafkaSettings,
-                 startup_timeout_s: float = 30.0) -> None:
+    def __init__(self, settings: ConsumerSettings, kafka: KafkaSettings) -> None:
         self.settings = settings
         self.kafka = kafka
-        self.startup_timeout_s = startup_timeout_s
         self.metrics = ConsumerMetrics()
         self.publisher = Publisher(kafka)
         self.agents = AgentDirectory(kafka, settings.agent_names(), settings.agent_refresh_s)
@@ -65,11 +64,12 @@ class Relay:
         await self.fanout.start()
         await self.threads.start()
         try:
-            async with asyncio.timeout(self.startup_timeout_s):
+            async with asyncio.timeout(self.settings.startup_timeout_s):
                 await self.fanout.ready.wait()
+                await self.threads.caught_up.wait()
         except TimeoutError:
-            log.warning("fan-out not positioned after %.0f s; serving, not ready",
-                        self.startup_timeout_s)
+            log.warning("Kafka readers not ready after %.0f s; serving, not ready",
+                        self.settings.startup_timeout_s)
 
     async def stop(self) -> None:
         self.runs.closing = True

@@ -51,6 +51,7 @@ def _json(model: ThreadView | CancelAccepted, status: int = 200) -> Response:
     "/agents/{agent}",
     summary="Run an agent (AG-UI over HTTP + SSE)",
     response_class=EventStreamResponse,
+    status_code=200,
     responses={200: _SSE, **_problems(400, 404, 409, 413, 422, 503, 504)},
     openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
         "schema": {"$ref": "#/components/schemas/RunAgentInput"}}}}},
@@ -73,6 +74,7 @@ async def get_thread(thread_id: str, request: Request) -> Response:
     "/threads/{thread_id}/runs/{run_id}/events",
     summary="Replay a run's events (SSE with `id:` = sequence number)",
     response_class=EventStreamResponse,
+    status_code=200,
     responses={200: _SSE, **_problems(400, 404, 503)},
 )
 async def replay_run(

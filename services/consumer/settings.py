@@ -34,6 +34,8 @@ class ConsumerSettings(BaseSettings):
     agent_refresh_s: float = Field(30.0, alias="AGUI_AGENT_REFRESH_S", gt=0)
     replay_index_size: int = Field(100_000, alias="AGUI_REPLAY_INDEX_SIZE", ge=0)
     """Runs whose first offset the instance remembers, so a replay seeks instead of scanning."""
+    startup_timeout_s: float = Field(30.0, alias="AGUI_STARTUP_TIMEOUT_S", ge=0)
+    """How long startup waits for the Kafka readers before serving anyway (not ready)."""
     principal: str = Field("anonymous", alias="AGUI_PRINCIPAL")
     """Who requests come from when no authentication layer says otherwise."""
 
