@@ -3,13 +3,15 @@
 Run as a child of ``pipeline_parent`` (through ``requests``, in its own
 worker). It reviews the task it was given and asks for a sign-off — an
 interrupt with a ``responseSchema`` and, when the parent forwards one
-(``forwardedProps.expiresAt``), a deadline. Resumed, it reports the
+(``forwardedProps.expiresAt``), a deadline; ``forwardedProps.delayMs`` makes
+the review take that long (to show cancellation reaching the child). Resumed, it reports the
 decision: signed off, refused, or cancelled (how an expired sign-off is
 moved past), and finishes with that as its result.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from ag_ui.core import RunAgentInput
@@ -35,6 +37,8 @@ async def review(run_input: RunAgentInput, ctx: RunContext) -> None:
     if answer is None:
         props: dict[str, Any] = (run_input.forwarded_props
                                  if isinstance(run_input.forwarded_props, dict) else {})
+        if isinstance(props.get("delayMs"), int):  # a slow review (cancellable)
+            await asyncio.sleep(props["delayMs"] / 1000)
         await ctx.text(f"Reviewed {_task(run_input)}: ready to publish once signed off.")
         ctx.interrupt("sign_off", id=SIGN_OFF, message="Sign off the publication?",
                       response_schema=SIGN_OFF_SCHEMA, expires_at=props.get("expiresAt"))

@@ -7,7 +7,9 @@ for a sign-off, the coordinator ends its own run interrupted with that
 interrupt carried up (id ``review/sign-off``, the child named in its
 metadata), so the person answers once, at the top; its resumed run routes
 the answer down to the reviewer and reports what came of it. Forward
-``childExpiresAt`` to give the reviewer's sign-off a deadline.
+``childExpiresAt`` to give the reviewer's sign-off a deadline and
+``childDelayMs`` to slow the review down; cancelling the coordinator while it
+waits cancels the reviewer's run too.
 """
 
 from __future__ import annotations
@@ -39,7 +41,9 @@ async def coordinate(run_input: RunAgentInput, ctx: RunContext) -> None:
     resuming = bool(delegation.pending_answers(KEY))
     if not resuming:
         await ctx.text(f"Asking the reviewer to check {_task(run_input)}.")
-    child_props = {"expiresAt": props["childExpiresAt"]} if props.get("childExpiresAt") else None
+    child_props = {name: props[key] for key, name in (("childExpiresAt", "expiresAt"),
+                                                      ("childDelayMs", "delayMs"))
+                   if props.get(key) is not None} or None
     outcome = await delegation.call(
         CHILD_AGENT, KEY,
         [{"id": f"{ctx.run_id}-task", "role": "user", "content": _task(run_input)}],

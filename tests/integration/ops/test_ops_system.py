@@ -185,3 +185,29 @@ async def test_pipeline_expired_child_interrupt_is_cancelled_from_the_top(
     (after,) = child_after.json_lines()
     assert after["runs"][1]["resume"] == ["sign-off=cancelled"]
     assert after["state"]["status"] == "idle"
+
+
+async def test_cancelling_the_parent_cancels_the_child_run(system: System) -> None:
+    slow = {"childDelayMs": 60_000}
+    run = asyncio.create_task(post(system, "pipeline_parent",
+                                   new_input("t-stop", "the budget", slow)))
+    for _ in range(150):
+        listed = await run_cli(system.settings, "threads", "--status", "running", "--json")
+        if {"t-stop", "t-stop/review"} <= {r["threadId"] for r in listed.json_lines()}:
+            break
+        await asyncio.sleep(0.2)
+    else:
+        raise AssertionError("the parent and its child never ran together")
+    result = await run_cli(system.settings, "cancel", "t-stop", "--follow", "--json")
+    assert result.code == 0, result.stderr
+    assert result.json_lines()[-1]["value"]["outcome"] == {"type": "cancelled"}
+    reply = await asyncio.wait_for(run, 30)
+    assert (reply.terminal or {}).get("outcome") == {"type": "cancelled"}
+    for _ in range(100):  # the child is cancelled by the parent's delegation, a moment later
+        shown = await run_cli(system.settings, "threads", "show", "t-stop/review", "--json")
+        (doc,) = shown.json_lines()
+        if doc["runs"][-1]["outcome"] != "open":
+            break
+        await asyncio.sleep(0.2)
+    assert doc["runs"][-1]["outcome"] == "cancelled"
+    assert doc["state"]["status"] == "idle"
