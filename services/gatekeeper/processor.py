@@ -15,10 +15,11 @@ Commit procedure, for each owned partition p, in every round:
    the read position.
 2. Apply the run boundaries of ``events`` p to a ``Batch`` over p's committed
    thread states (in memory; other event types are skipped on their header).
-3. Hold new ``requests`` p until ``events`` p has been read up to the last
-   stable offset it had when they were fetched (one ListOffsets for all
-   partitions), or ``events_wait_ms`` passed: a resume sent after its
-   interrupt was published never meets the thread still running.
+3. When a new request is for a thread that is running, hold ``requests`` p
+   until ``events`` p has been read up to the last stable offset it had when
+   they were fetched (one ListOffsets for all such partitions), or
+   ``events_wait_ms`` passed: a resume sent after its interrupt was
+   published never meets the thread still running.
 4. Decide the held requests in offset order (pure ``rules``).
 5. One transaction on p's producer: decisions → ``decisions``, dispatches →
    ``dispatch.<agent>``, dead letters → ``deadletter``, the new thread
@@ -191,7 +192,7 @@ class Processor:
             for tp, records in got.items()
             if tp.topic == self.topics.requests
             and (o := self._owned.get(tp.partition))
-            and records[-1].offset >= o.next_request
+            and any(self._may_be_closing(o, r) for r in records if r.offset >= o.next_request)
         ]
         ends = await self._barriers(asking)
         stale: set[int] = set()
@@ -248,6 +249,20 @@ class Processor:
                     consumer.pause(tp)
                 elif len(backlog) <= limit // 2 and tp in paused:
                     consumer.resume(tp)
+
+    @staticmethod
+    def _may_be_closing(owned: Owned, record: ConsumerRecord[Any, Any]) -> bool:
+        """True when the request's thread is running: its run may have closed unseen.
+
+        Only a running thread can be misjudged for want of an event (a resume
+        sent right after its interrupt must not meet ``thread_busy``); idle and
+        interrupted threads change only by decisions, so their requests need
+        no barrier. The record key is the threadId (a request whose key is
+        not is refused without its thread anyway).
+        """
+        key = record.key.decode("utf-8", "replace") if record.key is not None else ""
+        state = owned.states.get(key)
+        return state is not None and state.status == "running"
 
     async def _barriers(self, asking: list[Owned]) -> dict[TopicPartition, int]:
         """Step 3: the ``events`` offsets that newly polled requests must wait for."""
