@@ -321,7 +321,12 @@ def _interrupted(state: ThreadState, now: datetime, policy: Policy) -> ThreadSta
 
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
-    results: dict[str, Any] = {"partitions": PARTITIONS, "requests": args.requests}
+    results: dict[str, Any] = {
+        "partitions": PARTITIONS,
+        "requests": args.requests,
+        "cpus": os.cpu_count(),
+        "load_average_at_start": os.getloadavg()[0],
+    }
     with broker() as bootstrap:
         prefix = f"bench{uuid.uuid4().hex[:6]}"
         settings = KafkaSettings(
@@ -342,6 +347,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         await ensure_topics(lat, (AGENT,))
         results["latency"] = await latency(lat, args.rate, args.seconds)
     results["history"] = history_cost()
+    results["load_average_at_end"] = os.getloadavg()[0]
     return results
 
 
@@ -371,6 +377,10 @@ def report(r: dict[str, Any]) -> None:
         "same",
     )
     console.print(table)
+    console.print(
+        f"[dim]{r['cpus']} CPUs, load average {r['load_average_at_start']:.1f} at start, "
+        f"{r['load_average_at_end']:.1f} at end (other work on the machine skews latency)[/]"
+    )
 
 
 def cli() -> None:
