@@ -32,7 +32,9 @@ LOG_DIR = launcher.REPO_ROOT / ".run" / "logs"
 SAMPLE_AGENTS = (
     "approval=services.producer.agents.approval:agent,"
     "scripted=services.producer.agents.scripted:agent,"
-    "planner=services.producer.agents.planner:agent"
+    "planner=services.producer.agents.planner:agent,"
+    "pipeline_parent=services.producer.agents.pipeline_parent:agent,"
+    "pipeline_child=services.producer.agents.pipeline_child:agent"
 )
 COLOURS = {"gatekeeper": "magenta", "producer": "cyan", "consumer": "green"}
 GRACE_S = 15.0
