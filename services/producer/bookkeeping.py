@@ -271,6 +271,8 @@ class RunBook:
 
     def _close_chunks(self, keep: Kind | None = None) -> list[BaseEvent]:
         out: list[BaseEvent] = []
+        if not self._chunk:
+            return out
         for kind in list(self._chunk):
             if kind != keep:
                 out += self._close_chunk(kind)

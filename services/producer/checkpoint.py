@@ -8,17 +8,19 @@ is what a worker remembers across runs and across its own death:
   which open interrupts are uncovered. While a run is active they are the
   ones that stay open if that run fails (its answered interrupts are
   consumed when it starts, as the gatekeeper consumes them on admission).
-* ``active`` — the run in progress: a *start marker* written before its
-  RUN_STARTED is published, and a *closing marker* (the terminal event's
-  bytes and sequence number, and what stays open after it) written after the
-  run's other events are acknowledged and before its terminal event is
-  published. A worker taking over a partition finds every run whose marker
-  is still there and closes it (``recovery``).
+* ``active`` — the run in progress: a *start marker* written (and
+  acknowledged) before its RUN_STARTED is published, cleared by the *end
+  marker* written once its terminal event is acknowledged. A worker taking
+  over a partition finds every run whose start marker is still there and
+  closes it (``recovery``).
 * ``closed_runs`` — recent run ids whose terminal event is written, so a
   redelivered dispatch is not run again.
 * ``executions`` — side effects begun or done, by key (``effects``).
 
-The functions below return a new record; no I/O, no clock (``now`` is passed).
+The records are plain pydantic models serialised by pydantic-core alone
+(camelCase, no ``null``): a worker writes two per run, so they must cost
+microseconds, not the AG-UI base model's per-object Python hooks. The
+functions below return a new record; no I/O, no clock (``now`` is passed).
 """
 
 from __future__ import annotations
@@ -28,15 +30,24 @@ from datetime import datetime
 from typing import Any, Literal
 
 from ag_ui.core import Interrupt
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.alias_generators import to_camel
 
-from contracts.records import Envelope, OpenInterrupt
+from contracts import DecodeError
+from contracts.codec import validation_detail
+from contracts.records import OpenInterrupt
 
 MAX_CLOSED_RUNS = 64
 MAX_EXECUTIONS = 256
 
 
-class Execution(Envelope):
+class Record(BaseModel):
+    """Base of the checkpoint records: camelCase on the wire, unknown members ignored."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+
+class Execution(Record):
     """One side effect begun (and maybe finished) on the thread."""
 
     key: str
@@ -46,17 +57,7 @@ class Execution(Envelope):
     at: datetime
 
 
-class Closing(Envelope):
-    """The terminal event a run is about to publish, kept so recovery can finish the job."""
-
-    seq: int
-    terminal: dict[str, Any]
-    """The terminal event's wire JSON, published again verbatim (same seq) if needed."""
-    outcome: str
-    open_interrupts: list[OpenInterrupt] = Field(default_factory=list)
-
-
-class ActiveRun(Envelope):
+class ActiveRun(Record):
     """A run that started and has not been recorded as closed."""
 
     run_id: str
@@ -64,12 +65,12 @@ class ActiveRun(Envelope):
     agent: str
     worker: str
     started_at: datetime
-    closing: Closing | None = None
 
 
-class ThreadCheckpoint(Envelope):
+class ThreadCheckpoint(Record):
     """Everything the producer runtime remembers about one thread."""
 
+    schema_version: Literal[1] = 1
     thread_id: str
     agent: str | None = None
     open_interrupts: list[OpenInterrupt] = Field(default_factory=list)
@@ -77,6 +78,20 @@ class ThreadCheckpoint(Envelope):
     closed_runs: list[str] = Field(default_factory=list)
     executions: list[Execution] = Field(default_factory=list)
     updated_at: datetime | None = None
+
+
+def to_bytes(checkpoint: ThreadCheckpoint) -> bytes:
+    """The record's value on the checkpoints topic."""
+    return checkpoint.__pydantic_serializer__.to_json(checkpoint, by_alias=True,
+                                                      exclude_none=True)
+
+
+def from_bytes(data: bytes) -> ThreadCheckpoint:
+    """Read a record back (``DecodeError`` when it is not one)."""
+    try:
+        return ThreadCheckpoint.model_validate_json(data)
+    except ValidationError as exc:
+        raise DecodeError("schema_invalid", detail=validation_detail(exc)) from exc
 
 
 def fresh(thread_id: str) -> ThreadCheckpoint:
@@ -113,33 +128,16 @@ def begin_run(cp: ThreadCheckpoint, *, run_id: str, request_id: str, agent: str,
     })
 
 
-def mark_closing(cp: ThreadCheckpoint, *, run_id: str, seq: int, terminal: dict[str, Any],
-                 outcome: str, open_after: Sequence[Interrupt],
-                 now: datetime) -> ThreadCheckpoint:
-    """The closing marker: the terminal event about to be published, and what stays open."""
-    active = cp.active
-    if active is None or active.run_id != run_id:
-        raise ValueError(f"run {run_id!r} is not the thread's active run")
-    closing = Closing(seq=seq, terminal=terminal, outcome=outcome,
-                      open_interrupts=_attributed(cp, open_after, run_id))
-    return cp.model_copy(update={"active": active.model_copy(update={"closing": closing}),
-                                 "updated_at": now})
-
-
 def end_run(cp: ThreadCheckpoint, *, run_id: str, open_after: Sequence[Interrupt] | None,
             now: datetime) -> ThreadCheckpoint:
     """The run's terminal event is written: forget it as active, remember it as closed.
 
-    ``open_after`` None keeps what the closing marker (or, without one, the
-    start marker) said stays open.
+    ``open_after`` None keeps what the start marker said stays open (the run
+    failed or was cancelled, or never delivered what it raised).
     """
     active = cp.active if cp.active is not None and cp.active.run_id == run_id else None
-    if open_after is not None:
-        still = _attributed(cp, open_after, run_id)
-    elif active is not None and active.closing is not None:
-        still = list(active.closing.open_interrupts)
-    else:
-        still = list(cp.open_interrupts)
+    still = (_attributed(cp, open_after, run_id) if open_after is not None
+             else list(cp.open_interrupts))
     closed = [r for r in cp.closed_runs if r != run_id] + [run_id]
     return cp.model_copy(update={
         "open_interrupts": still,

@@ -77,6 +77,7 @@ class RunPort(Protocol):
     @property
     def cancelled(self) -> bool: ...
     async def emit(self, event: BaseEvent) -> None: ...
+    async def emit_wire(self, kind: type[BaseEvent], wire: dict[str, Any]) -> None: ...
     def raise_interrupt(self, interrupt: Interrupt) -> Interrupt: ...
     def suspension_of(self, subagent_run_id: str) -> list[str] | None: ...
     def pending_frontend_calls(self) -> list[str]: ...
@@ -84,6 +85,13 @@ class RunPort(Protocol):
     def set_result(self, result: Any) -> None: ...
     def now(self) -> datetime: ...
     async def effect(self, key: str, action: Callable[[], Awaitable[Any]]) -> Effect: ...
+
+
+def tagged(wire: dict[str, Any], subagent_run_id: str | None) -> dict[str, Any]:
+    """``wire`` attributed to ``subagent_run_id`` (unchanged for the parent agent)."""
+    if subagent_run_id is not None:
+        wire["subagentRunId"] = subagent_run_id
+    return wire
 
 
 def iso_instant(when: datetime) -> str:
@@ -107,15 +115,16 @@ class MessageStream:
 
     async def write(self, delta: str) -> None:
         """Append ``delta`` to the message."""
-        await self._port.emit(TextMessageContentEvent(
-            message_id=self.message_id, delta=delta, subagent_run_id=self._tag))
+        await self._port.emit_wire(TextMessageContentEvent, tagged(
+            {"type": "TEXT_MESSAGE_CONTENT", "messageId": self.message_id, "delta": delta},
+            self._tag))
 
     async def end(self) -> None:
         """Close the message (idempotent)."""
         if not self._ended:
             self._ended = True
-            await self._port.emit(TextMessageEndEvent(message_id=self.message_id,
-                                                      subagent_run_id=self._tag))
+            await self._port.emit_wire(TextMessageEndEvent, tagged(
+                {"type": "TEXT_MESSAGE_END", "messageId": self.message_id}, self._tag))
 
     async def __aenter__(self) -> MessageStream:
         return self
@@ -220,22 +229,25 @@ class RunContext:
         """
         call_id = tool_call_id or new_id("call")
         text = args if isinstance(args, str) else orjson.dumps(dict(args)).decode()
-        await self._port.emit(ToolCallStartEvent(
-            tool_call_id=call_id, tool_call_name=name, parent_message_id=parent_message_id,
-            subagent_run_id=self.subagent_run_id))
-        await self._port.emit(ToolCallArgsEvent(tool_call_id=call_id, delta=text,
-                                                subagent_run_id=self.subagent_run_id))
-        await self._port.emit(ToolCallEndEvent(tool_call_id=call_id,
-                                               subagent_run_id=self.subagent_run_id))
+        tag = self.subagent_run_id
+        start: dict[str, Any] = {"type": "TOOL_CALL_START", "toolCallId": call_id,
+                                 "toolCallName": name}
+        if parent_message_id is not None:
+            start["parentMessageId"] = parent_message_id
+        await self._port.emit_wire(ToolCallStartEvent, tagged(start, tag))
+        await self._port.emit_wire(ToolCallArgsEvent, tagged(
+            {"type": "TOOL_CALL_ARGS", "toolCallId": call_id, "delta": text}, tag))
+        await self._port.emit_wire(ToolCallEndEvent, tagged(
+            {"type": "TOOL_CALL_END", "toolCallId": call_id}, tag))
         return call_id
 
     async def tool_result(self, tool_call_id: str, content: str, *,
                           message_id: str | None = None) -> str:
         """Answer an agent-side tool call; returns the tool message id."""
         mid = message_id or new_id("tool")
-        await self._port.emit(ToolCallResultEvent(
-            message_id=mid, tool_call_id=tool_call_id, content=content, role="tool",
-            subagent_run_id=self.subagent_run_id))
+        await self._port.emit_wire(ToolCallResultEvent, tagged(
+            {"type": "TOOL_CALL_RESULT", "messageId": mid, "toolCallId": tool_call_id,
+             "content": content, "role": "tool"}, self.subagent_run_id))
         return mid
 
     @asynccontextmanager
@@ -353,8 +365,9 @@ class _MessageOpener:
         self._tag = tag
 
     async def __aenter__(self) -> MessageStream:
-        await self._port.emit(TextMessageStartEvent(message_id=self._stream.message_id,
-                                                    role="assistant", subagent_run_id=self._tag))
+        await self._port.emit_wire(TextMessageStartEvent, tagged(
+            {"type": "TEXT_MESSAGE_START", "messageId": self._stream.message_id,
+             "role": "assistant"}, self._tag))
         return self._stream
 
     def __await__(self) -> Generator[Any, None, MessageStream]:

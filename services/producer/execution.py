@@ -10,12 +10,17 @@ crash between any two steps leaves a state it can finish):
    wait for the broker;
 3. publish the run's events as the runner produces them, in order, on the
    thread's key (one idempotent producer, not waited for one by one);
-4. at the end: wait until every event of the run is acknowledged, write the
-   closing marker (the terminal event's bytes and sequence number, what
-   stays open) and wait, then publish the terminal event and wait;
-5. write the end marker (``end_run``) and wait;
-6. only then is the dispatch's offset done (the worker commits the lowest
-   contiguous done offset of each partition).
+4. publish the terminal event and wait until it — and so every earlier
+   event of the run, same partition — is acknowledged;
+5. write the end marker (``end_run``: closed, what stays open), without
+   waiting: should it be lost, recovery finds the terminal event on
+   ``events`` and closes the run the same way;
+6. the dispatch's offset is done (the worker commits the lowest contiguous
+   done offset of each partition).
+
+A crash before step 2 completes leaves nothing behind (the dispatch is
+redelivered and runs); after it, the start marker makes the next owner
+close the run (``recovery``); after step 4, it finds the terminal event.
 """
 
 from __future__ import annotations
@@ -27,13 +32,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import orjson
-
-from contracts import Dispatch, EventHeaders
+from contracts import Dispatch
 from services.kafka.clients import AIOKafkaProducer
 from services.producer import checkpoint as cp
 from services.producer.agent import AgentDefinition
-from services.producer.publish import send_event
+from services.producer.publish import RunWriter, event_partitions
 from services.producer.resume import plan_resume
 from services.producer.runner import EventRecord, Runner, RunOptions, RunReport
 from services.producer.settings import ProducerSettings
@@ -48,22 +51,13 @@ class KafkaRunSink:
 
     PRUNE_AT = 1024
 
-    def __init__(self, producer: AIOKafkaProducer, store: CheckpointStore, topic: str,
-                 thread_id: str, run_id: str, agent: str) -> None:
-        self.producer = producer
-        self.store = store
-        self.topic = topic
-        self.thread_id = thread_id
-        self.run_id = run_id
-        self.agent = agent
+    def __init__(self, writer: RunWriter) -> None:
+        self.writer = writer
         self._pending: list[asyncio.Future[Any]] = []
 
-    def _headers(self, record: EventRecord) -> EventHeaders:
-        return EventHeaders(self.run_id, record.event_type, self.agent, record.seq)
-
     async def send(self, record: EventRecord) -> None:
-        self._pending.append(await send_event(self.producer, self.topic, self.thread_id,
-                                              self._headers(record), record.value))
+        self._pending.append(await self.writer.send(record.event_type, record.seq,
+                                                    record.value))
         if len(self._pending) >= self.PRUNE_AT:
             self._check(done_only=True)
 
@@ -78,16 +72,10 @@ class KafkaRunSink:
         self._pending = kept
 
     async def send_terminal(self, record: EventRecord, report: RunReport) -> None:
-        if self._pending:
+        await (await self.writer.send(record.event_type, record.seq, record.value))
+        if self._pending:  # all acknowledged by now (same partition, in order)
             await asyncio.wait(self._pending)
             self._check(done_only=False)
-        now = self.store.clock()
-        terminal = orjson.loads(record.value)
-        await self.store.update(self.thread_id, lambda c: cp.mark_closing(
-            c, run_id=self.run_id, seq=record.seq, terminal=terminal, outcome=report.outcome,
-            open_after=report.open_interrupts, now=now))
-        await (await send_event(self.producer, self.topic, self.thread_id,
-                                self._headers(record), record.value))
 
 
 @dataclass
@@ -113,6 +101,11 @@ class Executor:
         self.ledger = ThreadLedger(store)
         self.options = RunOptions(uncovered_policy=settings.uncovered_policy,
                                   cancel_grace_s=settings.cancel_grace_s, clock=clock)
+        self.partitions: int | None = None
+
+    async def start(self) -> None:
+        """Learn the events topic's partition count (runs then name partitions themselves)."""
+        self.partitions = await event_partitions(self.producer, self.topic)
 
     def prepare(self, agent: str, definition: AgentDefinition,
                 dispatch: Dispatch) -> Prepared | None:
@@ -133,8 +126,8 @@ class Executor:
                            dispatch_warnings=dispatch.warnings or ())
         refused = bool(plan.uncovered) and self.settings.uncovered_policy == "reject"
         still_open = list(plan.prior.values()) if refused else list(plan.uncovered)
-        sink = KafkaRunSink(self.producer, self.store, self.topic, run_input.thread_id,
-                            run_input.run_id, agent)
+        sink = KafkaRunSink(RunWriter(self.producer, self.topic, run_input.thread_id,
+                                      run_input.run_id, agent, self.partitions))
         runner = Runner(definition, run_input, plan, sink, options=self.options,
                         ledger=self.ledger, agent_name=agent)
         return Prepared(dispatch, agent, runner, still_open)
@@ -149,6 +142,14 @@ class Executor:
             still_open=prepared.still_open, now=now))
         report = await prepared.runner.run()
         ended = self.clock()
-        await self.store.update(run_input.thread_id, lambda c: cp.end_run(
-            c, run_id=run_input.run_id, open_after=None, now=ended))
+        still_open = list(report.open_interrupts)
+        marker = await self.store.write(run_input.thread_id, lambda c: cp.end_run(
+            c, run_id=run_input.run_id, open_after=still_open, now=ended))
+        marker.add_done_callback(self._log_lost_marker)
         return report
+
+    @staticmethod
+    def _log_lost_marker(future: asyncio.Future[Any]) -> None:
+        if not future.cancelled() and future.exception() is not None:
+            log.warning("an end marker was not written (recovery will close the run from "
+                        "its terminal event): %s", future.exception())

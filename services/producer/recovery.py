@@ -7,16 +7,14 @@ still marked active by a worker that died. For each such run of its agent:
    start marker (``AGUI_RECOVERY_MARGIN_S``) up to the current end, and
    finds the run's records by their run-id header: the highest sequence
    number, and whether a terminal event is already there;
-2. if a terminal event is there, nothing is published;
-   else if the run has a closing marker (its other events were acknowledged
-   and its terminal event was about to go out), that terminal event is
-   published verbatim, same sequence number — consumers drop it should it
-   turn out to be a duplicate;
-   else a ``RUN_ERROR`` with code ``worker_lost`` is published, numbered
-   after the last record found (``RUN_ERROR`` implicitly ends whatever the
-   run had open);
-3. the checkpoint records the run as closed, with the interrupts the
-   closing marker (or, without one, the start marker) says stay open.
+2. if a terminal event is there (the worker died after publishing it and
+   before its end marker), nothing is published; else a ``RUN_ERROR`` with
+   code ``worker_lost`` is published, numbered after the last record found
+   (``RUN_ERROR`` implicitly ends whatever the run had open);
+3. the checkpoint records the run as closed; what stays open is what the
+   terminal event found asked for (an interrupt outcome), else what the
+   start marker kept open — interrupts a run never delivered were never
+   open for anyone.
 
 The redelivered dispatch of such a run is then skipped as closed: a run is
 never executed twice, and an approved side effect it began is recorded in
@@ -65,7 +63,7 @@ class Recovered:
     thread_id: str
     run_id: str
     action: str
-    """``worker_lost``, ``republished`` (its recorded terminal event) or ``found_closed``."""
+    """``worker_lost``, or ``found_closed`` when its terminal event was already written."""
 
 
 async def trace_runs(settings: KafkaSettings, runs: dict[str, str],
@@ -119,14 +117,7 @@ async def recover(store: CheckpointStore, producer: AIOKafkaProducer, agent: str
         open_after: list[Interrupt] | None = None
         if trace.terminal is not None:
             action = "found_closed"
-            if active.closing is None:
-                open_after = _open_after_terminal(trace.terminal)
-        elif active.closing is not None:
-            action = "republished"
-            headers = EventHeaders(active.run_id, str(active.closing.terminal.get("type")),
-                                   agent, active.closing.seq)
-            await (await send_event(producer, topic, thread_id, headers,
-                                    orjson.dumps(active.closing.terminal)))
+            open_after = _open_after_terminal(trace.terminal)
         else:
             action = "worker_lost"
             headers = EventHeaders(active.run_id, "RUN_ERROR", agent, trace.last_seq + 1)

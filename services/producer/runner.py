@@ -30,10 +30,12 @@ import asyncio
 import contextlib
 import inspect
 import logging
+import time
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, NoReturn, Protocol
 
 import orjson
 from ag_ui.core import (
@@ -53,7 +55,7 @@ from ag_ui.core import (
 )
 from pydantic import ValidationError
 
-from contracts.codec import EVENT_DECODER, validation_detail
+from contracts.codec import EVENT_DECODER, to_wire, validation_detail
 from services.producer.agent import AgentDefinition, AgentItem
 from services.producer.bookkeeping import (
     Cancelled,
@@ -130,6 +132,8 @@ class RunOptions:
     queue_limit: int = 256
     """Admitted-but-unpublished events before the agent is held at its next emit."""
     clock: Callable[[], datetime] = utc_now
+    clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000
+    """Event timestamps (ms since the epoch); separate because it runs per event."""
 
 
 _END = object()
@@ -160,7 +164,8 @@ class Runner:
                             frontend_tools=[t.name for t in run_input.tools or ()],
                             carried=plan.uncovered)
         self._seq = 0
-        self._queue: asyncio.Queue[EventRecord | object] = asyncio.Queue()
+        self._queue: deque[EventRecord | object] = deque()
+        self._queued = asyncio.Event()
         self._space = asyncio.Event()
         self._space.set()
         self._stop = asyncio.Event()
@@ -214,17 +219,39 @@ class Runner:
 
     async def emit(self, event: BaseEvent) -> None:
         """Admit one agent event (validated, checked, numbered) for publishing."""
+        await self._wait_for_space()
+        try:
+            self._admit(*self._checked(event))
+        except AgentProtocolError as exc:
+            self._refuse(exc)
+
+    async def emit_wire(self, kind: type[BaseEvent], wire: dict[str, Any]) -> None:
+        """Admit one event given as its wire dict: validated as ``kind``, published as is.
+
+        The helpers' fast path: no model-to-JSON round trip for every streamed delta.
+        """
+        await self._wait_for_space()
+        try:
+            try:
+                event = kind.model_validate(wire)
+            except ValidationError as exc:
+                raise AgentProtocolError(f"invalid event: {validation_detail(exc)}",
+                                         code="invalid_event") from exc
+            self._admit(event, wire)
+        except AgentProtocolError as exc:
+            self._refuse(exc)
+
+    async def _wait_for_space(self) -> None:
         while not self._space.is_set() and not self._stopping:
             await self._space.wait()
         if self._stopping:
             raise RunAborted("the run is no longer taking events")
-        try:
-            self._admit(event)
-        except AgentProtocolError as exc:
-            self._violation = exc
-            self._stopping = True
-            self._stop.set()
-            raise RunAborted(exc.message) from exc
+
+    def _refuse(self, exc: AgentProtocolError) -> NoReturn:
+        self._violation = exc
+        self._stopping = True
+        self._stop.set()
+        raise RunAborted(exc.message) from exc
 
     async def effect(self, key: str, action: Callable[[], Awaitable[Any]]) -> Effect:
         ledger = self.ledger
@@ -270,10 +297,7 @@ class Runner:
         """Run the agent to exactly one terminal event; returns how it ended."""
         if self.plan.uncovered and self.options.uncovered_policy == "reject":
             return await self._refuse_uncovered()
-        self._publishable(RunStartedEvent(
-            thread_id=self._input.thread_id, run_id=self._input.run_id,
-            protocol_version=PROTOCOL_VERSION, parent_run_id=self._input.parent_run_id,
-            input=self._input))
+        self._publishable(*self._run_started())
         for warning in self.plan.warnings:
             log.warning("%s: %s %s", warning.code, warning.message,
                         ",".join(warning.interrupt_ids), extra=self._log)
@@ -283,7 +307,7 @@ class Runner:
         ending = await self._await_agent(agent_task, pump)
         self._stopping = True
         self._space.set()
-        self._queue.put_nowait(_END)
+        self._enqueue(_END)
         await pump
         await self._settle_effects()
         return await self._close(self.book.finish(ending))
@@ -409,34 +433,56 @@ class Runner:
     def _validated(self, item: AgentItem) -> BaseEvent:
         return self._checked(item)[0]
 
-    def _admit(self, event: BaseEvent) -> None:
-        checked, wire = self._checked(event)
-        for out in self.book.admit(checked):
-            self._queue.put_nowait(self._record(out, wire if out is checked else None))
-        if self._queue.qsize() >= self.options.queue_limit:
+    def _admit(self, event: BaseEvent, wire: dict[str, Any]) -> None:
+        """Bookkeeping, then numbered records on the queue (``wire`` is ``event``'s)."""
+        for out in self.book.admit(event):
+            self._enqueue(self._record(out, wire if out is event else None))
+        if len(self._queue) >= self.options.queue_limit:
             self._space.clear()
+
+    def _run_started(self) -> tuple[BaseEvent, dict[str, Any]]:
+        """RUN_STARTED with the input echoed (validated once, when the input was read)."""
+        run_input = self._input
+        event = RunStartedEvent(thread_id=run_input.thread_id, run_id=run_input.run_id,
+                                protocol_version=PROTOCOL_VERSION,
+                                parent_run_id=run_input.parent_run_id, input=run_input)
+        wire: dict[str, Any] = {"type": "RUN_STARTED", "threadId": run_input.thread_id,
+                                "runId": run_input.run_id, "protocolVersion": PROTOCOL_VERSION}
+        if run_input.parent_run_id is not None:
+            wire["parentRunId"] = run_input.parent_run_id
+        wire["input"] = to_wire(run_input)
+        return event, wire
+
+    def _enqueue(self, item: EventRecord | object) -> None:
+        self._queue.append(item)
+        self._queued.set()
 
     def _record(self, event: BaseEvent, wire: dict[str, Any] | None = None) -> EventRecord:
         """Number one event and fix its bytes (validating it unless ``wire`` already was)."""
         if wire is None:
             event, wire = self._checked(event)
         if wire.get("timestamp") is None:
-            wire["timestamp"] = int(self.options.clock().timestamp() * 1000)
+            wire["timestamp"] = self.options.clock_ms()
         record = EventRecord(self._seq, event, orjson.dumps(wire))
         self._seq += 1
         return record
 
-    def _publishable(self, event: BaseEvent) -> None:
-        self._queue.put_nowait(self._record(event))
+    def _publishable(self, event: BaseEvent, wire: dict[str, Any] | None = None) -> None:
+        self._enqueue(self._record(event, wire))
 
     async def _pump(self) -> None:
+        """Publish queued records in order until the end marker of the queue."""
+        queue = self._queue
         while True:
-            item = await self._queue.get()
+            while not queue:
+                self._queued.clear()
+                await self._queued.wait()
+            item = queue.popleft()
             if item is _END:
                 return
             assert isinstance(item, EventRecord)
             await self.sink.send(item)
-            if self._queue.qsize() < self.options.queue_limit // 2:
+            if len(queue) < self.options.queue_limit // 2:
                 self._space.set()
 
     async def _settle_effects(self) -> None:

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from contracts import DecodeError, decode, encode
+from contracts import DecodeError
 from services.kafka.clients import AIOKafkaProducer
 from services.kafka.reader import TopicReader
 from services.producer import checkpoint as cp
@@ -74,7 +74,7 @@ class CheckpointStore:
                 [tp for tp in await reader.all_partitions(self.topic) if tp.partition in todo])
         for record in records:
             try:
-                value = decode(cp.ThreadCheckpoint, record.value)
+                value = cp.from_bytes(record.value)
             except DecodeError as exc:
                 log.warning("skipping unreadable checkpoint at %s/%d@%d: %s", record.topic,
                             record.partition, record.offset, exc)
@@ -100,14 +100,17 @@ class CheckpointStore:
 
     async def update(self, thread_id: str, change: Change) -> cp.ThreadCheckpoint:
         """Apply ``change`` to the thread's checkpoint and write it; returns once durable."""
+        metadata = await (await self.write(thread_id, change))
+        self._partition_of[thread_id] = metadata.partition
+        return self.get(thread_id)
+
+    async def write(self, thread_id: str, change: Change) -> asyncio.Future[Any]:
+        """Apply ``change`` and send it; the future resolves once it is durable."""
         async with self._lock:
             value = change(self.get(thread_id))
             self._threads[thread_id] = value
-            delivery = await self.producer.send(self.topic, encode(value),
-                                                key=thread_id.encode())
-        metadata = await delivery
-        self._partition_of[thread_id] = metadata.partition
-        return value
+            return await self.producer.send(self.topic, cp.to_bytes(value),  # type: ignore[no-any-return]
+                                            key=thread_id.encode())
 
 
 class ThreadLedger:

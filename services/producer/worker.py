@@ -95,6 +95,7 @@ class Worker:
         try:
             self.store = CheckpointStore(self.kafka, producer, self.clock)
             executor = Executor(self.settings, producer, self.store, self.clock)
+            await executor.start()
             self.hosts = [AgentHost(name, definition, executor, self.cancels.take, self.fail)
                           for name, definition in self.agents.items()]
             control = asyncio.create_task(self._control())

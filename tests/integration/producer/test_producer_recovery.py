@@ -22,7 +22,7 @@ import pytest
 from ag_ui.core import Interrupt, ResumeEntry
 from producer_harness import Relay, WorkerProcess, first_input, in_process_worker, resume_input
 
-from contracts import EventHeaders, encode
+from contracts import EventHeaders
 from services.producer import checkpoint as cp
 from services.runtime.settings import KafkaSettings
 
@@ -33,17 +33,14 @@ ASKED = Interrupt(id="asked", reason="input")
 
 
 async def lay_down(relay: Relay, thread_id: str, run_id: str, agent: str,
-                   events: list[dict[str, Any]],
-                   closing: dict[str, Any] | None = None) -> None:
-    """A checkpoint marking ``run_id`` active (and maybe closing), and its events so far."""
+                   events: list[dict[str, Any]], still_open: list[Interrupt] | None = None,
+                   ) -> None:
+    """A checkpoint whose start marker says ``run_id`` is active, and its events so far."""
     state = cp.begin_run(cp.fresh(thread_id), run_id=run_id, request_id=f"req-{run_id}",
-                         agent=agent, worker="dead-worker", still_open=[], now=NOW)
-    if closing is not None:
-        state = cp.mark_closing(state, run_id=run_id, seq=closing["seq"],
-                                terminal=closing["terminal"], outcome=closing["outcome"],
-                                open_after=closing["open"], now=NOW)
+                         agent=agent, worker="dead-worker", still_open=still_open or [],
+                         now=NOW)
     producer = relay.producer
-    await (await producer.send(relay.settings.topics.checkpoints, encode(state),
+    await (await producer.send(relay.settings.topics.checkpoints, cp.to_bytes(state),
                                key=thread_id.encode()))
     for seq, event in enumerate(events):
         headers = EventHeaders(run_id, event["type"], agent, seq)
@@ -67,13 +64,10 @@ async def test_a_run_left_open_at_any_step_is_closed_exactly_once(kafka: KafkaSe
     await lay_down(relay, "t-mid", "r-mid", "scripted", [
         started("t-mid", "r-mid"), {"type": "TEXT_MESSAGE_START", "messageId": "m"},
         {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "half"}])
-    await lay_down(relay, "t-closing", "r-closing", "scripted", [started("t-closing", "r-closing")],
-                   closing={"seq": 1, "terminal": interrupted("t-closing", "r-closing"),
-                            "outcome": "interrupt", "open": [ASKED]})
+    await lay_down(relay, "t-kept", "r-kept", "scripted", [started("t-kept", "r-kept")],
+                   still_open=[ASKED])
     await lay_down(relay, "t-written", "r-written", "scripted",
-                   [started("t-written", "r-written"), interrupted("t-written", "r-written")],
-                   closing={"seq": 1, "terminal": interrupted("t-written", "r-written"),
-                            "outcome": "interrupt", "open": [ASKED]})
+                   [started("t-written", "r-written"), interrupted("t-written", "r-written")])
     await lay_down(relay, "t-other", "r-other", "approval", [started("t-other", "r-other")])
     # The dead worker's dispatch of r-mid was never committed: it comes again.
     await relay.dispatch("scripted", first_input("t-mid", "r-mid"))
@@ -88,17 +82,17 @@ async def test_a_run_left_open_at_any_step_is_closed_exactly_once(kafka: KafkaSe
                              "RUN_ERROR"]
         assert [h.seq for h in mid.headers] == [0, 1, 2, 3]
 
-        closing = await relay.finished("r-closing")
-        assert closing.types == ["RUN_STARTED", "RUN_FINISHED"]
-        assert closing.headers[-1].seq == 1
+        kept = await relay.finished("r-kept")
+        assert kept.types == ["RUN_STARTED", "RUN_ERROR"]
 
-        # Later runs on the same threads: nothing more was published for the old ones,
-        # and the interrupt the closing marker recorded is recognised when answered.
-        answered = await relay.run("scripted", first_input("t-closing", "r-next").model_copy(
-            update={"resume": [ResumeEntry(interrupt_id="asked", status="resolved")]}))
-        assert answered.text() == "asked=resolved"
-        assert not [w for w in answered.wire if w["type"] == "CUSTOM"]
-        await relay.run("scripted", first_input("t-written", "r-written-next"))
+        # Later runs on the same threads: nothing more was published for the old ones;
+        # the interrupt the written terminal event asked for, and the one the lost
+        # run's start marker kept open, are both still recognised when answered.
+        for thread_id, run_id in [("t-written", "r-written-next"), ("t-kept", "r-kept-next")]:
+            answered = await relay.run("scripted", first_input(thread_id, run_id).model_copy(
+                update={"resume": [ResumeEntry(interrupt_id="asked", status="resolved")]}))
+            assert answered.text() == "asked=resolved"
+            assert not [w for w in answered.wire if w["type"] == "CUSTOM"]
         await relay.run("scripted", first_input("t-mid", "r-mid-next"))
         assert relay.runs["r-written"].types == ["RUN_STARTED", "RUN_FINISHED"]
         assert relay.runs["r-mid"].types.count("RUN_STARTED") == 1

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 from ag_ui.core import Interrupt
 
-from contracts import decode, encode
+from contracts import DecodeError
 from services.producer import checkpoint as cp
 
 pytestmark = pytest.mark.unit
@@ -22,19 +22,20 @@ def started(still_open: list[Interrupt]) -> cp.ThreadCheckpoint:
                         still_open=still_open, now=NOW)
 
 
-def test_start_marker_then_closing_then_end() -> None:
+def test_start_marker_then_end_marker() -> None:
     state = started([])
     assert state.active is not None
     assert state.active.run_id == "r1"
-    state = cp.mark_closing(state, run_id="r1", seq=7, terminal={"type": "RUN_FINISHED"},
-                            outcome="interrupt", open_after=[NEW], now=NOW)
-    assert state.active is not None
-    assert state.active.closing is not None
-    assert state.active.closing.seq == 7
-    state = cp.end_run(state, run_id="r1", open_after=None, now=NOW)
+    state = cp.end_run(state, run_id="r1", open_after=[NEW], now=NOW)
     assert state.active is None
     assert cp.has_closed(state, "r1")
     assert [(o.run_id, o.interrupt.id) for o in state.open_interrupts] == [("r1", "new")]
+
+
+def test_end_marker_of_another_run_leaves_the_active_one() -> None:
+    state = cp.end_run(started([]), run_id="older", open_after=None, now=NOW)
+    assert state.active is not None
+    assert state.active.run_id == "r1"
 
 
 def test_carried_interrupts_keep_the_run_that_raised_them() -> None:
@@ -48,15 +49,9 @@ def test_carried_interrupts_keep_the_run_that_raised_them() -> None:
                                                                           ("r1", "new")]
 
 
-def test_a_run_ended_without_a_closing_marker_leaves_the_start_markers_open_set() -> None:
+def test_a_run_ended_without_what_it_raised_leaves_the_start_markers_open_set() -> None:
     state = cp.end_run(started([OLD]), run_id="r1", open_after=None, now=NOW)
     assert cp.open_interrupts(state) == [OLD]
-
-
-def test_closing_marker_for_another_run_is_refused() -> None:
-    with pytest.raises(ValueError, match="not the thread's active run"):
-        cp.mark_closing(started([]), run_id="other", seq=0, terminal={}, outcome="error",
-                        open_after=[], now=NOW)
 
 
 def test_closed_runs_and_executions_are_bounded() -> None:
@@ -74,8 +69,10 @@ def test_effect_started_then_done_round_trips_on_the_wire() -> None:
     assert started_item is not None
     assert started_item.status == "started"
     state = cp.effect_done(state, key="approve:c1", result={"deleted": ["/x"]}, now=NOW)
-    back = decode(cp.ThreadCheckpoint, encode(state))
+    back = cp.from_bytes(cp.to_bytes(state))
     done = cp.execution(back, "approve:c1")
     assert done is not None
     assert (done.status, done.run_id, done.result) == ("done", "r2", {"deleted": ["/x"]})
-    assert b"null" not in encode(cp.fresh("t"))
+    assert b"null" not in cp.to_bytes(cp.fresh("t"))
+    with pytest.raises(DecodeError):
+        cp.from_bytes(b'{"threadId": 3}')

@@ -1,0 +1,241 @@
+"""Producer benchmark: publishing throughput against raw aiokafka, and 1,000 concurrent runs.
+
+    .venv/bin/python -m bench.producer [--runs 200] [--events 500] [--concurrent 1000]
+
+1. **Throughput**: ``--runs`` runs of an agent streaming ``--events`` text
+   deltas each are dispatched first; then one worker (in this process) runs
+   them all, and events/s is counted from its first to its last record on
+   ``events`` (broker record timestamps). In the same run, a **baseline**
+   produces exactly the same records (value bytes, key, headers) with a
+   plain producer of the same settings (idempotent, acks=all) to another
+   topic, counted the same way. The ratio is the target (≥ 0.7).
+2. **Concurrency**: ``--concurrent`` runs of an agent that awaits 50 ms three
+   times (ideal: 150 ms when all run at once) are dispatched first; one
+   worker allowed that many runs at once runs them, and the makespan is
+   from the first RUN_STARTED to the last RUN_FINISHED (target: within 2×
+   the ideal). Per-run durations are reported too.
+
+Starts a local broker through the launcher when ``KAFKA_BOOTSTRAP_SERVERS``
+is unset. Prints a table and writes ``bench/results/producer.json``.
+Benchmarks print; they assert nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+from ag_ui.core import RunAgentInput, UserMessage
+from rich.console import Console
+from rich.table import Table
+
+from bench.gatekeeper import broker
+from contracts import Dispatch, EventHeaders, encode
+from services.kafka.admin import ensure_topics
+from services.kafka.clients import ConsumerRecord, new_producer
+from services.kafka.reader import TopicReader
+from services.producer.agent import AgentDefinition, agent_definition
+from services.producer.context import RunContext
+from services.producer.settings import ProducerSettings
+from services.producer.worker import Worker
+from services.runtime.settings import KafkaSettings
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results" / "producer.json"
+PARTITIONS = 8
+NAP_S = 0.05
+NAPS = 3
+console = Console()
+
+
+async def streamer(run_input: RunAgentInput, ctx: RunContext) -> None:
+    """Streams ``forwardedProps.events`` small text deltas as one message."""
+    count = int(run_input.forwarded_props["events"])
+    message = await ctx.start_message()
+    for i in range(count):
+        await message.write(f"token {i} ")
+    await message.end()
+
+
+async def napper(run_input: RunAgentInput, ctx: RunContext) -> None:
+    """Awaits 50 ms three times (an agent waiting on a model), then says so."""
+    for _ in range(NAPS):
+        await asyncio.sleep(NAP_S)
+    await ctx.text("rested")
+
+
+AGENTS: dict[str, AgentDefinition] = {
+    "stream": agent_definition(streamer),
+    "nap": agent_definition(napper),
+}
+
+
+async def preload(settings: KafkaSettings, agent: str, runs: int, props: dict[str, Any]) -> None:
+    """Write ``runs`` dispatches (one thread each) before any worker runs."""
+    producer = new_producer(settings, "bench-preload", linger_ms=5)
+    await producer.start()
+    try:
+        now = datetime.now(UTC)
+        futures = []
+        for i in range(runs):
+            run_input = RunAgentInput(
+                thread_id=f"{agent}-thread-{i}", run_id=f"{agent}-run-{i}",
+                messages=[UserMessage(id=f"u-{i}", content="go")], forwarded_props=props)
+            record = Dispatch(request_id=f"req-{agent}-{i}", agent=agent, input=run_input,
+                              submitted_at=now, decided_at=now)
+            futures.append(await producer.send(settings.topics.dispatch(agent), encode(record),
+                                               key=run_input.thread_id.encode()))
+        await asyncio.gather(*futures)
+    finally:
+        await producer.stop()
+
+
+async def event_count(settings: KafkaSettings, topic: str) -> int:
+    async with TopicReader(settings, "bench-counter") as reader:
+        ends = await reader.end_offsets(await reader.all_partitions(topic))
+    return sum(ends.values())
+
+
+async def serve_until(settings: KafkaSettings, agent: str, expected: int,
+                      max_runs: int, limit_s: float) -> float:
+    """Run a worker hosting ``agent`` until ``events`` holds ``expected`` records."""
+    producer_settings = ProducerSettings.model_validate(
+        {"AGUI_AGENTS": agent, "AGUI_MAX_CONCURRENT_RUNS": max_runs, "AGUI_LOG_FORMAT": "text"})
+    worker = Worker(settings, producer_settings, {agent: AGENTS[agent]})
+    stop = asyncio.Event()
+    began = time.perf_counter()
+    task = asyncio.create_task(worker.run(stop))
+    try:
+        while await event_count(settings, settings.topics.events) < expected:
+            if task.done():
+                task.result()
+            if time.perf_counter() - began > limit_s:
+                raise TimeoutError(f"the worker did not finish {agent} within {limit_s:.0f} s")
+            await asyncio.sleep(0.2)
+        return time.perf_counter() - began
+    finally:
+        stop.set()
+        await task
+
+
+async def read_events(settings: KafkaSettings, topic: str) -> list[ConsumerRecord[Any, Any]]:
+    async with TopicReader(settings, "bench-reader") as reader:
+        return await reader.read_all(await reader.all_partitions(topic))
+
+
+def span_s(records: list[ConsumerRecord[Any, Any]]) -> float:
+    stamps = [r.timestamp for r in records]
+    return max((max(stamps) - min(stamps)) / 1000, 0.001)
+
+
+async def raw_baseline(settings: KafkaSettings, records: list[ConsumerRecord[Any, Any]],
+                       topic: str) -> list[ConsumerRecord[Any, Any]]:
+    """Produce the same bytes with a plain producer (same settings); read them back."""
+    producer = new_producer(settings, "bench-raw", linger_ms=ProducerSettings().linger_ms)
+    await producer.start()
+    try:
+        futures = [await producer.send(topic, r.value, key=r.key, headers=list(r.headers))
+                   for r in records]
+        await asyncio.gather(*futures)
+    finally:
+        await producer.stop()
+    return await read_events(settings, topic)
+
+
+async def throughput(bootstrap: str, prefix: str, runs: int, events: int) -> dict[str, Any]:
+    settings = KafkaSettings(bootstrap_servers=bootstrap, topic_prefix=prefix,
+                             partitions=PARTITIONS)
+    raw = settings.with_prefix(prefix + "raw")
+    await ensure_topics(settings, ("stream",))
+    await ensure_topics(raw, ())
+    await preload(settings, "stream", runs, {"events": events})
+    expected = runs * (events + 4)  # RUN_STARTED, START, deltas, END, RUN_FINISHED
+    wall = await serve_until(settings, "stream", expected, max_runs=256, limit_s=150)
+    published = await read_events(settings, settings.topics.events)
+    published.sort(key=lambda r: r.timestamp)
+    worker_rate = len(published) / span_s(published)
+    baseline = await raw_baseline(settings, published, raw.topics.events)
+    raw_rate = len(baseline) / span_s(baseline)
+    return {"runs": runs, "events_per_run": events, "events": len(published),
+            "worker_per_second": worker_rate, "raw_per_second": raw_rate,
+            "ratio": worker_rate / raw_rate, "worker_wall_s": wall,
+            "bytes_per_event": sum(len(r.value) for r in published) / len(published)}
+
+
+async def concurrency(bootstrap: str, prefix: str, runs: int) -> dict[str, Any]:
+    settings = KafkaSettings(bootstrap_servers=bootstrap, topic_prefix=prefix,
+                             partitions=PARTITIONS)
+    await ensure_topics(settings, ("nap",))
+    await preload(settings, "nap", runs, {})
+    expected = runs * 5  # RUN_STARTED, START, CONTENT, END, RUN_FINISHED
+    await serve_until(settings, "nap", expected, max_runs=runs, limit_s=120)
+    records = await read_events(settings, settings.topics.events)
+    starts: dict[str, int] = {}
+    ends: dict[str, int] = {}
+    for record in records:
+        headers = EventHeaders.decode(record.headers)
+        assert headers is not None
+        if headers.event_type == "RUN_STARTED":
+            starts[headers.run_id] = record.timestamp
+        elif headers.event_type in ("RUN_FINISHED", "RUN_ERROR"):
+            ends[headers.run_id] = record.timestamp
+    makespan = (max(ends.values()) - min(starts.values())) / 1000
+    durations = sorted((ends[r] - starts[r]) / 1000 for r in ends)
+    ideal = NAP_S * NAPS
+    return {"runs": runs, "finished": len(ends), "ideal_s": ideal, "makespan_s": makespan,
+            "makespan_over_ideal": makespan / ideal,
+            "run_p50_s": statistics.median(durations),
+            "run_p99_s": durations[int(0.99 * (len(durations) - 1))]}
+
+
+async def main(args: argparse.Namespace) -> dict[str, Any]:
+    with broker() as bootstrap:
+        prefix = f"pbench{uuid.uuid4().hex[:6]}"
+        console.print(f"[dim]broker {bootstrap}, topics {prefix}*.[/]")
+        results = {"partitions": PARTITIONS,
+                   "throughput": await throughput(bootstrap, prefix + "t", args.runs,
+                                                  args.events)}
+        console.print(f"[dim]throughput done: {results['throughput']['ratio']:.2f}[/]")
+        results["concurrency"] = await concurrency(bootstrap, prefix + "c", args.concurrent)
+    return results
+
+
+def report(r: dict[str, Any]) -> None:
+    t, c = r["throughput"], r["concurrency"]
+    table = Table(title=f"producer benchmark ({r['partitions']} partitions)")
+    for column in ("measure", "value", "target"):
+        table.add_column(column)
+    table.add_row(f"worker, events/s ({t['runs']} runs × {t['events_per_run']} deltas)",
+                  f"{t['worker_per_second']:,.0f}", "")
+    table.add_row("raw aiokafka, same records, events/s", f"{t['raw_per_second']:,.0f}", "")
+    table.add_row("ratio worker / raw", f"{t['ratio']:.2f}", "≥ 0.7")
+    table.add_row("bytes per event", f"{t['bytes_per_event']:.0f}", "")
+    table.add_row(f"{c['runs']} concurrent runs (3 × 50 ms awaits): makespan",
+                  f"{c['makespan_s'] * 1000:,.0f} ms", f"≤ {2 * c['ideal_s'] * 1000:.0f} ms")
+    table.add_row("makespan / ideal", f"{c['makespan_over_ideal']:.2f}", "≤ 2")
+    table.add_row("one run, p50 / p99", f"{c['run_p50_s'] * 1000:.0f} / "
+                  f"{c['run_p99_s'] * 1000:.0f} ms", "")
+    console.print(table)
+
+
+def cli() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--events", type=int, default=500)
+    parser.add_argument("--concurrent", type=int, default=1000)
+    results = asyncio.run(main(parser.parse_args()))
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
+    report(results)
+    console.print(f"[dim]written to {RESULTS.relative_to(ROOT)}[/]")
+
+
+if __name__ == "__main__":
+    cli()
