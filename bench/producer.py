@@ -5,14 +5,15 @@
 1. **Throughput**: ``--runs`` runs of an agent streaming ``--events`` text
    deltas each are dispatched first; then one worker (in this process) runs
    them all, and events/s is counted from its first to its last record on
-   ``events`` (broker record timestamps). In the same run, a **baseline**
+   ``events`` (broker record timestamps). In the same round, a **baseline**
    produces exactly the same records (value bytes, key, headers) with a
    plain producer of the same settings (idempotent, acks=all) to another
-   topic, counted the same way. The ratio is the target (≥ 0.7).
+   topic, counted the same way. ``--rounds`` rounds; the best of each side
+   gives the ratio (target ≥ 0.7), each round's ratio is shown too.
 2. **Concurrency**: ``--concurrent`` runs of an agent that awaits 50 ms three
    times (ideal: 150 ms when all run at once) are dispatched first; one
    worker allowed that many runs at once runs them, and the makespan is
-   from the first RUN_STARTED to the last RUN_FINISHED (target: within 2×
+   from the first RUN_STARTED to the last RUN_FINISHED (target: within 2x
    the ideal). Per-run durations are reported too.
 
 Starts a local broker through the launcher when ``KAFKA_BOOTSTRAP_SERVERS``
@@ -57,7 +58,8 @@ console = Console()
 
 async def streamer(run_input: RunAgentInput, ctx: RunContext) -> None:
     """Streams ``forwardedProps.events`` small text deltas as one message."""
-    count = int(run_input.forwarded_props["events"])
+    props = run_input.forwarded_props if isinstance(run_input.forwarded_props, dict) else {}
+    count = int(props.get("events", 0))
     message = await ctx.start_message()
     for i in range(count):
         await message.write(f"token {i} ")
@@ -97,12 +99,6 @@ async def preload(settings: KafkaSettings, agent: str, runs: int, props: dict[st
         await producer.stop()
 
 
-async def event_count(settings: KafkaSettings, topic: str) -> int:
-    async with TopicReader(settings, "bench-counter") as reader:
-        ends = await reader.end_offsets(await reader.all_partitions(topic))
-    return sum(ends.values())
-
-
 async def serve_until(settings: KafkaSettings, agent: str, expected: int,
                       max_runs: int, limit_s: float) -> float:
     """Run a worker hosting ``agent`` until ``events`` holds ``expected`` records."""
@@ -113,12 +109,14 @@ async def serve_until(settings: KafkaSettings, agent: str, expected: int,
     began = time.perf_counter()
     task = asyncio.create_task(worker.run(stop))
     try:
-        while await event_count(settings, settings.topics.events) < expected:
-            if task.done():
-                task.result()
-            if time.perf_counter() - began > limit_s:
-                raise TimeoutError(f"the worker did not finish {agent} within {limit_s:.0f} s")
-            await asyncio.sleep(0.2)
+        async with TopicReader(settings, "bench-counter") as reader:
+            partitions = await reader.all_partitions(settings.topics.events)
+            while sum((await reader.end_offsets(partitions)).values()) < expected:
+                if task.done():
+                    task.result()
+                if time.perf_counter() - began > limit_s:
+                    raise TimeoutError(f"the worker did not finish {agent} in {limit_s:.0f} s")
+                await asyncio.sleep(0.25)
         return time.perf_counter() - began
     finally:
         stop.set()
@@ -131,7 +129,7 @@ async def read_events(settings: KafkaSettings, topic: str) -> list[ConsumerRecor
 
 
 def span_s(records: list[ConsumerRecord[Any, Any]]) -> float:
-    stamps = [r.timestamp for r in records]
+    stamps: list[int] = [r.timestamp for r in records]
     return max((max(stamps) - min(stamps)) / 1000, 0.001)
 
 
@@ -149,7 +147,9 @@ async def raw_baseline(settings: KafkaSettings, records: list[ConsumerRecord[Any
     return await read_events(settings, topic)
 
 
-async def throughput(bootstrap: str, prefix: str, runs: int, events: int) -> dict[str, Any]:
+async def throughput_round(bootstrap: str, prefix: str, runs: int,
+                           events: int) -> dict[str, Any]:
+    """One round: the worker publishes, then raw aiokafka sends the same records."""
     settings = KafkaSettings(bootstrap_servers=bootstrap, topic_prefix=prefix,
                              partitions=PARTITIONS)
     raw = settings.with_prefix(prefix + "raw")
@@ -157,16 +157,28 @@ async def throughput(bootstrap: str, prefix: str, runs: int, events: int) -> dic
     await ensure_topics(raw, ())
     await preload(settings, "stream", runs, {"events": events})
     expected = runs * (events + 4)  # RUN_STARTED, START, deltas, END, RUN_FINISHED
-    wall = await serve_until(settings, "stream", expected, max_runs=256, limit_s=150)
+    await serve_until(settings, "stream", expected, max_runs=256, limit_s=60)
     published = await read_events(settings, settings.topics.events)
     published.sort(key=lambda r: r.timestamp)
-    worker_rate = len(published) / span_s(published)
     baseline = await raw_baseline(settings, published, raw.topics.events)
-    raw_rate = len(baseline) / span_s(baseline)
-    return {"runs": runs, "events_per_run": events, "events": len(published),
-            "worker_per_second": worker_rate, "raw_per_second": raw_rate,
-            "ratio": worker_rate / raw_rate, "worker_wall_s": wall,
+    return {"events": len(published), "worker": len(published) / span_s(published),
+            "raw": len(baseline) / span_s(baseline),
             "bytes_per_event": sum(len(r.value) for r in published) / len(published)}
+
+
+async def throughput(bootstrap: str, prefix: str, runs: int, events: int,
+                     rounds: int) -> dict[str, Any]:
+    """Best of ``rounds`` for each side (this machine is shared, so single runs are noisy)."""
+    done = []
+    for i in range(rounds):
+        done.append(await throughput_round(bootstrap, f"{prefix}{i}", runs, events))
+        console.print(f"[dim]round {i + 1}: worker {done[-1]['worker']:,.0f}/s, "
+                      f"raw {done[-1]['raw']:,.0f}/s[/]")
+    worker, raw = max(d["worker"] for d in done), max(d["raw"] for d in done)
+    return {"runs": runs, "events_per_run": events, "rounds": done,
+            "worker_per_second": worker, "raw_per_second": raw, "ratio": worker / raw,
+            "round_ratios": [d["worker"] / d["raw"] for d in done],
+            "bytes_per_event": done[0]["bytes_per_event"]}
 
 
 async def concurrency(bootstrap: str, prefix: str, runs: int) -> dict[str, Any]:
@@ -199,10 +211,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     with broker() as bootstrap:
         prefix = f"pbench{uuid.uuid4().hex[:6]}"
         console.print(f"[dim]broker {bootstrap}, topics {prefix}*.[/]")
-        results = {"partitions": PARTITIONS,
-                   "throughput": await throughput(bootstrap, prefix + "t", args.runs,
-                                                  args.events)}
-        console.print(f"[dim]throughput done: {results['throughput']['ratio']:.2f}[/]")
+        speed = await throughput(bootstrap, prefix + "t", args.runs, args.events, args.rounds)
+        results: dict[str, Any] = {"partitions": PARTITIONS, "throughput": speed}
         results["concurrency"] = await concurrency(bootstrap, prefix + "c", args.concurrent)
     return results
 
@@ -212,12 +222,13 @@ def report(r: dict[str, Any]) -> None:
     table = Table(title=f"producer benchmark ({r['partitions']} partitions)")
     for column in ("measure", "value", "target"):
         table.add_column(column)
-    table.add_row(f"worker, events/s ({t['runs']} runs × {t['events_per_run']} deltas)",
+    table.add_row(f"worker, events/s ({t['runs']} runs x {t['events_per_run']} deltas)",
                   f"{t['worker_per_second']:,.0f}", "")
     table.add_row("raw aiokafka, same records, events/s", f"{t['raw_per_second']:,.0f}", "")
-    table.add_row("ratio worker / raw", f"{t['ratio']:.2f}", "≥ 0.7")
+    table.add_row("ratio worker / raw (best of each)", f"{t['ratio']:.2f}", "≥ 0.7")
+    table.add_row("ratio per round", " ".join(f"{x:.2f}" for x in t["round_ratios"]), "")
     table.add_row("bytes per event", f"{t['bytes_per_event']:.0f}", "")
-    table.add_row(f"{c['runs']} concurrent runs (3 × 50 ms awaits): makespan",
+    table.add_row(f"{c['runs']} concurrent runs (3 x 50 ms awaits): makespan",
                   f"{c['makespan_s'] * 1000:,.0f} ms", f"≤ {2 * c['ideal_s'] * 1000:.0f} ms")
     table.add_row("makespan / ideal", f"{c['makespan_over_ideal']:.2f}", "≤ 2")
     table.add_row("one run, p50 / p99", f"{c['run_p50_s'] * 1000:.0f} / "
@@ -230,6 +241,7 @@ def cli() -> None:
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--events", type=int, default=500)
     parser.add_argument("--concurrent", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=3)
     results = asyncio.run(main(parser.parse_args()))
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))

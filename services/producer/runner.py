@@ -11,8 +11,8 @@ every event through three gates before it reaches the sink:
    expansion; a violation ends the run with ``RUN_ERROR``);
 3. numbering: each record gets the next per-run sequence number.
 
-The agent's task only *admits* events onto a queue; a pump task publishes
-them, so cancelling the agent can never tear an event in half. ``cancel()``
+The agent's task only *admits* events onto a queue; the run's own task
+publishes them, so cancelling the agent can never tear an event in half. ``cancel()``
 stops admission, cancels the agent (it stops at its next await), waits a
 grace period for it and abandons it if it ignores the cancellation; queued
 events are still published, then everything open is closed and the run
@@ -136,9 +136,6 @@ class RunOptions:
     """Event timestamps (ms since the epoch); separate because it runs per event."""
 
 
-_END = object()
-
-
 class Runner:
     """Drives one agent through one run; implements the context's ``RunPort``."""
 
@@ -164,11 +161,12 @@ class Runner:
                             frontend_tools=[t.name for t in run_input.tools or ()],
                             carried=plan.uncovered)
         self._seq = 0
-        self._queue: deque[EventRecord | object] = deque()
-        self._queued = asyncio.Event()
+        self._queue: deque[EventRecord] = deque()
+        self._wake = asyncio.Event()
+        """Set when records are queued, the agent ended, or a stop was asked for."""
         self._space = asyncio.Event()
         self._space.set()
-        self._stop = asyncio.Event()
+        self._stop_requested = False
         self._stopping = False
         self._cancel_requested = False
         self._violation: AgentProtocolError | None = None
@@ -250,7 +248,8 @@ class Runner:
     def _refuse(self, exc: AgentProtocolError) -> NoReturn:
         self._violation = exc
         self._stopping = True
-        self._stop.set()
+        self._space.set()
+        self._request_stop()
         raise RunAborted(exc.message) from exc
 
     async def effect(self, key: str, action: Callable[[], Awaitable[Any]]) -> Effect:
@@ -283,13 +282,17 @@ class Runner:
         """Stop the run: the agent is cancelled and the run finishes ``cancelled``."""
         if not self._cancel_requested:
             self._cancel_requested = True
-            self._stop.set()
+            self._request_stop()
 
     def abort(self, message: str, code: str) -> None:
         """Stop the run as failed (e.g. the worker is going away): it ends with RUN_ERROR."""
         if self._abort is None:
             self._abort = Failed(message, code)
-            self._stop.set()
+            self._request_stop()
+
+    def _request_stop(self) -> None:
+        self._stop_requested = True
+        self._wake.set()
 
     # ---- the run ------------------------------------------------------------
 
@@ -302,26 +305,39 @@ class Runner:
             log.warning("%s: %s %s", warning.code, warning.message,
                         ",".join(warning.interrupt_ids), extra=self._log)
             self._publishable(CustomEvent(name=WARNING_EVENT, value=warning.wire()))
-        pump = asyncio.create_task(self._pump())
         agent_task = asyncio.create_task(self._drive())
-        ending = await self._await_agent(agent_task, pump)
+        agent_task.add_done_callback(lambda _: self._wake.set())
+        try:
+            await self._publish_until_stopped(agent_task)
+        except BaseException:  # the sink failed: nothing more can be published
+            agent_task.cancel()
+            raise
+        ending = await self._await_agent(agent_task)
         self._stopping = True
         self._space.set()
-        self._enqueue(_END)
-        await pump
+        await self._publish_queued()
         await self._settle_effects()
         return await self._close(self.book.finish(ending))
 
-    async def _await_agent(self, agent_task: asyncio.Task[Ending],
-                           pump: asyncio.Task[None]) -> Ending:
-        stop = asyncio.create_task(self._stop.wait())
-        try:
-            await asyncio.wait({agent_task, stop, pump}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            stop.cancel()
-        if pump.done():  # the sink failed: nothing more can be published
-            agent_task.cancel()
-            pump.result()
+    async def _publish_until_stopped(self, agent_task: asyncio.Task[Ending]) -> None:
+        """Publish what the agent admits, in order, until it ends or a stop is asked for."""
+        while True:
+            await self._publish_queued()
+            if agent_task.done() or self._stop_requested:
+                return
+            self._wake.clear()
+            if not self._queue and not agent_task.done() and not self._stop_requested:
+                await self._wake.wait()
+
+    async def _publish_queued(self) -> None:
+        queue = self._queue
+        low = self.options.queue_limit // 2
+        while queue:
+            await self.sink.send(queue.popleft())
+            if len(queue) < low:
+                self._space.set()
+
+    async def _await_agent(self, agent_task: asyncio.Task[Ending]) -> Ending:
         if not agent_task.done():
             self._stopping = True
             self._space.set()
@@ -453,9 +469,9 @@ class Runner:
         wire["input"] = to_wire(run_input)
         return event, wire
 
-    def _enqueue(self, item: EventRecord | object) -> None:
-        self._queue.append(item)
-        self._queued.set()
+    def _enqueue(self, record: EventRecord) -> None:
+        self._queue.append(record)
+        self._wake.set()
 
     def _record(self, event: BaseEvent, wire: dict[str, Any] | None = None) -> EventRecord:
         """Number one event and fix its bytes (validating it unless ``wire`` already was)."""
@@ -469,21 +485,6 @@ class Runner:
 
     def _publishable(self, event: BaseEvent, wire: dict[str, Any] | None = None) -> None:
         self._enqueue(self._record(event, wire))
-
-    async def _pump(self) -> None:
-        """Publish queued records in order until the end marker of the queue."""
-        queue = self._queue
-        while True:
-            while not queue:
-                self._queued.clear()
-                await self._queued.wait()
-            item = queue.popleft()
-            if item is _END:
-                return
-            assert isinstance(item, EventRecord)
-            await self.sink.send(item)
-            if len(queue) < self.options.queue_limit // 2:
-                self._space.set()
 
     async def _settle_effects(self) -> None:
         if self._effects:
