@@ -15,7 +15,9 @@ import logging
 from typing import Any
 
 import typer
+from pydantic import ValidationError
 
+from contracts.codec import validation_detail
 from services.producer.agent import load_agents
 from services.producer.errors import AgentLoadError
 from services.producer.settings import ProducerSettings
@@ -42,7 +44,10 @@ def producer(
         overrides["max_concurrent_runs"] = max_concurrent_runs
     if uncovered_policy is not None:
         overrides["uncovered_policy"] = uncovered_policy
-    settings = ProducerSettings(**overrides)
+    try:
+        settings = ProducerSettings(**overrides)
+    except ValidationError as exc:
+        raise typer.BadParameter(validation_detail(exc)) from exc
     kafka = KafkaSettings()
     try:
         hosted = load_agents(settings.agents)

@@ -4,14 +4,17 @@ What agent authors import lives here::
 
     from services.producer import RunContext, agent_definition
 
-Modules: ``agent`` (what an agent is, loading by name), ``context`` (the run
-context and its helpers), ``effects`` (side effects at most once),
-``bookkeeping`` (pure: what a run opened and how it must end), ``resume``
-(pure: answers, unrecognised entries, uncovered interrupts), ``runner`` (one
-run's loop), ``checkpoint`` (pure: the per-thread changelog record),
-``scheduler`` (pure: ordered concurrency and commit positions), ``store``
-and ``recovery`` (the checkpoint topic, closing runs a dead worker left
-open), ``worker`` (the Kafka service), ``agents/`` (samples).
+Modules — the SDK: ``agent`` (what an agent is, loading by name),
+``context`` (the run context and its helpers), ``effects`` (side effects at
+most once), ``errors``. Pure logic: ``bookkeeping`` (what a run opened and
+how it must end), ``resume`` (answers, unrecognised entries, uncovered
+interrupts), ``checkpoint`` (the per-thread changelog record),
+``scheduler`` (ordered bounded concurrency, commit positions). One run:
+``runner``. The Kafka service: ``publish`` (event records), ``store`` (the
+checkpoints topic), ``execution`` (one dispatch, in commit order),
+``recovery`` (closing runs a dead worker left open), ``host`` (one agent's
+dispatch consumer), ``worker`` (the process), ``settings``. ``agents/``:
+the samples.
 """
 
 from services.producer.agent import AgentDefinition, agent_definition, load_agents
