@@ -1,0 +1,352 @@
+"""Consumer-service benchmark: POST → RUN_STARTED latency against no Kafka, and 1,000 streams.
+
+    .venv/bin/python -m bench.consumer [--rate 200] [--seconds 10] [--streams 1000]
+
+1. **Latency** at a fixed offered load: ``--rate`` runs/s of the ``scripted``
+   agent (one short text message) for ``--seconds``, each on a new thread
+   and a new connection, open loop (a run is sent on schedule whether or not
+   earlier ones are done). Latency is from just before the request is
+   written to the moment the client has read the ``RUN_STARTED`` frame.
+   Measured through the whole relay (gatekeeper, one producer worker and the
+   consumer service as their own processes, on 8 partitions) and, in the
+   same run, against ``bench.consumer_baseline``: the same agent driven by
+   the producer's runner inside a minimal FastAPI AG-UI endpoint with no
+   Kafka in between. The difference of the percentiles is the overhead
+   (targets: p50 ≤ 10 ms, p99 ≤ 40 ms). A third phase isolates the consumer
+   service's own share: a second consumer-service instance (its own topics)
+   in front of ``bench.consumer_standin``, which admits every request at once
+   and writes the run's events without transactions or logic. CPU time per
+   run of every process is reported for each phase.
+2. **Streams**: ``--streams`` runs of the ``scripted`` agent that each wait
+   ``--hold`` seconds before finishing are started at ``--rate``; every one
+   must get its RUN_STARTED, all must be open at once on the one consumer
+   instance, and every one must end with RUN_FINISHED, with no error.
+
+Starts a local broker through the launcher when ``KAFKA_BOOTSTRAP_SERVERS``
+is unset. Prints a table and writes ``bench/results/consumer.json``.
+Benchmarks print; they assert nothing. Bounded: about two minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import resource
+import signal
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+from rich.console import Console
+from rich.table import Table
+
+from bench.gatekeeper import broker
+from deploy.kafka import launcher
+from services.kafka.admin import ensure_topics
+from services.runtime.settings import KafkaSettings
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results" / "consumer.json"
+PARTITIONS = 8
+AGENTS = "scripted=services.producer.agents.scripted:agent"
+WARMUP = 40
+READ_TIMEOUT_S = 30.0
+console = Console()
+
+
+@dataclass
+class Sample:
+    """One run as the client saw it."""
+
+    started_ms: float | None = None
+    headers_ms: float | None = None
+    finished: bool = False
+    error: str | None = None
+
+
+@dataclass
+class Load:
+    """What a load phase observed."""
+
+    samples: list[Sample] = field(default_factory=list)
+    open_now: int = 0
+    open_peak: int = 0
+
+
+def body_for(script: dict[str, Any]) -> bytes:
+    thread = f"b-{uuid.uuid4().hex[:12]}"
+    return orjson.dumps({
+        "threadId": thread, "runId": f"{thread}-1", "protocolVersion": "1.0",
+        "messages": [{"id": f"{thread}-u", "role": "user", "content": "hello"}],
+        "forwardedProps": {"script": script}})
+
+
+async def one_run(host: str, port: int, path: str, body: bytes, load: Load) -> Sample:
+    """POST one run over a fresh connection; time the RUN_STARTED frame; read to the end."""
+    sample = Sample()
+    request = (f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\n"
+               "Content-Type: application/json\r\nAccept: text/event-stream\r\n"
+               f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode() + body
+    t0 = time.perf_counter()
+    counted = False
+    writer = None
+    try:
+        async with asyncio.timeout(READ_TIMEOUT_S + 60):
+            reader, writer = await asyncio.open_connection(host, port)
+            writer.write(request)
+            seen = b""
+            while True:
+                chunk = await reader.read(65536)
+                if not chunk:
+                    break
+                seen += chunk
+                if sample.headers_ms is None and b"\r\n\r\n" in seen:
+                    sample.headers_ms = (time.perf_counter() - t0) * 1000
+                if sample.started_ms is None:
+                    if not seen.startswith(b"HTTP/1.1 200"):
+                        if b"\r\n\r\n" in seen:
+                            sample.error = seen.split(b"\r\n", 1)[0].decode()
+                        continue
+                    if b'"RUN_STARTED"' in seen:
+                        sample.started_ms = (time.perf_counter() - t0) * 1000
+                        counted = True
+                        load.open_now += 1
+                        load.open_peak = max(load.open_peak, load.open_now)
+            if sample.error is None:
+                sample.finished = b'"RUN_FINISHED"' in seen
+                if not sample.finished:
+                    sample.error = "stream ended without RUN_FINISHED"
+    except (OSError, TimeoutError) as exc:
+        sample.error = f"{type(exc).__name__}: {exc}"
+    finally:
+        if counted:
+            load.open_now -= 1
+        if writer is not None:
+            writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
+    return sample
+
+
+async def offered_load(url: str, rate: float, count: int, script: dict[str, Any]) -> Load:
+    """``count`` runs at ``rate``/s, open loop; every run's sample."""
+    parsed = httpx.URL(url)
+    host, port = parsed.host, parsed.port or 80
+    load = Load()
+    tasks = []
+    start = time.perf_counter()
+    for i in range(count):
+        delay = start + i / rate - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        tasks.append(asyncio.create_task(
+            one_run(host, port, "/agents/scripted", body_for(script), load)))
+    load.samples = list(await asyncio.gather(*tasks))
+    return load
+
+
+def percentiles(load: Load) -> dict[str, Any]:
+    times = sorted(s.started_ms for s in load.samples if s.started_ms is not None)
+    errors = [s.error for s in load.samples if s.error]
+    out: dict[str, Any] = {"runs": len(load.samples), "errors": len(errors),
+                           "first_errors": sorted(set(errors))[:3]}
+    if times:
+        q = statistics.quantiles(times, n=100, method="inclusive")
+        out.update(p50_ms=statistics.median(times), p90_ms=q[89], p99_ms=q[98],
+                   max_ms=times[-1], mean_ms=statistics.fmean(times))
+    heads = sorted(s.headers_ms for s in load.samples if s.headers_ms is not None)
+    if heads:
+        out["headers_p50_ms"] = statistics.median(heads)
+    return out
+
+
+@contextlib.asynccontextmanager
+async def processes(specs: list[tuple[str, list[str], dict[str, str]]], log_dir: Path
+                    ) -> AsyncIterator[list[asyncio.subprocess.Process]]:
+    """Child processes (``name``, argv, env), stopped by their own pids on the way out."""
+    started: list[asyncio.subprocess.Process] = []
+    try:
+        for name, argv, env in specs:
+            with (log_dir / f"{name}.log").open("ab") as log:
+                started.append(await asyncio.create_subprocess_exec(
+                    sys.executable, *argv, cwd=ROOT, env=env, stdout=log,
+                    stderr=asyncio.subprocess.STDOUT, start_new_session=True))
+        yield started
+    finally:
+        for process in started:
+            if process.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    process.send_signal(signal.SIGTERM)
+        for process in started:
+            try:
+                await asyncio.wait_for(process.wait(), 15)
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    process.kill()
+                await process.wait()
+
+
+async def wait_http(url: str, path: str, log_dir: Path, within_s: float = 90) -> None:
+    async with httpx.AsyncClient(timeout=2) as http, asyncio.timeout(within_s):
+        while True:
+            with contextlib.suppress(httpx.HTTPError):
+                if (await http.get(url + path)).status_code in (200, 405):
+                    return
+            await asyncio.sleep(0.2)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time a process has used so far (Linux /proc)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def log_count(path: Path, needle: str) -> int:
+    return path.read_text("utf-8", "replace").count(needle) if path.exists() else 0
+
+
+async def wait_log(path: Path, needle: str, within_s: float = 90) -> None:
+    async with asyncio.timeout(within_s):
+        while not await asyncio.to_thread(log_count, path, needle):  # noqa: ASYNC110
+            await asyncio.sleep(0.2)
+
+
+async def bench(bootstrap: str, args: argparse.Namespace, log_dir: Path) -> dict[str, Any]:
+    prefix = f"bc{uuid.uuid4().hex[:8]}"
+    kafka = KafkaSettings(bootstrap_servers=bootstrap, topic_prefix=prefix,
+                          partitions=PARTITIONS)
+    await ensure_topics(kafka, ("scripted",))
+    alone = kafka.model_copy(update={"topic_prefix": f"{prefix}alone"})
+    await ensure_topics(alone, ("scripted",))
+    relay_port, baseline_port = launcher.free_port(), launcher.free_port()
+    alone_port = launcher.free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KAFKA_", "AGUI_"))}
+    env.update(KAFKA_BOOTSTRAP_SERVERS=bootstrap, AGUI_TOPIC_PREFIX=prefix,
+               AGUI_PARTITIONS=str(PARTITIONS), AGUI_AGENTS=AGENTS, AGUI_LOG_FORMAT="json",
+               AGUI_LOG_LEVEL="WARNING", AGUI_HTTP_PORT=str(relay_port),
+               AGUI_MAX_CONCURRENT_RUNS=str(max(args.streams * 2, 256)),
+               PYTHONUNBUFFERED="1")
+    specs = [("baseline", ["-m", "bench.consumer_baseline", str(baseline_port)], env),
+             ("gatekeeper", ["-m", "services.gatekeeper"], {**env, "AGUI_LOG_LEVEL": "INFO"}),
+             ("producer", ["-m", "services.producer"], {**env, "AGUI_LOG_LEVEL": "INFO"}),
+             ("consumer", ["-m", "services.consumer"], env),
+             ("standin", ["-m", "bench.consumer_standin"],
+              {**env, "AGUI_TOPIC_PREFIX": alone.topic_prefix}),
+             ("consumer-alone", ["-m", "services.consumer"],
+              {**env, "AGUI_TOPIC_PREFIX": alone.topic_prefix, "AGUI_HTTP_PORT": str(alone_port)})]
+    results: dict[str, Any] = {"rate": args.rate, "seconds": args.seconds,
+                               "partitions": PARTITIONS, "agent": "scripted"}
+    script = {"text": "Hello from the benchmark."}
+    count = int(args.rate * args.seconds)
+    async with processes(specs, log_dir) as children:
+        pids = {name: child.pid for (name, _, _), child in zip(specs, children, strict=True)}
+        relay_url = f"http://127.0.0.1:{relay_port}"
+        baseline_url = f"http://127.0.0.1:{baseline_port}"
+        alone_url = f"http://127.0.0.1:{alone_port}"
+        await wait_http(baseline_url, "/agents/scripted", log_dir)
+        await wait_http(relay_url, "/readyz", log_dir)
+        await wait_http(alone_url, "/readyz", log_dir)
+        await wait_log(log_dir / "gatekeeper.log", "assigned partitions")
+        await wait_log(log_dir / "producer.log", "own partitions")
+        console.print(f"[dim]broker {bootstrap}; relay {relay_url}; baseline {baseline_url}[/]")
+        phases = {"baseline": (baseline_url, ("baseline",)),
+                  "relay": (relay_url, ("gatekeeper", "producer", "consumer")),
+                  "consumer_alone": (alone_url, ("consumer-alone", "standin"))}
+        for name, (url, charged) in phases.items():
+            await offered_load(url, args.rate, WARMUP, script)
+            before = {n: cpu_seconds(pids[n]) for n in charged}
+            client_before = time.process_time()
+            load = await offered_load(url, args.rate, count, script)
+            results[name] = percentiles(load)
+            cpu = {n: (cpu_seconds(pids[n]) - before[n]) * 1000 / count for n in charged}
+            cpu["client"] = (time.process_time() - client_before) * 1000 / count
+            results[name]["cpu_ms_per_run"] = {n: round(v, 2) for n, v in cpu.items()}
+            console.print(f"[dim]{name}: {results[name]}[/]")
+        streams = await offered_load(relay_url, args.rate, args.streams,
+                                     {"delayMs": int(args.hold * 1000)})
+        results["streams"] = {**percentiles(streams), "requested": args.streams,
+                              "open_peak": streams.open_peak,
+                              "finished": sum(s.finished for s in streams.samples)}
+    base = results["baseline"]
+    for name in ("relay", "consumer_alone"):
+        if "p50_ms" in base and "p50_ms" in results[name]:
+            results[f"{name}_overhead"] = {k: results[name][k] - base[k]
+                                           for k in ("p50_ms", "p90_ms", "p99_ms")}
+    results["load_average"] = os.getloadavg()
+    return results
+
+
+def report(r: dict[str, Any]) -> None:
+    table = Table(title=f"consumer service benchmark: POST → RUN_STARTED at {r['rate']:g} runs/s "
+                        f"for {r['seconds']:g} s ({r['partitions']} partitions)")
+    table.add_column("measure")
+    for name in ("baseline (no Kafka)", "relay", "overhead", "consumer alone", "its overhead",
+                 "target"):
+        table.add_column(name, justify="right")
+    base, relay, alone = r["baseline"], r["relay"], r["consumer_alone"]
+    over, alone_over = r.get("relay_overhead", {}), r.get("consumer_alone_overhead", {})
+    targets = {"p50_ms": "≤ 10 ms", "p99_ms": "≤ 40 ms"}
+
+    def ms(doc: dict[str, Any], key: str) -> str:
+        return f"{doc[key]:.1f}" if key in doc else ""
+
+    for key in ("p50_ms", "p90_ms", "p99_ms", "max_ms", "headers_p50_ms"):
+        label = "p50 to headers (ms)" if key == "headers_p50_ms" else key.replace("_ms", " (ms)")
+        table.add_row(label, ms(base, key), ms(relay, key), ms(over, key), ms(alone, key),
+                      ms(alone_over, key), targets.get(key, ""))
+    table.add_row("runs / errors", f"{base['runs']} / {base['errors']}",
+                  f"{relay['runs']} / {relay['errors']}", "",
+                  f"{alone['runs']} / {alone['errors']}", "", "0 errors")
+    console.print(table)
+    cpu = Table(title="CPU time per run (ms), by process")
+    cpu.add_column("phase")
+    cpu.add_column("processes")
+    for doc_name, doc in (("baseline", base), ("relay", relay), ("consumer alone", alone)):
+        cpu.add_row(doc_name, ", ".join(f"{k} {v:.2f}" for k, v in doc["cpu_ms_per_run"].items()))
+    console.print(cpu)
+    s = r["streams"]
+    streams = Table(title=f"{s['requested']} concurrent SSE streams on one consumer instance")
+    for column in ("open at once", "finished", "errors", "RUN_STARTED p50 / p99 (ms)"):
+        streams.add_column(column, justify="right")
+    streams.add_row(str(s["open_peak"]), str(s["finished"]), str(s["errors"]),
+                    f"{s.get('p50_ms', 0):.0f} / {s.get('p99_ms', 0):.0f}")
+    console.print(streams)
+    console.print(f"[dim]load average at the end: {r['load_average']}[/]")
+    for name in ("baseline", "relay", "consumer_alone", "streams"):
+        if r[name]["errors"]:
+            console.print(f"[red]{name} errors:[/] {r[name]['first_errors']}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--rate", type=float, default=200.0)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--streams", type=int, default=1000)
+    parser.add_argument("--hold", type=float, default=8.0,
+                        help="seconds each of the concurrent streams stays open")
+    args = parser.parse_args()
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 8192)), hard))
+    with broker() as bootstrap, tempfile.TemporaryDirectory(prefix="agui-bench-logs-") as logs:
+        results = asyncio.run(bench(bootstrap, args, Path(logs)))
+    report(results)
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
+    console.print(f"[dim]written {RESULTS.relative_to(ROOT)}[/]")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,64 @@
+"""A stand-in gatekeeper and producer for the consumer benchmark's isolation phase.
+
+``python -m bench.consumer_standin`` (Kafka settings from the environment)
+admits every RunRequest at once and writes the run's events the way a
+worker does (RUN_STARTED, one text message, RUN_FINISHED, with their
+``EventHeaders``), without transactions or any logic. Behind it, the
+consumer service's own share of the POST → RUN_STARTED latency is what is
+left: HTTP, validation, publishing, the fan-out and the SSE writer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+
+import orjson
+
+from contracts import Decision, EventHeaders, RunRequest, decode, encode
+from services.kafka.clients import new_consumer, new_producer
+from services.runtime.lifecycle import run_until_signalled
+from services.runtime.settings import KafkaSettings
+
+
+def events(thread: str, run: str) -> list[dict[str, str]]:
+    message = f"{run}-m"
+    return [{"type": "RUN_STARTED", "threadId": thread, "runId": run},
+            {"type": "TEXT_MESSAGE_START", "messageId": message, "role": "assistant"},
+            {"type": "TEXT_MESSAGE_CONTENT", "messageId": message, "delta": "Hello."},
+            {"type": "TEXT_MESSAGE_END", "messageId": message},
+            {"type": "RUN_FINISHED", "threadId": thread, "runId": run}]
+
+
+async def serve(stop: asyncio.Event) -> None:
+    kafka = KafkaSettings()
+    topics = kafka.topics
+    producer = new_producer(kafka, "bench-standin")
+    consumer = new_consumer(kafka, "bench-standin", topics.requests,
+                            group_id=f"{kafka.topic_prefix}-standin")
+    await producer.start()
+    await consumer.start()
+    try:
+        while not stop.is_set():
+            batch = await consumer.getmany(timeout_ms=200)
+            for records in batch.values():
+                for record in records:
+                    request = decode(RunRequest, record.value)
+                    thread, run = request.input.thread_id, request.input.run_id
+                    decision = Decision(request_id=request.request_id, thread_id=thread,
+                                        run_id=run, agent=request.agent, verdict="admitted",
+                                        message="admitted", decided_at=datetime.now(UTC))
+                    key = thread.encode()
+                    await producer.send(topics.decisions, encode(decision), key=key)
+                    for seq, event in enumerate(events(thread, run)):
+                        headers = EventHeaders(run, event["type"], request.agent, seq).encode()
+                        await producer.send(topics.events, orjson.dumps(event), key=key,
+                                            headers=headers)
+            await producer.flush()
+    finally:
+        await consumer.stop()
+        await producer.stop()
+
+
+if __name__ == "__main__":
+    run_until_signalled(serve)
