@@ -193,7 +193,7 @@ class AgentHost:
             self.consumer.resume(*[self._tp(p) for p in resume & self._owned])
 
     async def _commit(self, partitions: set[int] | None = None) -> None:
-        wanted = self._owned if partitions is None else partitions & self._owned
+        wanted = self._owned if partitions is None else partitions
         due = {p: o for p, o in self.scheduler.positions().items()
                if p in wanted and self._committed.get(p) != o}
         if not due:
@@ -237,13 +237,14 @@ class AgentHost:
 
     async def revoked(self, partitions: set[int]) -> None:
         """Give partitions up: drain or stop their runs, commit, forget them."""
-        for p in partitions:
+        for p in partitions - self._owned:
             self._held.pop(p, None)
         await self._release(partitions & self._owned)
 
     async def _release(self, partitions: set[int]) -> None:
         if not partitions:
             return
+        self._owned -= partitions  # from now on their records are held, none starts
         running = self.scheduler.revoke(partitions)
         tasks = [t for j in running if (t := self._tasks.get(j)) is not None]
         if tasks:
@@ -258,9 +259,9 @@ class AgentHost:
                 await asyncio.wait(late, timeout=self.settings.cancel_grace_s + 30)
         await self._commit(partitions)
         self.scheduler.forget(partitions)
-        self._owned -= partitions
         for p in partitions:
             self._committed.pop(p, None)
+            self._held.pop(p, None)  # fetched under the old assignment: redelivered later
         self.store.release(partitions, owner=self.name)
 
 

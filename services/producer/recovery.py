@@ -10,7 +10,10 @@ still marked active by a worker that died. For each such run of its agent:
 2. if a terminal event is there (the worker died after publishing it and
    before its end marker), nothing is published; else a ``RUN_ERROR`` with
    code ``worker_lost`` is published, numbered after the last record found
-   (``RUN_ERROR`` implicitly ends whatever the run had open);
+   (``RUN_ERROR`` implicitly ends whatever the run had open) — preceded by
+   the run's ``RUN_STARTED`` (without the input echo, which only the dead
+   worker had) when nothing of the run was published at all, so every run's
+   stream opens the same way;
 3. the checkpoint records the run as closed; what stays open is what the
    terminal event found asked for (an interrupt outcome), else what the
    start marker kept open — interrupts a run never delivered were never
@@ -23,6 +26,7 @@ the thread's ledger (``effects``), never repeated.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,7 +34,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import orjson
-from ag_ui.core import Interrupt, RunErrorEvent
+from ag_ui.core import PROTOCOL_VERSION, BaseEvent, Interrupt, RunErrorEvent, RunStartedEvent
 
 from contracts import EventHeaders
 from contracts.headers import EVENT_TYPE, RUN_ID, SEQ, header_value
@@ -120,9 +124,16 @@ async def recover(store: CheckpointStore, producer: AIOKafkaProducer, agent: str
             open_after = _open_after_terminal(trace.terminal)
         else:
             action = "worker_lost"
-            headers = EventHeaders(active.run_id, "RUN_ERROR", agent, trace.last_seq + 1)
-            value = event_bytes(RunErrorEvent(message=LOST_MESSAGE, code="worker_lost"), clock)
-            await (await send_event(producer, topic, thread_id, headers, value))
+            events: list[BaseEvent] = [RunErrorEvent(message=LOST_MESSAGE, code="worker_lost")]
+            if trace.last_seq < 0:
+                events.insert(0, RunStartedEvent(thread_id=thread_id, run_id=active.run_id,
+                                                 protocol_version=PROTOCOL_VERSION))
+            sent = [await send_event(producer, topic, thread_id,
+                                     EventHeaders(active.run_id, e.type.value, agent,
+                                                  trace.last_seq + 1 + i),
+                                     event_bytes(e, clock))
+                    for i, e in enumerate(events)]
+            await asyncio.gather(*sent)
         await store.update(thread_id, closer(active.run_id, open_after, clock()))
         log.warning("closed run %s left open by worker %s: %s", active.run_id, active.worker,
                     action, extra=fields)

@@ -74,8 +74,9 @@ async def test_a_run_left_open_at_any_step_is_closed_exactly_once(kafka: KafkaSe
 
     async with in_process_worker(kafka, "scripted") as worker:
         lost = await relay.finished("r-started")
-        assert lost.types == ["RUN_ERROR"]
+        assert lost.types == ["RUN_STARTED", "RUN_ERROR"]
         assert lost.terminal["code"] == "worker_lost"
+        lost.assert_conformant()
 
         mid = await relay.finished("r-mid")
         assert mid.types == ["RUN_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT",
