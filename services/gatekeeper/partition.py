@@ -106,6 +106,8 @@ class Owned:
     barrier: int | None = None
     """The ``events`` last stable offset the held requests wait for."""
     held_since: float | None = None
+    waiting_since: float | None = None
+    """When the oldest routed record not yet in a batch arrived (for ``linger_ms``)."""
     inflight: asyncio.Task[None] | None = None
     """The partition's transaction being committed; no new batch starts before it ends."""
     epoch: int = 0
@@ -144,7 +146,7 @@ class Owned:
         self.next_request = request_offset
         self.next_event = self.applied_event = event_offset
         self.inbox, self.held = [], []
-        self.barrier = self.held_since = None
+        self.barrier = self.held_since = self.waiting_since = None
         self.epoch += 1
 
     def rewound(self) -> None:

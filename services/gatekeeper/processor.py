@@ -203,11 +203,15 @@ class Processor:
             if owned.epoch != epochs.get(owned.partition):
                 stale.add(owned.partition)  # rewound while these were in flight
             elif tp.topic == self.topics.events:
-                owned.inbox.extend(r for r in records if r.offset >= owned.next_event)
+                fresh_events = [r for r in records if r.offset >= owned.next_event]
+                if fresh_events:
+                    owned.inbox.extend(fresh_events)
+                    owned.waiting_since = owned.waiting_since or time.monotonic()
             elif taken := [r for r in records if r.offset >= owned.next_request]:
                 owned.held.extend(taken)
                 owned.next_request = taken[-1].offset + 1
                 owned.held_since = owned.held_since or time.monotonic()
+                owned.waiting_since = owned.waiting_since or owned.held_since
                 if owned.events in ends:
                     owned.barrier = max(owned.barrier or 0, ends[owned.events])
         for p, owned in self._owned.items():
@@ -224,6 +228,9 @@ class Processor:
         """Apply p's inbox, decide its held requests if ``events`` caught up, commit."""
         if owned.inflight is not None or not (owned.inbox or owned.held or owned.advanced()):
             return
+        if self._lingering(owned):
+            return
+        owned.waiting_since = None
         limits = Limits(self.kafka.max_record_bytes, self._agents.names)
         batch = Batch(owned.states, self.clock(), self.settings.policy, limits)
         for record in owned.inbox:
@@ -237,6 +244,14 @@ class Processor:
             owned.inflight = asyncio.create_task(
                 self._commit(owned, batch if batch.has_output else None, owned.offsets())
             )
+
+    def _lingering(self, owned: Owned) -> bool:
+        """True while a small backlog may still grow into a bigger, cheaper transaction."""
+        if owned.waiting_since is None or self.settings.linger_ms == 0:
+            return False
+        if len(owned.inbox) + len(owned.held) >= self.settings.max_batch:
+            return False
+        return (time.monotonic() - owned.waiting_since) * 1000 < self.settings.linger_ms
 
     def _apply_backpressure(self) -> None:
         """Pause a topic partition whose routed backlog is too long; resume it when short."""

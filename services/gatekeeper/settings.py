@@ -30,6 +30,8 @@ class GatekeeperSettings(BaseSettings):
     """Records taken per poll (all partitions together)."""
     events_wait_ms: int = Field(500, alias="AGUI_GATEKEEPER_EVENTS_WAIT_MS", ge=0)
     """How long a request may wait for the events its partition already holds."""
+    linger_ms: int = Field(0, alias="AGUI_GATEKEEPER_LINGER_MS", ge=0, le=1000)
+    """How long a partition lets a small backlog grow before committing it."""
     agents_refresh_s: float = Field(10.0, alias="AGUI_GATEKEEPER_AGENTS_REFRESH_S", gt=0)
     """How often the set of agents (dispatch topics) is read again."""
     session_timeout_ms: int = Field(10_000, alias="AGUI_GATEKEEPER_SESSION_TIMEOUT_MS", ge=6000)
