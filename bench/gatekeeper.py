@@ -123,21 +123,25 @@ async def preload(settings: KafkaSettings, n: int) -> float:
 
 
 async def gatekeeper_throughput(settings: KafkaSettings, n: int) -> dict[str, float]:
-    """The gatekeeper over ``n`` preloaded requests, in this process."""
-    commits: list[float] = []
+    """The gatekeeper over ``n`` preloaded requests, in this process.
+
+    Timed from the moment its partitions are assigned and restored (it then
+    starts polling) to the commit that brings its decisions to ``n``.
+    """
     processor = Processor(settings, GatekeeperSettings(), client_id="bench-gatekeeper")
     stop = asyncio.Event()
     task = asyncio.create_task(processor.run(stop))
+    await asyncio.wait(
+        [task, asyncio.create_task(processor.assigned.wait())], return_when=asyncio.FIRST_COMPLETED
+    )
+    started = time.perf_counter()
     while processor.stats["decisions"] < n:
-        before = processor.stats["decisions"]
-        await asyncio.sleep(0.005)
-        if processor.stats["decisions"] != before:
-            commits.append(time.perf_counter())
+        await asyncio.sleep(0.002)
         if task.done():
             task.result()
+    elapsed = time.perf_counter() - started
     stop.set()
     await task
-    elapsed = commits[-1] - commits[0] if len(commits) > 1 else float("nan")
     return {
         "decisions": processor.stats["decisions"],
         "seconds": elapsed,
@@ -153,7 +157,8 @@ async def baseline_loop(
 
     Reads ``settings``' requests, writes each record's value to ``out``'s
     decisions, dispatch and threads topics, one transaction per poll with the
-    offsets sent once, until ``until(consumed)`` is true.
+    offsets sent once, until ``until(consumed)`` is true. Timed from the
+    first poll that returns records to the last commit.
     """
     group = f"{settings.topic_prefix}.baseline"
     consumer = new_consumer(
@@ -169,6 +174,7 @@ async def baseline_loop(
             got = await consumer.getmany(timeout_ms=100, max_records=5000)
             if not got:
                 continue
+            first = first or time.perf_counter()
             await producer.begin_transaction()
             offsets = {}
             for tp, records in got.items():
@@ -181,7 +187,6 @@ async def baseline_loop(
             await producer.commit_transaction()
             transactions += 1
             last = time.perf_counter()
-            first = first or last
     finally:
         await producer.stop()
         await consumer.stop()
