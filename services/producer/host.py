@@ -78,6 +78,11 @@ class AgentHost:
         self._consumer: AIOKafkaConsumer | None = None
 
     @property
+    def partitions(self) -> frozenset[int]:
+        """The dispatch partitions this host owns (assigned and restored)."""
+        return frozenset(self._owned)
+
+    @property
     def consumer(self) -> AIOKafkaConsumer:
         if self._consumer is None:
             raise RuntimeError(f"agent host {self.name} is not running")

@@ -90,3 +90,25 @@ async def test_200_concurrent_threads_keep_per_thread_order(kafka: KafkaSettings
     overlaps = [open_at_once(sorted(records)) for records in by_partition.values()]
     assert max(overlaps) > 1, "runs of different threads never ran at the same time"
     assert max(overlaps) <= MAX_RUNS
+
+
+async def test_a_second_worker_joining_mid_run_takes_partitions_without_repeating_a_run(
+        kafka: KafkaSettings, relay: Relay) -> None:
+    first_batch = [first_input(f"j{i:02d}", f"j{i:02d}-a", script={"text": "a", "delayMs": 400})
+                   for i in range(40)]
+    second_batch = [first_input(f"j{i:02d}", f"j{i:02d}-b", script={"text": "b"})
+                    for i in range(40)]
+    async with in_process_worker(kafka, "scripted", AGUI_PRODUCER_DRAIN_S=10) as first:
+        await relay.dispatch("scripted", *first_batch)
+        await relay.started(first_batch[-1].run_id)
+        async with in_process_worker(kafka, "scripted", AGUI_PRODUCER_DRAIN_S=10) as second:
+            await relay.dispatch("scripted", *second_batch)
+            views = [await relay.finished(r.run_id, within_s=60)
+                     for r in [*first_batch, *second_batch]]
+            owned = [w.hosts[0].partitions for w in (first, second)]
+    for view in views:
+        view.assert_conformant()
+        assert view.outcome == {"type": "success"}
+    assert owned[0]
+    assert owned[1]
+    assert not owned[0] & owned[1]
