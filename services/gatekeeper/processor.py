@@ -174,7 +174,12 @@ class Processor:
             log.info("gatekeeper stopped", extra={"stats": dict(self.stats)})
 
     def _busy(self) -> bool:
-        return any(o.held or o.inbox or o.inflight for o in self._owned.values())
+        """True when routed records wait for a barrier or a linger: poll again soon.
+
+        A partition whose only work is a commit in flight needs no polling: the
+        commit launches the partition's next batch itself when it ends.
+        """
+        return any(o.held or o.inbox for o in self._owned.values())
 
     # -- one round -----------------------------------------------------------
 
