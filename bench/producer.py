@@ -178,6 +178,7 @@ async def throughput(bootstrap: str, prefix: str, runs: int, events: int,
     return {"runs": runs, "events_per_run": events, "rounds": done,
             "worker_per_second": worker, "raw_per_second": raw, "ratio": worker / raw,
             "round_ratios": [d["worker"] / d["raw"] for d in done],
+            "median_round_ratio": statistics.median(d["worker"] / d["raw"] for d in done),
             "bytes_per_event": done[0]["bytes_per_event"]}
 
 
@@ -226,13 +227,15 @@ def report(r: dict[str, Any]) -> None:
                   f"{t['worker_per_second']:,.0f}", "")
     table.add_row("raw aiokafka, same records, events/s", f"{t['raw_per_second']:,.0f}", "")
     table.add_row("ratio worker / raw (best of each)", f"{t['ratio']:.2f}", "≥ 0.7")
-    table.add_row("ratio per round", " ".join(f"{x:.2f}" for x in t["round_ratios"]), "")
+    table.add_row("ratio per round (median)", " ".join(f"{x:.2f}" for x in t["round_ratios"])
+                  + f" ({t['median_round_ratio']:.2f})", "")
     table.add_row("bytes per event", f"{t['bytes_per_event']:.0f}", "")
     table.add_row(f"{c['runs']} concurrent runs (3 x 50 ms awaits): makespan",
                   f"{c['makespan_s'] * 1000:,.0f} ms", f"≤ {2 * c['ideal_s'] * 1000:.0f} ms")
     table.add_row("makespan / ideal", f"{c['makespan_over_ideal']:.2f}", "≤ 2")
-    table.add_row("one run, p50 / p99", f"{c['run_p50_s'] * 1000:.0f} / "
-                  f"{c['run_p99_s'] * 1000:.0f} ms", "")
+    table.add_row("one run, RUN_STARTED to its end, p50 / p99",
+                  f"{c['run_p50_s'] * 1000:.0f} / {c['run_p99_s'] * 1000:.0f} ms",
+                  f"≤ {2 * c['ideal_s'] * 1000:.0f} ms")
     console.print(table)
 
 
