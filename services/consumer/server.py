@@ -4,7 +4,10 @@
 ``agui-relay up`` run: it does not install signal handlers of its own (the
 caller's ``run_until_signalled`` owns them), serves until ``stop`` is set,
 then shuts down gracefully — no new connections, open streams given
-``GRACE_S`` seconds to end, then the lifespan closes the Kafka clients.
+``GRACE_S`` seconds to end (a stream cut then is truncated, never finished,
+and never cancels its run even with ``AGUI_CANCEL_ON_DISCONNECT``: the
+client replays it from another instance), then the lifespan closes the
+Kafka clients.
 No access log: every request line would otherwise be logged twice over
 under load; the metrics count requests instead.
 """
@@ -16,8 +19,10 @@ import contextlib
 from collections.abc import Callable, Generator
 
 import uvicorn
+from fastapi import FastAPI
 
 from services.consumer.app import create_app
+from services.consumer.relay import Relay
 from services.consumer.settings import ConsumerSettings
 from services.runtime.settings import KafkaSettings
 
@@ -32,10 +37,10 @@ class _Server(uvicorn.Server):
         yield
 
 
-def config(settings: ConsumerSettings, kafka: KafkaSettings) -> uvicorn.Config:
-    """The uvicorn configuration of the consumer service."""
+def config(settings: ConsumerSettings, app: FastAPI) -> uvicorn.Config:
+    """The uvicorn configuration serving ``app`` (built by ``create_app``)."""
     return uvicorn.Config(
-        create_app(settings, kafka),
+        app,
         host=settings.http_host,
         port=settings.http_port,
         access_log=False,
@@ -52,10 +57,13 @@ def config(settings: ConsumerSettings, kafka: KafkaSettings) -> uvicorn.Config:
 async def serve(settings: ConsumerSettings, kafka: KafkaSettings, stop: asyncio.Event,
                 on_ready: Callable[[str], None] | None = None) -> None:
     """Serve until ``stop`` is set; ``on_ready(url)`` is called once listening."""
-    server = _Server(config(settings, kafka))
+    app = create_app(settings, kafka)
+    relay: Relay = app.state.relay
+    server = _Server(config(settings, app))
 
     async def watch() -> None:
         await stop.wait()
+        relay.runs.closing = True  # streams cut by the shutdown never cancel their runs
         server.should_exit = True
 
     async def announce() -> None:

@@ -29,6 +29,7 @@ from contracts import (
     decode,
     encode,
 )
+from services.consumer.app import create_app
 from services.consumer.relay import Relay
 from services.consumer.server import _Server, config
 from services.consumer.settings import ConsumerSettings
@@ -64,8 +65,9 @@ class Served:
 async def serving(kafka: KafkaSettings, **overrides: Any) -> AsyncIterator[Served]:
     """The real app, served on 127.0.0.1 (free port) until the block ends."""
     settings = ConsumerSettings(http_port=0, **overrides)
-    server = _Server(config(settings, kafka))
-    relay: Relay = server.config.app.state.relay
+    app = create_app(settings, kafka)
+    relay: Relay = app.state.relay
+    server = _Server(config(settings, app))
     task = asyncio.create_task(server.serve())
     try:
         async with asyncio.timeout(WAIT_S):

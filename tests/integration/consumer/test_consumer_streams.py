@@ -170,3 +170,35 @@ async def test_without_topics_the_instance_serves_but_is_not_ready(
     assert "missing topics" in ready.json()["detail"]
     assert health.status_code == 200
     assert (post.status_code, post.json()["code"]) == (503, "not_ready")
+
+
+async def test_clients_leaving_a_stopping_instance_do_not_cancel_their_runs(
+        kafka: KafkaSettings, backstage: Backstage) -> None:
+    """Even with AGUI_CANCEL_ON_DISCONNECT, streams ended by a shutdown leave runs running."""
+    from services.consumer import server
+    from services.consumer.settings import ConsumerSettings
+
+    stop = asyncio.Event()
+    urls: list[str] = []
+    settings = ConsumerSettings(http_port=0, cancel_on_disconnect=True)
+    serving_task = asyncio.create_task(server.serve(settings, kafka, stop, on_ready=urls.append))
+    async with asyncio.timeout(20):
+        while not urls:
+            await asyncio.sleep(0.02)
+    body = run_input()
+    thread, run = str(body["threadId"]), str(body["runId"])
+
+    async def admit() -> None:
+        await backstage.decide(await backstage.next_request())
+        await backstage.emit(thread, run, [started(thread, run)])
+
+    admitting = asyncio.create_task(admit())
+    async with (httpx.AsyncClient(base_url=urls[0], timeout=20) as http,
+                http.stream("POST", f"/agents/{AGENT}", json=body) as response):
+        await admitting
+        async for chunk in response.aiter_raw():
+            assert b"RUN_STARTED" in chunk
+            stop.set()  # the instance starts stopping; its client goes away
+            break
+    await serving_task
+    assert await backstage.control_count() == 0
