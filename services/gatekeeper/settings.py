@@ -32,8 +32,10 @@ class GatekeeperSettings(BaseSettings):
     """How long a request may wait for the events its partition already holds."""
     linger_ms: int = Field(0, alias="AGUI_GATEKEEPER_LINGER_MS", ge=0, le=1000)
     """How long a partition lets a small backlog grow before committing it."""
-    agents_refresh_s: float = Field(10.0, alias="AGUI_GATEKEEPER_AGENTS_REFRESH_S", gt=0)
-    """How often the set of agents (dispatch topics) is read again."""
+    agents_refresh_s: float = Field(60.0, alias="AGUI_GATEKEEPER_AGENTS_REFRESH_S", gt=0)
+    """How often the set of agents (dispatch topics) is read again. Each read lists every
+    topic in the cluster and blocks the loop while it is parsed (about 100 ms for
+    1,000 topics here), so it is not done often."""
     session_timeout_ms: int = Field(10_000, alias="AGUI_GATEKEEPER_SESSION_TIMEOUT_MS", ge=6000)
     """How long the group waits for a silent instance before handing its partitions on."""
     offsets_flush_s: float = Field(5.0, alias="AGUI_GATEKEEPER_OFFSETS_FLUSH_S", gt=0)
