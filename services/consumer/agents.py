@@ -2,15 +2,18 @@
 
 An agent is known when ``AGUI_AGENTS`` names it or a ``dispatch.<agent>``
 topic exists (the producer side creates one per hosted agent). The topic
-list is refreshed every ``refresh_s`` seconds, and at once (at most once a
-second) when a request names an agent not seen yet, so an agent deployed
-after this instance started is found without a restart. The same admin
+list is refreshed in the background every ``refresh_s`` seconds (never on
+the request path of a known agent: listing every topic of a big cluster
+costs the loop real time), and at once (at most once a second) when a
+request names an agent not seen yet, so an agent deployed after this
+instance started is found without a restart. The same admin
 client answers the readiness probe.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 
@@ -35,6 +38,7 @@ class AgentDirectory:
         self._topics: frozenset[str] = frozenset()
         self._refreshed_at = float("-inf")
         self._admin: AIOKafkaAdminClient | None = None
+        self._task: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
 
     async def start(self) -> None:
@@ -44,8 +48,22 @@ class AgentDirectory:
             await self.refresh()
         except KafkaError as exc:
             log.warning("agent directory cannot reach the broker yet: %s", exc)
+        self._task = asyncio.create_task(self._refresh_periodically(),
+                                         name="consumer-agent-directory")
+
+    async def _refresh_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(self.refresh_s)
+            try:
+                await self.refresh()
+            except (KafkaError, TimeoutError) as exc:
+                log.warning("could not refresh the topic list: %s", exc)
 
     async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
         if self._admin is not None:
             await self._admin.close()
             self._admin = None
@@ -55,13 +73,12 @@ class AgentDirectory:
         return self.configured | self._from_topics
 
     async def knows(self, agent: str) -> bool:
-        """True when ``agent`` is served; refreshes the topic list when stale or missed."""
+        """True when ``agent`` is served; an unknown name refreshes the topic list first."""
         if agent in self.configured:
             return True
-        age = time.monotonic() - self._refreshed_at
-        if agent in self._from_topics and age < self.refresh_s:
+        if agent in self._from_topics:
             return True
-        if age >= MISS_REFRESH_S:
+        if time.monotonic() - self._refreshed_at >= MISS_REFRESH_S:
             try:
                 await self.refresh()
             except (KafkaError, TimeoutError) as exc:
