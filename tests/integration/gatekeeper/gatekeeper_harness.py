@@ -34,6 +34,9 @@ from ag_ui.core import (
     RunFinishedEvent,
     RunFinishedInterruptOutcome,
     RunStartedEvent,
+    TextMessageContentEvent,
+    TextMessageEndEvent,
+    TextMessageStartEvent,
     UserMessage,
 )
 
@@ -188,6 +191,24 @@ class Topics:
             key=thread_id.encode(),
             headers=headers.encode(),
         )
+
+    async def deltas(self, thread_id: str, run_id: str, count: int, text: str) -> None:
+        """A streamed assistant message of ``count`` deltas (events the gatekeeper skips)."""
+        events: list[BaseEvent] = [TextMessageStartEvent(message_id=f"m-{run_id}")]
+        events += [TextMessageContentEvent(message_id=f"m-{run_id}", delta=text)] * count
+        events.append(TextMessageEndEvent(message_id=f"m-{run_id}"))
+        sent = []
+        for event in events:
+            headers = EventHeaders(run_id, event.type.value, "scripted", next(self._seq))
+            sent.append(
+                await self._producer.send(
+                    self.topics.events,
+                    encode_event(event),
+                    key=thread_id.encode(),
+                    headers=headers.encode(),
+                )
+            )
+        await asyncio.gather(*sent)
 
     async def started(self, thread_id: str, run_id: str) -> None:
         await self.event(thread_id, run_id, RunStartedEvent(thread_id=thread_id, run_id=run_id))

@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 import pytest
 from ag_ui.core import Interrupt
-from gatekeeper_harness import Topics, cancelled, resolved, run_request
+from gatekeeper_harness import GatekeeperProcess, Topics, cancelled, resolved, run_request
 
 from contracts import Decision, encode
 from services.runtime.settings import KafkaSettings
@@ -202,3 +202,26 @@ async def test_enqueue_and_lenient_policies_through_the_topics(
     assert dispatch.warnings == lenient.warnings
     assert dispatch.warnings is not None
     assert "ghost" in dispatch.warnings[0]
+
+
+async def test_a_resume_sent_right_after_its_interrupt_never_meets_a_busy_thread(
+    kafka: KafkaSettings, topics: Topics, processes: Callable[..., GatekeeperProcess]
+) -> None:
+    """Events can lag requests in a poll (a streaming run writes many records);
+    the gatekeeper must not decide a resume before it has read the interrupt
+    that was published before it. The gatekeeper is stopped while the runs
+    stream, so on restart their requests and events are all waiting at once."""
+    gatekeeper = processes(kafka)
+    gatekeeper.start()
+    await gatekeeper.ready()
+    threads = [f"t-burst-{n}" for n in range(4)]
+    for t in threads:
+        await admit(topics, t, "r1")
+    assert gatekeeper.terminate() == 0
+    for t in threads:
+        await topics.deltas(t, "r1", 2500, "x" * 1000)  # 2.5 MB streamed before the end
+        await topics.finished(t, "r1", Interrupt(id="a", reason="approve"))
+        await topics.request(run_request(f"{t}-resume", t, "r2", resume=resolved("a")))
+    gatekeeper.start()
+    decided = [await topics.decision(f"{t}-resume", within=60) for t in threads]
+    assert [d.verdict for d in decided] == ["admitted"] * len(threads), [d.message for d in decided]
