@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +43,7 @@ async def ensure_topics(
                  for s in missing]
             )
             _raise_failures(response.topic_errors)
+            await _await_leaders(admin, [s.name for s in missing])
         counts = await _partition_counts(admin, [s.name for s in specs])
     finally:
         await admin.close()
@@ -56,6 +58,26 @@ def _raise_failures(topic_errors: list[Any]) -> None:
         if code and code != TopicAlreadyExistsError.errno:
             message = rest[0] if rest else ""
             raise for_code(code)(f"creating topic {name}: {message}")
+
+
+async def _await_leaders(
+    admin: AIOKafkaAdminClient, names: list[str], within_s: float = 30.0
+) -> None:
+    """Wait until every partition of ``names`` has a leader.
+
+    A topic is usable only once its partitions have leaders; returning earlier
+    makes the services' first fetches fail with NotLeaderForPartition noise.
+    """
+    deadline = asyncio.get_running_loop().time() + within_s
+    while asyncio.get_running_loop().time() < deadline:
+        described = await admin.describe_topics(names)
+        if len(described) == len(names) and all(
+            d.get("error_code", 0) == 0 and d["partitions"]
+            and all(p.get("leader", -1) >= 0 for p in d["partitions"])
+            for d in described
+        ):
+            return
+        await asyncio.sleep(0.1)
 
 
 async def _partition_counts(admin: AIOKafkaAdminClient, names: list[str]) -> dict[str, int]:
