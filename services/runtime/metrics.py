@@ -1,0 +1,185 @@
+"""The Prometheus metrics every agui-relay service shares, in the default registry.
+
+One process runs one service (or all of them, under ``agui-relay up``), so
+its metrics live in ``prometheus_client``'s default registry, rendered by
+the health side door's ``/metrics`` (gatekeeper, producer) and appended to
+the consumer service's own ``/metrics``. Names start with ``agui_``; no
+label carries a thread, run or request id, so cardinality is fixed by the
+deployment (agents, verdicts, codes, partitions), never by traffic.
+
+Who records what (each in exactly one place):
+
+- gatekeeper, after a partition's transaction commits: ``agui_decisions_total``
+  {verdict, code}, ``agui_decision_latency_seconds`` (request ``submittedAt``
+  to ``decidedAt``), ``agui_gatekeeper_processing_seconds`` (a batch's first
+  request polled to its transaction committed); every few seconds, from its
+  thread states: ``agui_threads`` {status}, ``agui_open_interrupts``,
+  ``agui_expired_interrupts`` (expired, unanswered), ``agui_threads_running_too_long``;
+- producer worker, around each run: ``agui_runs_started_total`` {agent},
+  ``agui_runs_finished_total`` {agent, outcome}, ``agui_runs_in_flight`` {agent};
+  recovery counts the runs it closes as outcome ``worker_lost``;
+- every service: ``agui_dead_letters_total`` {service, reason} for each dead
+  letter it writes, and ``agui_consumer_lag`` {group, topic, partition} of
+  its own consumers (end offset minus position);
+- consumer service (its per-app registry, ``services.consumer.metrics``):
+  ``agui_consumer_sse_streams_open`` and its request counters.
+
+The instruments are created on first use (``instruments()``), not at
+import, and registered once per process.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+
+from prometheus_client import REGISTRY, Counter, Gauge, Histogram
+
+__all__ = [
+    "OUTCOMES",
+    "Instruments",
+    "LagRow",
+    "dead_letter",
+    "decision",
+    "instruments",
+    "run_finished",
+    "running",
+    "set_lag",
+]
+
+OUTCOMES = ("success", "interrupt", "cancelled", "error", "worker_lost")
+"""How a run ends, for ``agui_runs_finished_total``."""
+NO_CODE = "none"
+"""The ``code`` label of a decision without a rejection code (admitted, queued)."""
+_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
+                    30, 60)
+
+
+@dataclass(frozen=True)
+class Instruments:
+    """The shared instruments (see the module docstring for who records each)."""
+
+    decisions: Counter
+    decision_latency: Histogram
+    processing: Histogram
+    runs_started: Counter
+    runs_finished: Counter
+    runs_in_flight: Gauge
+    threads: Gauge
+    open_interrupts: Gauge
+    expired_interrupts: Gauge
+    running_too_long: Gauge
+    dead_letters: Counter
+    consumer_lag: Gauge
+
+
+@functools.cache
+def instruments() -> Instruments:
+    """The process's instruments, registered in the default registry on first call."""
+    r = REGISTRY
+    return Instruments(
+        decisions=Counter("agui_decisions", "Gatekeeper decisions, by verdict and code",
+                          ["verdict", "code"], registry=r),
+        decision_latency=Histogram(
+            "agui_decision_latency_seconds",
+            "From a request's submittedAt to its decision's decidedAt",
+            buckets=_LATENCY_BUCKETS, registry=r),
+        processing=Histogram(
+            "agui_gatekeeper_processing_seconds",
+            "From polling a partition batch's first request to its transaction's commit",
+            buckets=_LATENCY_BUCKETS, registry=r),
+        runs_started=Counter("agui_runs_started", "Runs started by producer workers",
+                             ["agent"], registry=r),
+        runs_finished=Counter(
+            "agui_runs_finished",
+            "Runs ended, by outcome (success, interrupt, cancelled, error, worker_lost)",
+            ["agent", "outcome"], registry=r),
+        runs_in_flight=Gauge("agui_runs_in_flight", "Runs executing on this worker now",
+                             ["agent"], registry=r),
+        threads=Gauge("agui_threads", "Threads this gatekeeper owns that are not idle",
+                      ["status"], registry=r),
+        open_interrupts=Gauge("agui_open_interrupts",
+                              "Interrupts open on this gatekeeper's threads", registry=r),
+        expired_interrupts=Gauge(
+            "agui_expired_interrupts",
+            "Open interrupts past their expiresAt, still unanswered (cancel them to go on)",
+            registry=r),
+        running_too_long=Gauge(
+            "agui_threads_running_too_long",
+            "Threads whose run started longer ago than AGUI_RUNNING_TOO_LONG_S", registry=r),
+        dead_letters=Counter("agui_dead_letters", "Dead letters written, by service and reason",
+                             ["service", "reason"], registry=r),
+        consumer_lag=Gauge(
+            "agui_consumer_lag",
+            "Records behind the end of each partition this process consumes (end - position)",
+            ["group", "topic", "partition"], registry=r),
+    )
+
+
+def decision(verdict: str, code: str | None, submitted_at: datetime | None,
+             decided_at: datetime) -> None:
+    """Count one committed decision, and its latency when the submission time is known."""
+    m = instruments()
+    m.decisions.labels(verdict, code or NO_CODE).inc()
+    if submitted_at is not None:
+        m.decision_latency.observe(max((decided_at - submitted_at).total_seconds(), 0.0))
+
+
+@contextmanager
+def running(agent: str) -> Iterator[None]:
+    """Count a run as started and in flight for the duration of the block."""
+    m = instruments()
+    m.runs_started.labels(agent).inc()
+    gauge = m.runs_in_flight.labels(agent)
+    gauge.inc()
+    try:
+        yield
+    finally:
+        gauge.dec()
+
+
+def run_finished(agent: str, outcome: str) -> None:
+    """Count a run's end (``outcome`` one of ``OUTCOMES``)."""
+    if outcome not in OUTCOMES:
+        raise ValueError(f"unknown run outcome {outcome!r}; expected one of {OUTCOMES}")
+    instruments().runs_finished.labels(agent, outcome).inc()
+
+
+def dead_letter(service: str, reason: str) -> None:
+    """Count one dead letter ``service`` wrote (``reason``: the letter's code)."""
+    instruments().dead_letters.labels(service, reason).inc()
+
+
+@dataclass(frozen=True, slots=True)
+class LagRow:
+    """How far one consumer is behind on one partition."""
+
+    topic: str
+    partition: int
+    lag: int
+
+
+_lag_labels: dict[str, set[tuple[str, str, str]]] = {}
+"""group → the label sets last published for it (to drop partitions given up)."""
+
+
+def set_lag(group: str, rows: Iterable[LagRow]) -> None:
+    """Publish ``group``'s lag per partition; partitions no longer listed are removed."""
+    gauge = instruments().consumer_lag
+    now = set()
+    for row in rows:
+        labels = (group, row.topic, str(row.partition))
+        gauge.labels(*labels).set(max(row.lag, 0))
+        now.add(labels)
+    for gone in _lag_labels.get(group, set()) - now:
+        gauge.remove(*gone)
+    _lag_labels[group] = now
+
+
+def sample_value(name: str, labels: Mapping[str, str] | None = None) -> float | None:
+    """The current value of one sample in the default registry (tests, reports)."""
+    value = REGISTRY.get_sample_value(name, dict(labels or {}))
+    return None if value is None else float(value)
