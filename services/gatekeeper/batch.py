@@ -40,6 +40,7 @@ from contracts.headers import EVENT_TYPE, TRACEPARENT
 from services.gatekeeper.intake import Accepted, Refused, Unreadable, read_request
 from services.gatekeeper.rules import Outcome, Policy, decide, on_boundary
 from services.gatekeeper.thread import BOUNDARY_TYPES, Boundary, fresh
+from services.runtime.tracing import next_hop_bytes
 
 SERVICE = "gatekeeper"
 DEAD_LETTER_VALUE_LIMIT = 65_536
@@ -84,7 +85,10 @@ class Batch:
     dispatches: list[Dispatch] = field(default_factory=list)
     dead_letters: list[DeadLetter] = field(default_factory=list)
     traces: dict[str, bytes] = field(default_factory=dict)
-    """requestId → the request record's ``traceparent``, to pass on with its outputs."""
+    """requestId → the ``traceparent`` its outputs carry: a child of the request's
+    (same trace, the gatekeeper's span), or a new trace when it had none."""
+    submitted: dict[str, datetime] = field(default_factory=dict)
+    """requestId → the request's ``submittedAt`` (for the decision latency metric)."""
     requests: dict[str, dict[str, Any]] = field(default_factory=dict)
     """requestId → the admitted request's JSON object (its dispatch reuses it)."""
 
@@ -124,11 +128,10 @@ class Batch:
             agents=self.limits.agents,
         )
         if not isinstance(read, Unreadable):
-            trace = _header(record.headers, TRACEPARENT)
             request_id = (read.request if isinstance(read, Accepted) else read.decision).request_id
-            if trace is not None:
-                self.traces[request_id] = trace
+            self.traces[request_id] = next_hop_bytes(_header(record.headers, TRACEPARENT))
         if isinstance(read, Accepted):
+            self.submitted[read.request.request_id] = read.request.submitted_at
             thread_id = read.request.input.thread_id
             before = self.state(thread_id)
             outcome = decide(before, read.request, self.now, self.policy)

@@ -59,6 +59,7 @@ from services.gatekeeper.batch import Batch, Limits
 from services.gatekeeper.partition import Owned, outputs, start_producer
 from services.gatekeeper.settings import GatekeeperSettings
 from services.gatekeeper.store import restore
+from services.gatekeeper.telemetry import Telemetry
 from services.kafka.clients import (
     AIOKafkaConsumer,
     ConsumerRebalanceListener,
@@ -128,6 +129,17 @@ class Processor:
         self._fatal: BaseException | None = None
         self._agents = Agents(self.topics, settings.agents_refresh_s)
         self._consumer: AIOKafkaConsumer | None = None
+        self._joined = False
+        self.telemetry = Telemetry(self.group_id, interval_s=settings.gauges_s,
+                                   running_limit_s=settings.running_too_long_s)
+
+    @property
+    def ready(self) -> bool:
+        """Readiness (``/readyz``): in the group, every partition assigned to it restored."""
+        consumer = self._consumer
+        if consumer is None or not self._joined or self._fatal is not None:
+            return False
+        return {tp.partition for tp in consumer.assignment()} <= set(self._owned)
 
     @property
     def partitions(self) -> list[int]:
@@ -165,12 +177,14 @@ class Processor:
                     self._launch()
                     self._apply_backpressure()
                 await self._agents.refresh(consumer)
+                await self.telemetry.tick(consumer, self.clock())
         finally:
             async with self._lock:
                 self._accepting = False
                 await self._settle()
                 await self._release()
             await consumer.stop()
+            self.telemetry.stopped()
             log.info("gatekeeper stopped", extra={"stats": dict(self.stats)})
 
     def _busy(self) -> bool:
@@ -241,13 +255,17 @@ class Processor:
         for record in owned.inbox:
             batch.event(record)
         owned.inbox, owned.applied_event = [], owned.next_event
+        polled_at = None
         if owned.held and self._caught_up(owned):
             for record in owned.held:
                 batch.request(record)
+            polled_at = owned.held_since
             owned.held, owned.barrier, owned.held_since = [], None, None
         if batch.has_output or (owned.advanced() and self._flush_due(owned)):
             owned.inflight = asyncio.create_task(
-                self._commit(owned, batch if batch.has_output else None, owned.offsets())
+                self._commit(
+                    owned, batch if batch.has_output else None, owned.offsets(), polled_at
+                )
             )
 
     def _lingering(self, owned: Owned) -> bool:
@@ -312,7 +330,11 @@ class Processor:
         return time.monotonic() - owned.last_commit >= self.settings.offsets_flush_s
 
     async def _commit(
-        self, owned: Owned, batch: Batch | None, offsets: dict[TopicPartition, int]
+        self,
+        owned: Owned,
+        batch: Batch | None,
+        offsets: dict[TopicPartition, int],
+        polled_at: float | None = None,
     ) -> None:
         """Steps 5 and 6 for one partition, as the partition's in-flight task."""
         try:
@@ -330,6 +352,7 @@ class Processor:
             owned.committed(offsets, batch)
             owned.last_commit = time.monotonic()
             self.stats["transactions"] += 1
+            self.telemetry.committed(owned.partition, batch, polled_at)
             if batch is not None:
                 self._count(batch)
         finally:
@@ -395,6 +418,7 @@ class Processor:
         moves again at the end: that poll is dropped and read again.
         """
         async with self._lock:
+            self._joined = True
             self._generation += 1
             self._accepting = False
             await self._settle()
@@ -422,6 +446,7 @@ class Processor:
                         await self._committed(events),
                         last_commit=time.monotonic(),
                     )
+                    self.telemetry.restored(p, restored[p])
             except Exception as exc:
                 self._fatal = exc
                 log.exception("could not take over partitions %s", numbers)
@@ -458,6 +483,7 @@ class Processor:
     async def _release(self) -> None:
         """Commit offsets read past (when possible), stop every producer, forget all."""
         owned_all, self._owned = list(self._owned.values()), {}
+        self.telemetry.released([o.partition for o in owned_all])
         for owned in owned_all:
             if owned.advanced() and self._fatal is None:
                 try:

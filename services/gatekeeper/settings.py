@@ -40,6 +40,11 @@ class GatekeeperSettings(BaseSettings):
     """How long the group waits for a silent instance before handing its partitions on."""
     offsets_flush_s: float = Field(5.0, alias="AGUI_GATEKEEPER_OFFSETS_FLUSH_S", gt=0)
     """Skipped events' offsets are committed at least this often when nothing else is."""
+    gauges_s: float = Field(5.0, alias="AGUI_GATEKEEPER_GAUGES_S", gt=0)
+    """How often the thread gauges (open and expired interrupts, long runs) and the
+    consumer lag are recomputed for ``/metrics``."""
+    running_too_long_s: float = Field(300.0, alias="AGUI_RUNNING_TOO_LONG_S", gt=0)
+    """A run older than this counts in ``agui_threads_running_too_long``."""
 
     @property
     def policy(self) -> Policy:

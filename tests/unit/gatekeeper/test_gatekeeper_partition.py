@@ -18,6 +18,7 @@ pytestmark = pytest.mark.unit
 TOPICS = TopicCatalog("p", 4)
 REQUESTS = TopicPartition("p.requests", 2)
 EVENTS = TopicPartition("p.events", 2)
+TRACE = b"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
 
 @dataclass(frozen=True)
@@ -71,15 +72,18 @@ def test_a_commit_installs_states_and_offsets_and_a_rewind_returns_to_them() -> 
 def test_a_transaction_writes_decision_dispatch_and_state_with_their_keys() -> None:
     batch = Batch({}, NOW, REJECT, Limits(65_536, frozenset({"scripted"})))
     req = request("q1", "r1")
-    batch.request(Rec(5, encode(req), headers=[("traceparent", b"00-abc")]))
+    batch.request(Rec(5, encode(req), headers=[("traceparent", TRACE)]))
     batch.request(Rec(6, b"garbage"))
     records = outputs(TOPICS, 2, batch)
     by_topic = {r.topic: r for r in records}
     assert set(by_topic) == {"p.decisions", "p.dispatch.scripted", "p.deadletter", "p.threads"}
     assert by_topic["p.threads"].partition == 2  # restore reads partition p, whatever the hash
     assert by_topic["p.decisions"].key == by_topic["p.dispatch.scripted"].key == b"t1"
-    assert by_topic["p.decisions"].headers == [("traceparent", b"00-abc")]
-    assert by_topic["p.dispatch.scripted"].headers == [("traceparent", b"00-abc")]
+    # the gatekeeper's hop: the request's trace, a span of its own, on both records
+    (name, value), = by_topic["p.decisions"].headers or []
+    assert by_topic["p.dispatch.scripted"].headers == [(name, value)]
+    assert (name, value[:36]) == ("traceparent", TRACE[:36])
+    assert value[36:53] != TRACE[36:53]
     assert orjson.loads(by_topic["p.dispatch.scripted"].value)["input"] == orjson.loads(
         encode(req.input)
     )
