@@ -41,6 +41,7 @@ from services.producer.resume import plan_resume
 from services.producer.runner import EventRecord, Runner, RunOptions, RunReport
 from services.producer.settings import ProducerSettings
 from services.producer.store import CheckpointStore, ThreadLedger
+from services.runtime import metrics
 from services.runtime.logging import run_fields
 
 log = logging.getLogger(__name__)
@@ -108,8 +109,11 @@ class Executor:
         self.partitions = await event_partitions(self.producer, self.topic)
 
     def prepare(self, agent: str, definition: AgentDefinition,
-                dispatch: Dispatch) -> Prepared | None:
-        """The run for ``dispatch``, or None when its run is already closed (step 1)."""
+                dispatch: Dispatch, traceparent: str | None = None) -> Prepared | None:
+        """The run for ``dispatch``, or None when its run is already closed (step 1).
+
+        ``traceparent``: the run's hop of its trace, carried by every event record.
+        """
         run_input = dispatch.input
         checkpoint = self.store.get(run_input.thread_id)
         fields = run_fields(run_input.thread_id, run_input.run_id, dispatch.request_id)
@@ -127,7 +131,8 @@ class Executor:
         refused = bool(plan.uncovered) and self.settings.uncovered_policy == "reject"
         still_open = list(plan.prior.values()) if refused else list(plan.uncovered)
         sink = KafkaRunSink(RunWriter(self.producer, self.topic, run_input.thread_id,
-                                      run_input.run_id, agent, self.partitions))
+                                      run_input.run_id, agent, self.partitions,
+                                      traceparent))
         runner = Runner(definition, run_input, plan, sink, options=self.options,
                         ledger=self.ledger, agent_name=agent)
         return Prepared(dispatch, agent, runner, still_open)
@@ -140,7 +145,9 @@ class Executor:
             c, run_id=run_input.run_id, request_id=prepared.dispatch.request_id,
             agent=prepared.agent, worker=self.settings.worker_id,
             still_open=prepared.still_open, now=now))
-        report = await prepared.runner.run()
+        with metrics.running(prepared.agent):
+            report = await prepared.runner.run()
+        metrics.run_finished(prepared.agent, report.outcome)
         ended = self.clock()
         still_open = list(report.open_interrupts)
         marker = await self.store.write(run_input.thread_id, lambda c: cp.end_run(

@@ -25,6 +25,7 @@ import logging
 from collections.abc import Callable
 
 from contracts import DeadLetter, DecodeError, Dispatch, decode, encode
+from contracts.headers import TRACEPARENT, header_value
 from services.kafka.clients import (
     AIOKafkaConsumer,
     ConsumerRebalanceListener,
@@ -33,17 +34,21 @@ from services.kafka.clients import (
     TopicPartition,
     new_consumer,
 )
+from services.kafka.lag import LagProbe
 from services.producer import checkpoint as cp
 from services.producer.agent import AgentDefinition
 from services.producer.execution import Executor
 from services.producer.recovery import recover
 from services.producer.runner import Runner
 from services.producer.scheduler import Job, Scheduler
-from services.runtime.logging import run_fields
+from services.runtime import metrics, tracing
+from services.runtime.logging import bound_run, run_fields
 
 log = logging.getLogger(__name__)
 
 STOPPED_MESSAGE = "the worker stopped before the run finished"
+TRACES_KEPT = 100_000
+"""Trace contexts of dispatches read and not yet run, at most (oldest forgotten)."""
 
 
 class AgentHost:
@@ -76,6 +81,9 @@ class AgentHost:
         self.ready = asyncio.Event()
         """Set once partitions were first assigned (and restored)."""
         self._consumer: AIOKafkaConsumer | None = None
+        self._traces: dict[str, tracing.TraceParent] = {}
+        """requestId → the run's hop of the trace its dispatch record carried."""
+        self._lag = LagProbe(self.group)
 
     @property
     def partitions(self) -> frozenset[int]:
@@ -105,10 +113,12 @@ class AgentHost:
                 self._start_ready()
                 self._apply_backpressure()
                 await self._commit()
+                await self._lag.maybe_sample(self.consumer)
         finally:
             try:
                 await self._release(set(self._owned))
             finally:
+                self._lag.clear()
                 await self.consumer.stop()
 
     # ---- records in -------------------------------------------------------
@@ -128,6 +138,10 @@ class AgentHost:
             job = self.scheduler.offer(partition, record.offset, f"\x00dead:{partition}", None)
             self._dead[job] = (record, exc)
             return
+        self._traces[dispatch.request_id] = tracing.next_hop(
+            header_value(record.headers, TRACEPARENT))
+        if len(self._traces) > TRACES_KEPT:
+            del self._traces[next(iter(self._traces))]
         self.scheduler.offer(partition, record.offset, dispatch.input.thread_id, dispatch)
 
     def _start_ready(self) -> None:
@@ -153,7 +167,13 @@ class AgentHost:
         self._start_ready()
 
     async def _run_dispatch(self, dispatch: Dispatch) -> None:
-        prepared = self.executor.prepare(self.name, self.definition, dispatch)
+        trace = self._traces.pop(dispatch.request_id, None) or tracing.start()
+        with bound_run(dispatch.input.thread_id, dispatch.input.run_id, dispatch.request_id,
+                       trace.trace_id):
+            await self._run_traced(dispatch, trace)
+
+    async def _run_traced(self, dispatch: Dispatch, trace: tracing.TraceParent) -> None:
+        prepared = self.executor.prepare(self.name, self.definition, dispatch, trace.header())
         if prepared is None:
             return
         run_id = dispatch.input.run_id
@@ -182,6 +202,7 @@ class AgentHost:
         future = await self.executor.producer.send(self.kafka.topics.deadletter, encode(letter),
                                                    key=record.key)
         await future
+        metrics.dead_letter("producer", exc.reason)
 
     # ---- flow control and commits -------------------------------------------
 

@@ -8,7 +8,8 @@ order they were sent. ``RunWriter`` is the hot path of a worker: it names
 the partition itself (the one Kafka's default partitioner gives the key, so
 nothing changes for readers) and reuses the header bytes that do not change
 within a run, instead of hashing the key and encoding five headers for each
-streamed delta.
+streamed delta. Every record of a run carries the run's ``traceparent``
+(the worker's hop of the trace its dispatch carried) when it has one.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from ag_ui.core import BaseEvent
 
 from contracts import EventHeaders
 from contracts.codec import EVENT_DECODER, to_wire
-from contracts.headers import AGENT, EVENT_TYPE, RUN_ID, SCHEMA, SEQ
+from contracts.headers import AGENT, EVENT_TYPE, RUN_ID, SCHEMA, SEQ, TRACEPARENT
 from services.kafka.clients import AIOKafkaProducer
 from services.kafka.partitioning import partition_for
 
@@ -32,13 +33,15 @@ class RunWriter:
     """Sends one run's records to ``topic`` on the thread's partition."""
 
     def __init__(self, producer: AIOKafkaProducer, topic: str, thread_id: str, run_id: str,
-                 agent: str, partitions: int | None = None) -> None:
+                 agent: str, partitions: int | None = None,
+                 traceparent: str | None = None) -> None:
         self.producer = producer
         self.topic = topic
         self.key = thread_id.encode()
         self.partition = partition_for(self.key, partitions) if partitions else None
         self._run = (RUN_ID, run_id.encode())
         self._agent = (AGENT, agent.encode())
+        self._trace = [(TRACEPARENT, traceparent.encode())] if traceparent else []
         self._types: dict[str, tuple[str, bytes]] = {}
 
     def headers(self, event_type: str, seq: int) -> list[tuple[str, bytes]]:
@@ -46,7 +49,8 @@ class RunWriter:
         kind = self._types.get(event_type)
         if kind is None:
             kind = self._types[event_type] = (EVENT_TYPE, event_type.encode())
-        return [self._run, kind, self._agent, (SEQ, str(seq).encode()), (SCHEMA, b"1")]
+        return [self._run, kind, self._agent, (SEQ, str(seq).encode()), (SCHEMA, b"1"),
+                *self._trace]
 
     async def send(self, event_type: str, seq: int, value: bytes) -> asyncio.Future[Any]:
         """Enqueue one record; the future resolves once the broker has it."""

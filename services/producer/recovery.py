@@ -43,6 +43,7 @@ from services.kafka.reader import Start, TopicReader
 from services.producer import checkpoint as cp
 from services.producer.publish import event_bytes, send_event
 from services.producer.store import Change, CheckpointStore
+from services.runtime import metrics
 from services.runtime.logging import run_fields
 from services.runtime.settings import KafkaSettings
 
@@ -134,6 +135,7 @@ async def recover(store: CheckpointStore, producer: AIOKafkaProducer, agent: str
                                      event_bytes(e, clock))
                     for i, e in enumerate(events)]
             await asyncio.gather(*sent)
+            metrics.run_finished(agent, "worker_lost")
         await store.update(thread_id, closer(active.run_id, open_after, clock()))
         log.warning("closed run %s left open by worker %s: %s", active.run_id, active.worker,
                     action, extra=fields)

@@ -80,6 +80,13 @@ class Worker:
         self._stop = asyncio.Event()
         self.control_ready = asyncio.Event()
 
+    @property
+    def ready(self) -> bool:
+        """Readiness (``/readyz``): listening to ``control``, every agent's partitions
+        restored (and left-open runs closed) at least once, and not failed."""
+        return (self.failure is None and self.control_ready.is_set() and bool(self.hosts)
+                and all(h.ready.is_set() for h in self.hosts))
+
     def fail(self, exc: BaseException) -> None:
         """Stop the worker because of ``exc`` (it exits with an error)."""
         if self.failure is None:
