@@ -3,7 +3,9 @@
 Settings come from the environment (``KafkaSettings``, ``GatekeeperSettings``:
 ``AGUI_BUSY_POLICY``, ``AGUI_UNKNOWN_ENTRY_POLICY`` and the loop tuning).
 SIGINT/SIGTERM finish the transaction in flight, hand the partitions back
-and leave the consumer group; a second signal stops at once.
+and leave the consumer group; a second signal stops at once. With
+``AGUI_HEALTH_PORT`` set it serves /healthz, /readyz (partitions assigned
+and restored) and /metrics there.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import typer
 
 from services.gatekeeper.processor import Processor
 from services.gatekeeper.settings import GatekeeperSettings
+from services.runtime.health import HealthSettings, serving_health
 from services.runtime.lifecycle import run_until_signalled
 from services.runtime.logging import configure
 from services.runtime.settings import KafkaSettings
@@ -35,8 +38,12 @@ def gatekeeper() -> None:
         settings.unknown_entry_policy,
     )
 
+    health = HealthSettings()
+
     async def main(stop: asyncio.Event) -> None:
-        await Processor(kafka, settings).run(stop)
+        processor = Processor(kafka, settings)
+        async with serving_health(health.host, health.port, lambda: processor.ready):
+            await processor.run(stop)
 
     run_until_signalled(main)
 

@@ -5,7 +5,9 @@ or bare names of the samples and of installed ``agui_relay.agents`` entry
 points; empty: all of them). The other settings are environment variables
 (``ProducerSettings``), overridable here. SIGINT/SIGTERM drain the runs in
 progress (``AGUI_PRODUCER_DRAIN_S``), commit and leave the group; a second
-signal stops at once.
+signal stops at once. With ``AGUI_HEALTH_PORT`` set it serves /healthz,
+/readyz (control listener and every agent's partitions restored) and
+/metrics there.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from services.producer.agent import load_agents
 from services.producer.errors import AgentLoadError
 from services.producer.settings import ProducerSettings
 from services.producer.worker import Worker
+from services.runtime.health import HealthSettings, serving_health
 from services.runtime.lifecycle import run_until_signalled
 from services.runtime.logging import configure
 from services.runtime.settings import KafkaSettings
@@ -56,8 +59,12 @@ def producer(
     log.info("producer starting on %s, topics %s.*, agents %s", kafka.bootstrap_servers,
              kafka.topic_prefix, ", ".join(hosted))
 
+    health = HealthSettings()
+
     async def main(stop: asyncio.Event) -> None:
-        await Worker(kafka, settings, hosted).run(stop)
+        worker = Worker(kafka, settings, hosted)
+        async with serving_health(health.host, health.port, lambda: worker.ready):
+            await worker.run(stop)
 
     run_until_signalled(main)
 

@@ -2,8 +2,10 @@
 
 The gatekeeper and the producer workers speak only Kafka, but orchestrators
 probe over HTTP and Prometheus scrapes over HTTP, so each of them serves these
-three routes on ``AGUI_HEALTH_PORT`` when it is set (0 or unset: off). The
-consumer service has the same routes on its own app.
+three routes on ``AGUI_HEALTH_PORT`` when it is set (0 or unset: off), bound
+to ``AGUI_HEALTH_HOST`` (127.0.0.1; ``0.0.0.0`` in a pod). ``/metrics`` renders
+the process's default registry (``services.runtime.metrics``). The consumer
+service has the same routes on its own app.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from collections.abc import AsyncIterator, Callable, Iterator
 
 import uvicorn
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -23,6 +27,16 @@ from starlette.routing import Route
 log = logging.getLogger(__name__)
 
 ReadyCheck = Callable[[], bool]
+
+
+class HealthSettings(BaseSettings):
+    """Where the side door listens (``AGUI_HEALTH_HOST``, ``AGUI_HEALTH_PORT``)."""
+
+    model_config = SettingsConfigDict(env_prefix="", extra="ignore", populate_by_name=True)
+
+    host: str = Field("127.0.0.1", alias="AGUI_HEALTH_HOST")
+    port: int | None = Field(None, alias="AGUI_HEALTH_PORT", ge=0, le=65535)
+    """Unset or 0: no side door."""
 
 
 def health_app(ready: ReadyCheck) -> Starlette:
@@ -62,8 +76,9 @@ async def serving_health(host: str, port: int | None, ready: ReadyCheck) -> Asyn
     if not port:
         yield
         return
+    # log_config=None: uvicorn's own handlers would print text lines among the JSON ones.
     config = uvicorn.Config(health_app(ready), host=host, port=port, log_level="warning",
-                            access_log=False, lifespan="off")
+                            access_log=False, lifespan="off", log_config=None)
     server = EmbeddedServer(config)
     task = asyncio.create_task(server.serve())
     log.info("health endpoints on http://%s:%d", host, port)
