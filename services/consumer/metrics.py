@@ -1,8 +1,11 @@
 """Prometheus metrics of one consumer-service instance.
 
 Each app owns its registry (several apps can live in one test process
-without colliding); ``/metrics`` renders it. No label ever carries a thread,
-run or request id, so cardinality stays fixed.
+without colliding); ``/metrics`` renders it, followed by the process's
+default registry: the metrics every service shares (``services.runtime.metrics``:
+consumer lag, dead letters, and, under ``agui-relay up``, the gatekeeper's
+and the workers') and the process collectors. No label ever carries a
+thread, run or request id, so cardinality stays fixed.
 """
 
 from __future__ import annotations
@@ -10,7 +13,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from prometheus_client import CONTENT_TYPE_LATEST as CONTENT_TYPE
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
 
 __all__ = ["CONTENT_TYPE", "ConsumerMetrics"]
 
@@ -46,5 +56,5 @@ class ConsumerMetrics:
             ["origin"], registry=r)
 
     def render(self) -> bytes:
-        """The exposition text."""
-        return generate_latest(self.registry)
+        """The exposition text: this app's metrics, then the process's shared ones."""
+        return generate_latest(self.registry) + generate_latest(REGISTRY)

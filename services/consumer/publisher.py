@@ -36,15 +36,18 @@ class Publisher:
         """Publish a RunRequest and wait for the broker's acknowledgement."""
         await self.send_request(request.input.thread_id, encode(request))
 
-    async def send_request(self, thread_id: str, value: bytes) -> None:
-        """Publish an already encoded RunRequest."""
-        await self._send(self.kafka.topics.requests, thread_id, value)
+    async def send_request(self, thread_id: str, value: bytes,
+                           headers: list[tuple[str, bytes]] | None = None) -> None:
+        """Publish an already encoded RunRequest (``headers``: its ``traceparent``)."""
+        await self._send(self.kafka.topics.requests, thread_id, value, headers)
 
     async def cancel(self, command: ControlCommand) -> None:
         """Publish a ControlCommand and wait for the broker's acknowledgement."""
         await self._send(self.kafka.topics.control, command.thread_id, encode(command))
 
-    async def _send(self, topic: str, key: str, value: bytes) -> None:
+    async def _send(self, topic: str, key: str, value: bytes,
+                    headers: list[tuple[str, bytes]] | None = None) -> None:
         if self._producer is None:
             raise RuntimeError("publisher not started")
-        await self._producer.send_and_wait(topic, value, key=key.encode("utf-8"))
+        await self._producer.send_and_wait(topic, value, key=key.encode("utf-8"),
+                                           headers=headers)

@@ -49,6 +49,11 @@ class BackgroundReader:
         self._task: asyncio.Task[None] | None = None
 
     @property
+    def consumer(self) -> AIOKafkaConsumer | None:
+        """The reader's consumer once started (its lag is sampled for /metrics)."""
+        return self._consumer
+
+    @property
     def running(self) -> bool:
         """False once the reader task has ended (liveness)."""
         return self._task is not None and not self._task.done()

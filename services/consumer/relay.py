@@ -25,6 +25,7 @@ from services.consumer.settings import ConsumerSettings
 from services.consumer.streams import FanOut
 from services.consumer.threads import ThreadView
 from services.kafka.clients import KafkaError
+from services.kafka.lag import LagProbe
 from services.runtime.settings import KafkaSettings
 
 log = logging.getLogger(__name__)
@@ -57,6 +58,9 @@ class Relay:
         self.tasks: set[asyncio.Task[Any]] = set()
         self.runs = RunService(settings, kafka, self.fanout, self.publisher, self.agents,
                                self.metrics, spawner(self.tasks))
+        self._lag = [(reader, LagProbe(f"{kafka.topic_prefix}.consumer.{reader.name}"))
+                     for reader in (self.fanout, self.threads)]
+        """The readers are group-less: their lag is labelled with a name of the same shape."""
 
     async def start(self) -> None:
         await self.publisher.start()
@@ -77,9 +81,17 @@ class Relay:
             await asyncio.wait(set(self.tasks), timeout=5)
         await self.fanout.stop()
         await self.threads.stop()
+        for _, probe in self._lag:
+            probe.clear()
         with contextlib.suppress(KafkaError):
             await self.publisher.stop()
         await self.agents.stop()
+
+    async def sample_lag(self) -> None:
+        """Publish the readers' lag (``agui_consumer_lag``), at scrape time."""
+        for reader, probe in self._lag:
+            if reader.consumer is not None:
+                await probe.sample(reader.consumer)
 
     @property
     def alive(self) -> bool:

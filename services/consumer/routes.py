@@ -149,4 +149,6 @@ async def readyz(request: Request) -> Response:
 
 @router.get("/metrics", summary="Prometheus metrics")
 async def metrics(request: Request) -> Response:
-    return Response(_relay(request).metrics.render(), media_type=CONTENT_TYPE)
+    relay = _relay(request)
+    await relay.sample_lag()
+    return Response(relay.metrics.render(), media_type=CONTENT_TYPE)

@@ -7,7 +7,9 @@ The order is the point of this module:
    ``RunAgentInput`` with the ag-ui-protocol model (400);
 3. subscribe the run's stream and register the request's decision waiter —
    both *before* publishing, so nothing that arrives early is lost;
-4. publish the RunRequest keyed by threadId and wait for its decision
+4. publish the RunRequest keyed by threadId, with the request's
+   ``traceparent`` header (a child of the client's, or a new trace; the
+   gatekeeper and the worker continue it), and wait for its decision
    (``AGUI_DECISION_TIMEOUT_S`` → 504; after a ``queued`` verdict, keep
    waiting up to ``AGUI_QUEUED_TIMEOUT_S`` for the same requestId's final one);
 5. rejected → the problem (409/422/400) with no stream byte, and the
@@ -34,6 +36,7 @@ from starlette.requests import Request
 
 from contracts import ControlCommand, Decision, RunRequest, encode
 from contracts.codec import validation_detail
+from contracts.headers import TRACEPARENT
 from services.consumer.agents import AgentDirectory
 from services.consumer.metrics import ConsumerMetrics
 from services.consumer.problems import (
@@ -49,7 +52,8 @@ from services.consumer.settings import ConsumerSettings
 from services.consumer.sse import EventStreamResponse, StreamOutcome, run_body
 from services.consumer.streams import Delivery, FanOut, RunStream
 from services.kafka.clients import KafkaError
-from services.runtime.logging import run_fields
+from services.runtime import tracing
+from services.runtime.logging import bind_run, run_fields
 from services.runtime.settings import KafkaSettings
 
 log = logging.getLogger(__name__)
@@ -121,15 +125,18 @@ class RunService:
             self.metrics.requests.labels("payload_too_large").inc()
             raise PayloadTooLarge("payload_too_large",
                                   f"the request exceeds {self.kafka.max_record_bytes} bytes")
+        trace = tracing.next_hop(request.headers.get(TRACEPARENT))
+        bind_run(run_input.thread_id, run_input.run_id, run_request.request_id, trace.trace_id)
         stream = self.fanout.subscribe(run_input.thread_id, run_input.run_id)
         try:
-            await self._decide(run_request, value)
+            await self._decide(run_request, value, trace)
         except BaseException:
             self.fanout.unsubscribe(stream)
             raise
         return self.respond(stream, principal)
 
-    async def _decide(self, run_request: RunRequest, value: bytes) -> Decision:
+    async def _decide(self, run_request: RunRequest, value: bytes,
+                      trace: tracing.TraceParent) -> Decision:
         """Publish and wait for the final decision; raise its problem unless admitted."""
         fields = run_fields(run_request.input.thread_id, run_request.input.run_id,
                             run_request.request_id)
@@ -137,7 +144,9 @@ class RunService:
         started = time.monotonic()
         try:
             try:
-                await self.publisher.send_request(run_request.input.thread_id, value)
+                await self.publisher.send_request(
+                    run_request.input.thread_id, value,
+                    [(TRACEPARENT, trace.header().encode("ascii"))])
             except KafkaError as exc:
                 self.metrics.requests.labels("broker_unavailable").inc()
                 raise Unavailable("broker_unavailable", f"could not publish: {exc}") from exc
@@ -162,6 +171,7 @@ class RunService:
         if decision.verdict == "rejected":
             log.info("request rejected: %s", decision.code, extra=fields)
             raise Rejected.from_decision(decision)
+        log.debug("request admitted; streaming the run", extra=fields)
         return decision
 
     def respond(self, stream: RunStream, requested_by: str, *, after: int | None = None,
