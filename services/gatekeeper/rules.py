@@ -5,6 +5,18 @@
 architecture's order (``invalid_input`` and ``key_mismatch`` need no thread
 and are settled earlier, by ``intake``):
 
+0. ownership: a thread belongs to the principal of its first admitted run
+   (``ThreadState.principal``); a request from any other principal is
+   rejected ``key_mismatch`` — the request names a thread key that is not
+   its principal's — before anything else is looked at, so its answer
+   tells nothing about the thread (the consumer service turns it into the
+   404 of an unknown thread). The rejection changes nothing and is not
+   remembered: another principal cannot evict the owner's remembered
+   decisions nor learn one by replaying a requestId. A thread without an
+   owner is open to any principal, and its next admitted run claims it.
+   The consumer service refuses other tenants from its own thread view
+   before publishing; this check settles what that view cannot see yet
+   (two tenants starting the same new thread id at once);
 1. a requestId the thread already decided gets that decision again, with no
    dispatch and no change (a retry is idempotent);
 2. a runId equal to the thread's current or a remembered earlier run →
@@ -98,6 +110,9 @@ def decide(state: ThreadState, request: RunRequest, now: datetime, policy: Polic
         raise ValueError(
             f"request for thread {request.input.thread_id!r} decided against {state.thread_id!r}"
         )
+    foreign = _foreign(state, request, now)
+    if foreign is not None:
+        return foreign
     for past in state.recent_decisions:
         if past.request_id == request.request_id:
             return Outcome(state, _replay(past, state, request))
@@ -129,10 +144,23 @@ def drain(state: ThreadState, now: datetime, policy: Policy) -> tuple[ThreadStat
     while state.status != "running" and state.queued:
         request = state.queued[0]
         state = state.model_copy(update={"queued": state.queued[1:]})
-        outcome = _judge(state, request, now, policy)
+        outcome = _foreign(state, request, now) or _judge(state, request, now, policy)
         outcomes.append(outcome)
         state = outcome.state
     return state, outcomes
+
+
+def _foreign(state: ThreadState, request: RunRequest, now: datetime) -> Outcome | None:
+    """Step 0: the rejection of a request whose principal does not own the thread."""
+    if state.principal is None or request.principal == state.principal:
+        return None
+    verdict = _Verdict(
+        "rejected",
+        f"thread {state.thread_id!r} belongs to another principal; a request may continue "
+        "only the threads its principal started",
+        "key_mismatch",
+    )
+    return Outcome(state, _decision(state, request, now, verdict))
 
 
 def _judge(state: ThreadState, request: RunRequest, now: datetime, policy: Policy) -> Outcome:
