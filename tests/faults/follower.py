@@ -40,14 +40,19 @@ class Ending:
     seen_at: float
 
     @property
-    def interrupt_ids(self) -> list[str]:
-        """The ids of the interrupts an interrupt outcome carries (else empty)."""
+    def interrupts(self) -> list[dict[str, Any]]:
+        """The interrupts an interrupt outcome carries, in wire form (else empty)."""
         outcome = self.event.get("outcome")
         if self.event_type != "RUN_FINISHED" or not isinstance(outcome, dict):
             return []
         if outcome.get("type") != "interrupt":
             return []
-        return [str(i.get("id")) for i in outcome.get("interrupts", []) if isinstance(i, dict)]
+        return [i for i in outcome.get("interrupts", []) if isinstance(i, dict)]
+
+    @property
+    def interrupt_ids(self) -> list[str]:
+        """The ids of the interrupts an interrupt outcome carries (else empty)."""
+        return [str(i.get("id")) for i in self.interrupts]
 
     @property
     def outcome(self) -> str:

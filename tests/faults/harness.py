@@ -18,9 +18,10 @@ import contextlib
 import os
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import httpx
 
@@ -33,6 +34,7 @@ from faults.snapshot import read_ledger
 from services.kafka.admin import ensure_topics
 from services.runtime.settings import KafkaSettings
 
+T = TypeVar("T")
 AGENTS = ("approval", "scripted")
 AGENT_SPECS = ("approval=services.producer.agents.approval:agent,"
                "scripted=services.producer.agents.scripted:agent")
@@ -150,19 +152,32 @@ class Stack:
             await asyncio.sleep(0.2)
 
     async def probe(self, timeout_s: float = 60.0) -> float:
-        """One run of ``scripted`` end to end through the topics; seconds it took."""
+        """One run of ``scripted`` end to end through the topics; seconds it took.
+
+        Fails at once, with the log tail, if a service process exits meanwhile.
+        """
         started = time.monotonic()
-        for proc in self.all():
-            proc.check_alive()
         async with Follower(self.settings) as follower, KafkaLoad(
                 self.settings, follower, resend_s=3.0, step_s=timeout_s) as load:
             thread_id, run_id, _ = new_ids("probe", 0)
-            admitted, ending = await load.step("scripted", run_input(thread_id, run_id))
+            admitted, ending = await self.watching(
+                load.step("scripted", run_input(thread_id, run_id)))
         if not admitted or ending is None:
             raise TimeoutError(
                 f"probe run not admitted and finished within {timeout_s:.0f} s "
                 f"(admitted={admitted}); {load.stats.line()}\n{self.logs()}")
         return time.monotonic() - started
+
+    async def watching(self, work: Awaitable[T]) -> T:
+        """``work``'s result; ``ServiceDiedError`` as soon as a service process exits."""
+        task = asyncio.ensure_future(work)
+        try:
+            while not task.done():
+                self.check_alive()
+                await asyncio.wait([task], timeout=0.5)
+            return task.result()
+        finally:
+            task.cancel()
 
     def logs(self, lines: int = 15) -> str:
         """The last lines of every service's log, for failure messages."""

@@ -82,12 +82,17 @@ class LoadStats:
 
 
 def run_input(thread_id: str, run_id: str, *, script: dict[str, Any] | None = None,
-              resume: list[dict[str, Any]] | None = None, text: str = "go") -> dict[str, Any]:
-    """A RunAgentInput in wire form."""
+              resume: list[dict[str, Any]] | None = None, text: str = "go",
+              props: dict[str, Any] | None = None,
+              history: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """A RunAgentInput in wire form (``history``: messages before the new user message)."""
+    forwarded = dict(props or {})
+    if script is not None:
+        forwarded["script"] = script
     wire: dict[str, Any] = {
         "threadId": thread_id, "runId": run_id, "state": {}, "tools": [], "context": [],
-        "messages": [{"id": f"m-{run_id}", "role": "user", "content": text}],
-        "forwardedProps": {"script": script} if script is not None else {},
+        "messages": [*(history or []), {"id": f"m-{run_id}", "role": "user", "content": text}],
+        "forwardedProps": forwarded,
     }
     if resume is not None:
         wire["resume"] = resume
@@ -102,11 +107,18 @@ def scripted_first(thread_id: str, run_id: str, interrupt_id: str,
     return run_input(thread_id, run_id, script=script)
 
 
-def resume_all(thread_id: str, run_id: str, interrupt_ids: Sequence[str],
-               payload: Any) -> dict[str, Any]:
-    entries = [{"interruptId": i, "status": "resolved", "payload": payload}
-               for i in interrupt_ids]
-    return run_input(thread_id, run_id, resume=entries, text="answered")
+def resume_all(thread_id: str, run_id: str, interrupts: Sequence[dict[str, Any]],
+               payload: Any, props: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A run resolving every interrupt with ``payload``; tool calls they gate go in the history."""
+    entries = [{"interruptId": i.get("id"), "status": "resolved", "payload": payload}
+               for i in interrupts]
+    calls = [{"id": i["toolCallId"], "type": "function",
+              "function": {"name": "delete_files", "arguments": '{"paths": ["/tmp/x"]}'}}
+             for i in interrupts if isinstance(i.get("toolCallId"), str)]
+    history = ([{"id": f"a-{run_id}", "role": "assistant", "content": "May I?",
+                 "toolCalls": calls}] if calls else [])
+    return run_input(thread_id, run_id, resume=entries, text="answered", props=props,
+                     history=history)
 
 
 def new_ids(kind: str, n: int) -> tuple[str, str, str]:
@@ -135,13 +147,15 @@ class KafkaLoad:
 
     def __init__(self, settings: KafkaSettings, follower: Follower, *,
                  resend_s: float = 8.0, step_s: float = 90.0, delay_ms: int = 30,
-                 approval_every: int = 3) -> None:
+                 approval_every: int = 3, execution_delay_ms: int = 0) -> None:
         self.settings = settings
         self.follower = follower
         self.resend_s = resend_s
         self.step_s = step_s
         self.delay_ms = delay_ms
         self.approval_every = approval_every
+        self.execution_delay_ms = execution_delay_ms
+        """``approval``: how long each execution takes (kills land inside it)."""
         self.stats = LoadStats()
         self._producer: AIOKafkaProducer | None = None
 
@@ -218,8 +232,9 @@ class KafkaLoad:
         if ending is None or not ending.interrupt_ids:
             return
         payload = {"approved": True} if approval else {"answer": n}
+        props = {"executionDelayMs": self.execution_delay_ms} if self.execution_delay_ms else None
         admitted, second = await self.step(
-            agent, resume_all(thread_id, second_run, ending.interrupt_ids, payload))
+            agent, resume_all(thread_id, second_run, ending.interrupts, payload, props))
         if approval and admitted:
             self.stats.approvals_admitted += 1
         if second is not None:
@@ -292,10 +307,11 @@ class HttpLoad:
     async def __aexit__(self, *exc: object) -> None:
         await self.client.aclose()
 
-    async def step(self, n: int, agent: str, wire: dict[str, Any]) -> list[str] | None:
+    async def step(self, n: int, agent: str,
+                   wire: dict[str, Any]) -> list[dict[str, Any]] | None:
         """POST one run (falling back to Kafka and another instance on a cut connection).
 
-        Returns the interrupt ids the run ended with ([] for any other ending),
+        Returns the interrupts the run ended with ([] for any other ending),
         or None when the run was refused or never ended.
         """
         body = orjson.dumps(wire)
@@ -323,9 +339,9 @@ class HttpLoad:
         self.stats.gave_up += 1
         return None
 
-    def _ended(self, ending: Ending) -> list[str]:
+    def _ended(self, ending: Ending) -> list[dict[str, Any]]:
         self.stats.outcomes[ending.outcome] += 1
-        return ending.interrupt_ids
+        return ending.interrupts
 
     async def flow(self, n: int) -> None:
         self.stats.flows += 1

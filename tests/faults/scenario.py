@@ -1,8 +1,8 @@
 """What every fault scenario does around its fault: load, faults on a schedule, the checker.
 
 ``Faults`` runs a schedule of SIGKILL + restart against one role of a
-``Stack`` while load runs, and records when each kill and restart happened
-so recovery can be measured from what the ``Follower`` saw afterwards.
+``Stack`` while load runs, and measures after each restart how long the
+deployment took to serve a run end to end again.
 ``verify`` runs the independent checker until the topics settle and fails
 the test with the checker's description of every violation.
 """
@@ -15,30 +15,36 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from faults.checker import Report
-from faults.follower import Follower
 from faults.harness import Stack
 from faults.snapshot import check
 
 
 @dataclass
 class Kill:
-    """One SIGKILL and the restart that followed it."""
+    """One SIGKILL, the restart that followed, and when the deployment served again."""
 
     name: str
     killed_at: float
     restarted_at: float = 0.0
+    recovered_s: float | None = None
+    """Seconds from the kill until a probe run went end to end again."""
 
 
 @dataclass
 class Faults:
-    """SIGKILL one instance of ``role`` ``reps`` times, restarting it after ``down_s``."""
+    """SIGKILL one instance of ``role`` ``reps`` times, restarting it after ``down_s``.
+
+    After each restart a probe run (``Stack.probe``) measures when the
+    deployment serves end to end again, while the load goes on around it.
+    """
 
     stack: Stack
     role: str
     reps: int = 3
     down_s: float = 0.5
-    interval_s: float = 5.0
+    interval_s: float = 3.0
     first_after_s: float = 2.0
+    recovery_limit_s: float = 60.0
     kills: list[Kill] = field(default_factory=list)
 
     async def run(self) -> None:
@@ -48,21 +54,17 @@ class Faults:
             index = rep % instances
             proc = self.stack.kill(self.role, index)
             kill = Kill(proc.name, time.monotonic())
+            self.kills.append(kill)
             await asyncio.sleep(self.down_s)
             self.stack.restart(self.role, index)
             kill.restarted_at = time.monotonic()
-            self.kills.append(kill)
+            await self.stack.probe(self.recovery_limit_s)
+            kill.recovered_s = time.monotonic() - kill.killed_at
             await asyncio.sleep(self.interval_s)
 
-    def first_after(self, times: list[float], kill: Kill) -> float | None:
-        """Seconds from ``kill`` to the first time in ``times`` after its restart."""
-        later = [t for t in times if t > kill.restarted_at]
-        return min(later) - kill.killed_at if later else None
-
-    def decision_recovery(self, follower: Follower) -> list[float | None]:
-        """Per kill: seconds until a decision was committed again after the restart."""
-        times = sorted(follower.decision_times)
-        return [self.first_after(times, k) for k in self.kills]
+    def recovery(self) -> str:
+        """The recovery times, for a summary line."""
+        return seconds([k.recovered_s for k in self.kills])
 
 
 def seconds(values: list[float | None]) -> str:
