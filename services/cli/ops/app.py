@@ -9,17 +9,19 @@ from __future__ import annotations
 
 import typer
 
-from services.cli.ops import cancel, deadletter, demo, lag, resume, tail, threads
+from services.cli.ops import cancel, deadletter, demo, lag, resume, stuck, tail, threads
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``tail``, ``threads``, ``resume``, ``cancel``, ``deadletter``, ``lag``, ``demo``."""
+    """Add ``tail``, ``threads``, ``resume``, ``cancel``, ``deadletter``, ``lag``, ``stuck``,
+    ``demo``."""
     app.command("tail")(tail.tail)
     app.add_typer(threads.app, name="threads")
     app.command("resume")(resume.resume)
     app.command("cancel")(cancel.cancel)
     app.add_typer(deadletter.app, name="deadletter")
     app.command("lag")(lag.lag)
+    app.command("stuck")(stuck.stuck)
     app.command("demo")(demo.demo)
 
 
@@ -33,4 +35,5 @@ def build() -> typer.Typer:
 
 
 def _root() -> None:
-    """agui-relay operator commands: tail, threads, resume, cancel, deadletter, lag, demo."""
+    """agui-relay operator commands: tail, threads, resume, cancel, deadletter, lag, stuck,
+    demo."""

@@ -1,0 +1,122 @@
+"""``agui-relay stuck``: threads that need an operator — runs going on too long, expired interrupts.
+
+Read from the compacted ``threads`` topic (the gatekeeper's changelog, one
+live ``ThreadState`` per thread) up to its end at start, and judged by
+``services.gatekeeper.census`` — the same code behind the gatekeeper's
+``agui_threads_running_too_long`` and ``agui_expired_interrupts`` gauges, so
+the report and the dashboards agree. A thread is listed when its run
+started longer ago than ``--running-longer-than`` (default 5m; compare
+``AGUI_RUNNING_TOO_LONG_S``), or when it holds an open interrupt past its
+``expiresAt`` (such an interrupt can only be cancelled now:
+``agui-relay resume THREAD --cancel ID``; a run can be stopped with
+``agui-relay cancel THREAD RUN``). ``--json`` prints one object: the counts
+and the threads.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any
+
+import orjson
+import typer
+from rich.table import Table
+
+from services.cli.ops.kafka_io import EXIT_OK, run_command, stderr, stdout
+from services.cli.ops.records import from_kafka
+from services.cli.ops.render import duration
+from services.cli.ops.threadview import latest_states
+from services.gatekeeper.census import Counts, Stuck, examine
+from services.kafka.reader import TopicReader
+from services.runtime.settings import KafkaSettings
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d)?\s*$", re.IGNORECASE)
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text: str) -> timedelta:
+    """``90`` or ``90s``, ``10m``, ``2h``, ``1d`` as a duration."""
+    match = _DURATION.match(text)
+    if match is None:
+        raise ValueError(f"{text!r}: expected a duration such as 90s, 5m, 2h or 1d")
+    unit = (match.group(2) or "s").lower()
+    return timedelta(seconds=float(match.group(1)) * _UNIT_SECONDS[unit])
+
+
+def report_json(counts: Counts, stuck: list[Stuck], now: datetime,
+                limit: timedelta) -> dict[str, Any]:
+    """The ``--json`` document."""
+    threads = []
+    for item in stuck:
+        state = item.state
+        expiries = {o.interrupt.id: o.interrupt.expires_at for o in state.open_interrupts}
+        threads.append({
+            "threadId": state.thread_id,
+            "status": state.status,
+            "agent": state.agent,
+            "runId": state.run_id,
+            "runStartedAt": state.run_started_at.isoformat() if state.run_started_at else None,
+            "runningForS": item.running.total_seconds() if item.running else None,
+            "expiredInterrupts": [{"id": i, "expiresAt": expiries.get(i)} for i in item.expired],
+            "updatedAt": state.updated_at.isoformat() if state.updated_at else None,
+        })
+    return {
+        "now": now.isoformat(),
+        "runningLongerThanS": limit.total_seconds(),
+        "runningTooLong": counts.running_too_long,
+        "expiredInterrupts": counts.expired_interrupts,
+        "running": counts.running,
+        "interrupted": counts.interrupted,
+        "openInterrupts": counts.open_interrupts,
+        "threads": threads,
+    }
+
+
+def report_table(counts: Counts, stuck: list[Stuck], limit: timedelta) -> Table:
+    """The table the command prints."""
+    title = (f"{counts.running_too_long} of {counts.running} running threads running longer "
+             f"than {duration(limit.total_seconds())}; {counts.expired_interrupts} of "
+             f"{counts.open_interrupts} open interrupts past their expiry")
+    table = Table("thread", "status", "agent", "run", "running for", "expired interrupts",
+                  title=title, title_justify="left")
+    for item in stuck:
+        state = item.state
+        expiries = {o.interrupt.id: o.interrupt.expires_at for o in state.open_interrupts}
+        expired = ", ".join(f"{i} ({expiries.get(i)})" for i in item.expired) or "-"
+        table.add_row(state.thread_id, state.status, state.agent or "-", state.run_id or "-",
+                      f"[red]{duration(item.running.total_seconds())}[/]" if item.running
+                      else "-",
+                      f"[red]{expired}[/]" if item.expired else expired)
+    return table
+
+
+async def _stuck(settings: KafkaSettings, limit: timedelta, as_json: bool) -> int:
+    async with TopicReader(settings, "agui-relay-stuck") as reader:
+        records = await reader.read_all(await reader.all_partitions(settings.topics.threads))
+    states, warnings = latest_states(from_kafka(r, settings.topics) for r in records)
+    for warning in warnings:
+        stderr().print(f"[yellow]warning:[/] {warning}")
+    now = datetime.now(UTC)
+    counts, stuck = examine(states.values(), now, limit)
+    if as_json:
+        sys.stdout.write(orjson.dumps(report_json(counts, stuck, now, limit)).decode() + "\n")
+    else:
+        stdout().print(report_table(counts, stuck, limit))
+    return EXIT_OK
+
+
+def stuck(
+    running_longer_than: Annotated[str, typer.Option(
+        "--running-longer-than", help="List runs older than this (90s, 5m, 2h, 1d).")] = "5m",
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object.")] = False,
+) -> None:
+    """Threads running longer than a limit, and interrupts past their expiry."""
+    try:
+        limit = parse_duration(running_longer_than)
+    except ValueError as exc:
+        stderr().print(f"[red]error:[/] --running-longer-than {exc}")
+        raise typer.Exit(2) from None
+    settings = KafkaSettings()
+    raise typer.Exit(run_command(lambda _stop: _stuck(settings, limit, as_json)))
