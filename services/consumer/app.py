@@ -1,7 +1,8 @@
 """The FastAPI application factory of the consumer service.
 
 ``create_app(settings, kafka)`` builds an app whose lifespan starts the
-instance's Kafka plumbing (``Relay``) before serving and stops it after; the
+instance's Kafka plumbing (``Relay``) before serving and stops it after,
+behind bearer-token authentication when API keys are configured (``auth``); the
 OpenAPI document (``/openapi.json``) names the AG-UI ``RunAgentInput`` body
 and the problem document every error uses.
 """
@@ -16,7 +17,7 @@ from ag_ui.core import RunAgentInput
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
-from services.consumer import problems
+from services.consumer import auth, problems
 from services.consumer.relay import Relay
 from services.consumer.routes import router
 from services.consumer.settings import ConsumerSettings
@@ -55,6 +56,7 @@ def create_app(settings: ConsumerSettings | None = None,
     app.state.relay = relay
     problems.install(app)
     app.include_router(router)
+    auth.install(app, settings, relay.metrics.registry)
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:

@@ -7,6 +7,7 @@ Every error the consumer service answers with is ``application/problem+json``
 
     Problem                       status from the subclass
     ├── InvalidInput              400 invalid_json / invalid_input / invalid_header
+    ├── Unauthorized              401 unauthorized (with ``WWW-Authenticate: Bearer``)
     ├── NotFound                  404 unknown_agent / unknown_thread / unknown_run
     ├── Rejected                  409 or 422: the gatekeeper's rejection, by code
     ├── PayloadTooLarge           413 payload_too_large
@@ -77,6 +78,24 @@ class Problem(Exception):  # noqa: N818 - RFC 9457 names it "problem"
 class InvalidInput(Problem):
     status = 400
     title = "Invalid input"
+
+
+class Unauthorized(Problem):
+    """No valid bearer token (RFC 6750): the challenge goes in ``WWW-Authenticate``."""
+
+    status = 401
+    title = "Unauthorized"
+
+    def __init__(self, detail: str, *, invalid_token: bool) -> None:
+        super().__init__("unauthorized", detail)
+        self.challenge = 'Bearer realm="agui-relay"'
+        if invalid_token:
+            self.challenge += ', error="invalid_token"'
+
+    def response(self) -> Response:
+        response = super().response()
+        response.headers["WWW-Authenticate"] = self.challenge
+        return response
 
 
 class NotFound(Problem):

@@ -7,14 +7,18 @@ misconfiguration fails at startup with a message rather than at load.
 
 from __future__ import annotations
 
-from pydantic import Field
+from pathlib import Path
+
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 class ConsumerSettings(BaseSettings):
     """``AGUI_*`` environment variables of the consumer service."""
 
-    model_config = SettingsConfigDict(env_prefix="", extra="ignore", populate_by_name=True)
+    # hide_input_in_errors: a validation error must not echo AGUI_API_KEYS into a log.
+    model_config = SettingsConfigDict(env_prefix="", extra="ignore", populate_by_name=True,
+                                      hide_input_in_errors=True)
 
     http_host: str = Field("127.0.0.1", alias="AGUI_HTTP_HOST")
     http_port: int = Field(8000, alias="AGUI_HTTP_PORT", ge=0, le=65535)
@@ -29,6 +33,16 @@ class ConsumerSettings(BaseSettings):
     stream_queue: int = Field(2_048, alias="AGUI_STREAM_QUEUE", ge=16)
     """Events buffered per stream; a client that falls further behind is dropped."""
     max_body_bytes: int = Field(1_048_576, alias="AGUI_MAX_BODY_BYTES", ge=1024)
+    max_messages: int = Field(1_000, alias="AGUI_MAX_MESSAGES", ge=1)
+    """Messages one RunAgentInput may carry (more: 413)."""
+    max_resume_entries: int = Field(256, alias="AGUI_MAX_RESUME_ENTRIES", ge=1)
+    """Resume entries one RunAgentInput may carry (more: 413)."""
+    api_keys: SecretStr | None = Field(None, alias="AGUI_API_KEYS")
+    """``token=tenant`` pairs, comma separated (see ``services.consumer.keys``)."""
+    api_keys_file: Path | None = Field(None, alias="AGUI_API_KEYS_FILE")
+    """A file of ``token tenant`` lines; with AGUI_API_KEYS, both are used."""
+    metrics_token: SecretStr | None = Field(None, alias="AGUI_METRICS_TOKEN")
+    """When set, ``/metrics`` wants ``Authorization: Bearer <it>``; else it is open."""
     agents: str = Field("", alias="AGUI_AGENTS")
     """``name=module:object`` pairs (comma separated); only the names are used here."""
     agent_refresh_s: float = Field(30.0, alias="AGUI_AGENT_REFRESH_S", gt=0)
@@ -37,7 +51,7 @@ class ConsumerSettings(BaseSettings):
     startup_timeout_s: float = Field(30.0, alias="AGUI_STARTUP_TIMEOUT_S", ge=0)
     """How long startup waits for the Kafka readers before serving anyway (not ready)."""
     principal: str = Field("anonymous", alias="AGUI_PRINCIPAL")
-    """Who requests come from when no authentication layer says otherwise."""
+    """Who requests come from when authentication is off (no API keys configured)."""
 
     def agent_names(self) -> tuple[str, ...]:
         """The agent names listed in ``AGUI_AGENTS``."""

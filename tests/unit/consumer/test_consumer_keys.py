@@ -1,0 +1,124 @@
+"""API keys: the two configuration forms, their errors, and lookups that show no token."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from services.consumer.keys import SHORT_TOKEN, KeyConfigError, build, load, parse
+
+pytestmark = pytest.mark.unit
+
+TOKEN_A = "tok-a-0123456789abcdef"
+TOKEN_B = "tok-b-0123456789abcdef"
+
+
+def test_the_environment_form_maps_each_token_to_its_tenant() -> None:
+    keys = load(f" {TOKEN_A}=tenant-a , {TOKEN_B}=tenant-b,", None)
+    assert keys is not None
+    assert keys.tenant_for(TOKEN_A) == "tenant-a"
+    assert keys.tenant_for(TOKEN_B) == "tenant-b"
+    assert keys.tenant_for("tok-c") is None
+    assert keys.tenant_for(TOKEN_A[:-1]) is None
+    assert keys.tenant_for(TOKEN_A + "x") is None
+    assert keys.tenant_for("") is None
+    assert keys.tenants == {"tenant-a", "tenant-b"}
+
+
+def test_a_token_may_end_in_base64_padding() -> None:
+    keys = load("YWJjZGVmZ2hpamtsbW5vcA===acme", None)
+    assert keys is not None
+    assert keys.tenant_for("YWJjZGVmZ2hpamtsbW5vcA==") == "acme"
+
+
+def test_the_file_form_takes_both_separators_comments_and_blank_lines(tmp_path: Path) -> None:
+    file = tmp_path / "keys"
+    file.write_text(f"# production keys\n\n{TOKEN_A} tenant-a\n  {TOKEN_B}=tenant-b  \n"
+                    "YWJjZGVmZ2hpamtsbW5vcA== acme\n", "utf-8")
+    keys = load(None, file)
+    assert keys is not None
+    assert keys.tenant_for(TOKEN_A) == "tenant-a"
+    assert keys.tenant_for(TOKEN_B) == "tenant-b"
+    assert keys.tenant_for("YWJjZGVmZ2hpamtsbW5vcA==") == "acme"
+
+
+def test_environment_and_file_are_used_together(tmp_path: Path) -> None:
+    file = tmp_path / "keys"
+    file.write_text(f"{TOKEN_B} tenant-b\n", "utf-8")
+    keys = load(f"{TOKEN_A}=tenant-a", file)
+    assert keys is not None
+    assert keys.tenants == {"tenant-a", "tenant-b"}
+
+
+@pytest.mark.parametrize("value", [None, "", " , ,"])
+def test_no_keys_means_authentication_is_off(value: str | None) -> None:
+    assert load(value, None) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "lines", "where"),
+    [
+        ("secret-token-value", False, "AGUI_API_KEYS entry 1"),
+        ("ok-token=tenant-a,secret-token-value=", False, "AGUI_API_KEYS entry 2"),
+        ("=tenant-a", False, "AGUI_API_KEYS entry 1"),
+        ("secret token=tenant-a", False, "AGUI_API_KEYS entry 1"),
+        ("secret-token-value=tenant a", False, "AGUI_API_KEYS entry 1"),
+        ("secret-token-value=-tenant", False, "AGUI_API_KEYS entry 1"),
+        ("# c\nsecret-token-value tenant-a extra\n", True, "f line 2"),
+        ("secret-token-value\n", True, "f line 1"),
+    ],
+)
+def test_a_bad_entry_is_refused_naming_where_never_what(text: str, lines: bool,
+                                                        where: str) -> None:
+    source = "f" if lines else "AGUI_API_KEYS"
+    with pytest.raises(KeyConfigError) as err:
+        list(parse(text, source, lines=lines))
+    assert str(err.value).startswith(where)
+    assert "secret" not in str(err.value)
+
+
+def test_one_token_for_two_tenants_is_refused_without_showing_it() -> None:
+    with pytest.raises(KeyConfigError) as err:
+        load(f"{TOKEN_A}=tenant-a,{TOKEN_A}=tenant-b", None)
+    assert TOKEN_A not in str(err.value)
+    assert "tenant-a" in str(err.value)
+    keys = load(f"{TOKEN_A}=tenant-a,{TOKEN_A}=tenant-a", None)  # a harmless repeat
+    assert keys is not None
+    assert len(keys.entries) == 1
+
+
+def test_an_unreadable_or_empty_file_stops_the_service(tmp_path: Path) -> None:
+    with pytest.raises(KeyConfigError, match="AGUI_API_KEYS_FILE"):
+        load(None, tmp_path / "missing")
+    empty = tmp_path / "empty"
+    empty.write_text("# nothing yet\n", "utf-8")
+    with pytest.raises(KeyConfigError, match="names no key"):
+        load(None, empty)
+
+
+def test_short_tokens_are_reported_by_tenant() -> None:
+    keys = build([("x" * (SHORT_TOKEN - 1), "weak"), ("y" * SHORT_TOKEN, "fine")])
+    assert keys.short == ("weak",)
+
+
+def test_nothing_kept_shows_a_token() -> None:
+    keys = build([(TOKEN_A, "tenant-a")])
+    shown = repr(keys) + str(keys) + repr(keys.entries)
+    assert TOKEN_A not in shown
+    assert TOKEN_A.encode() not in b"".join(d for d, _ in keys.entries)
+
+
+TOKENS = st.text(st.characters(codec="ascii", categories=["L", "N", "P", "S"]),
+                 min_size=1, max_size=40)
+
+
+@given(pairs=st.dictionaries(TOKENS, st.sampled_from(["t1", "t2", "t3"]), max_size=6),
+       probe=TOKENS)
+def test_lookup_finds_exactly_the_configured_tenant(pairs: dict[str, str], probe: str) -> None:
+    keys = build(pairs.items())
+    for token, tenant in pairs.items():
+        assert keys.tenant_for(token) == tenant
+    assert keys.tenant_for(probe) == pairs.get(probe)
