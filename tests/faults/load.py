@@ -127,13 +127,16 @@ def new_ids(kind: str, n: int) -> tuple[str, str, str]:
 
 
 async def run_flows(flow: Callable[[int], Awaitable[None]], flows: int, concurrency: int,
-                    duration_s: float) -> None:
-    """Run ``flow(i)`` for i in range(flows), ``concurrency`` at a time, within ``duration_s``."""
+                    duration_s: float, until: asyncio.Event | None = None) -> None:
+    """Run ``flow(i)`` for i in range(flows), ``concurrency`` at a time, within ``duration_s``.
+
+    With ``until``, no new flow starts once it is set (flows under way finish).
+    """
     deadline = time.monotonic() + duration_s
     counter = itertools.count()
 
     async def worker() -> None:
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not (until is not None and until.is_set()):
             i = next(counter)
             if i >= flows:
                 return
@@ -240,8 +243,9 @@ class KafkaLoad:
         if second is not None:
             self.stats.flows_completed += 1
 
-    async def run(self, flows: int, concurrency: int, duration_s: float) -> LoadStats:
-        await run_flows(self.flow, flows, concurrency, duration_s)
+    async def run(self, flows: int, concurrency: int, duration_s: float,
+                  until: asyncio.Event | None = None) -> LoadStats:
+        await run_flows(self.flow, flows, concurrency, duration_s, until)
         return self.stats
 
 
@@ -362,6 +366,7 @@ class HttpLoad:
             if approval:
                 self.stats.approvals_admitted += 1
 
-    async def run(self, flows: int, concurrency: int, duration_s: float) -> LoadStats:
-        await run_flows(self.flow, flows, concurrency, duration_s)
+    async def run(self, flows: int, concurrency: int, duration_s: float,
+                  until: asyncio.Event | None = None) -> LoadStats:
+        await run_flows(self.flow, flows, concurrency, duration_s, until)
         return self.stats

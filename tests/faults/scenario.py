@@ -46,8 +46,16 @@ class Faults:
     first_after_s: float = 2.0
     recovery_limit_s: float = 60.0
     kills: list[Kill] = field(default_factory=list)
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set when the schedule is over (the load stops starting flows then)."""
 
     async def run(self) -> None:
+        try:
+            await self._schedule()
+        finally:
+            self.done.set()
+
+    async def _schedule(self) -> None:
         await asyncio.sleep(self.first_after_s)
         instances = len(self.stack.services[self.role])
         for rep in range(self.reps):

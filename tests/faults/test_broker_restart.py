@@ -57,8 +57,15 @@ async def test_broker_stopped_and_restarted_under_load(
         config = StackConfig(gatekeepers=1, producers=1, consumers=1)
         async with Stack(broker.bootstrap, unique_prefix("br"), tmp_path, config) as stack:
             outage: dict[str, float] = {}
+            done = asyncio.Event()
 
             async def bounce() -> None:
+                try:
+                    await outage_and_return()
+                finally:
+                    done.set()
+
+            async def outage_and_return() -> None:
                 nonlocal broker
                 await asyncio.sleep(3.0)
                 outage["stopped_at"] = time.monotonic()
@@ -74,7 +81,7 @@ async def test_broker_stopped_and_restarted_under_load(
             async with Follower(stack.settings) as follower, KafkaLoad(
                     stack.settings, follower, resend_s=8.0, step_s=120.0, delay_ms=50) as load:
                 stats, _ = await asyncio.gather(
-                    load.run(flows=120, concurrency=20, duration_s=150), bounce())
+                    load.run(flows=250, concurrency=16, duration_s=150, until=done), bounce())
             stack.check_alive()  # unaided: nothing was restarted
             await verify(
                 stack, summary, "broker stop/restart",

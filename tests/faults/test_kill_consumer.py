@@ -48,23 +48,28 @@ async def test_consumer_instance_sigkill_under_http_load(
     config = StackConfig(gatekeepers=1, producers=1, consumers=2)
     async with Stack(kafka_bootstrap, unique_prefix("cs"), tmp_path, config) as stack:
         recovery: list[float] = []
+        done = asyncio.Event()
 
         async def faults() -> None:
-            await asyncio.sleep(2.0)
-            for rep in range(REPS):
-                index = rep % 2
-                proc = stack.kill("consumer", index)
-                killed = time.monotonic()
-                await asyncio.sleep(0.5)
-                stack.restart("consumer", index)
-                assert proc.health_url is not None
-                recovery.append(await ready_after(proc.health_url, killed))
-                await asyncio.sleep(3.0)
+            try:
+                await asyncio.sleep(2.0)
+                for rep in range(REPS):
+                    index = rep % 2
+                    proc = stack.kill("consumer", index)
+                    killed = time.monotonic()
+                    await asyncio.sleep(0.5)
+                    stack.restart("consumer", index)
+                    assert proc.health_url is not None
+                    recovery.append(await ready_after(proc.health_url, killed))
+                    await asyncio.sleep(3.0)
+            finally:
+                done.set()
 
         async with Follower(stack.settings) as follower, HttpLoad(
                 stack.consumer_urls, follower, delay_ms=300) as load:
-            stats, _ = await asyncio.gather(load.run(flows=120, concurrency=24, duration_s=150),
-                                            faults())
+            stats, _ = await asyncio.gather(
+                load.run(flows=250, concurrency=16, duration_s=150, until=done),
+                faults())
         await verify(
             stack, summary, "consumer instance SIGKILL",
             f"{REPS} kills, ready again after [{', '.join(f'{r:.1f}' for r in recovery)}] s; "

@@ -32,8 +32,9 @@ async def test_gatekeeper_sigkill_under_load(
         async with Follower(stack.settings) as follower, KafkaLoad(
                 stack.settings, follower, resend_s=4.0, delay_ms=50) as load:
             faults = Faults(stack, "gatekeeper", reps=3, down_s=0.3)
-            stats, _ = await asyncio.gather(load.run(flows=150, concurrency=24, duration_s=150),
-                                            faults.run())
+            stats, _ = await asyncio.gather(
+                load.run(flows=250, concurrency=16, duration_s=150, until=faults.done),
+                faults.run())
         await verify(stack, summary, "gatekeeper SIGKILL",
                      f"{len(faults.kills)} kills, served end to end again {faults.recovery()} "
                      f"after each kill; {stats.line()}")

@@ -34,8 +34,9 @@ async def test_producer_worker_sigkill_under_load(
                 stack.settings, follower, resend_s=8.0, delay_ms=400,
                 execution_delay_ms=300) as load:
             faults = Faults(stack, "producer", reps=3, down_s=0.5)
-            stats, _ = await asyncio.gather(load.run(flows=150, concurrency=30, duration_s=150),
-                                            faults.run())
+            stats, _ = await asyncio.gather(
+                load.run(flows=250, concurrency=16, duration_s=150, until=faults.done),
+                faults.run())
         report = await verify(
             stack, summary, "producer worker SIGKILL",
             f"{len(faults.kills)} kills of {', '.join(k.name for k in faults.kills)}, served "
