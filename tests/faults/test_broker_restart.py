@@ -81,7 +81,7 @@ async def test_broker_stopped_and_restarted_under_load(
             async with Follower(stack.settings) as follower, KafkaLoad(
                     stack.settings, follower, resend_s=8.0, step_s=120.0, delay_ms=50) as load:
                 stats, _ = await asyncio.gather(
-                    load.run(flows=250, concurrency=16, duration_s=150, until=done), bounce())
+                    load.run(flows=250, concurrency=20, duration_s=150, until=done), bounce())
             stack.check_alive()  # unaided: nothing was restarted
             await verify(
                 stack, summary, "broker stop/restart",
