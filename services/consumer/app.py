@@ -41,7 +41,8 @@ def create_app(settings: ConsumerSettings | None = None,
     """The consumer service (settings default to the environment)."""
     settings = settings or ConsumerSettings()
     kafka = kafka or KafkaSettings()
-    relay = Relay(settings, kafka)
+    keys = auth.load_keys(settings)
+    relay = Relay(settings, kafka, authenticated=keys is not None)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -56,7 +57,7 @@ def create_app(settings: ConsumerSettings | None = None,
     app.state.relay = relay
     problems.install(app)
     app.include_router(router)
-    auth.install(app, settings, relay.metrics.registry)
+    auth.install(app, settings, keys, relay.metrics.registry)
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:

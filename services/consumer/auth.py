@@ -1,7 +1,8 @@
 """Bearer-token authentication of the consumer service: who is asking.
 
-``install(app, settings, registry)`` loads the API keys (``keys``) and, when
-there are any, wraps the app in ``BearerAuth``, a plain ASGI middleware (no
+``load_keys(settings)`` reads the API keys (``keys``); ``install(app,
+settings, keys, registry)`` then, when there are any, wraps the app in
+``BearerAuth``, a plain ASGI middleware (no
 ``BaseHTTPMiddleware``: streamed responses pass through untouched). For
 every request it:
 
@@ -94,16 +95,20 @@ def _header(scope: Scope, name: bytes) -> str | None:
     return None
 
 
-def install(app: FastAPI, settings: ConsumerSettings,
-            registry: CollectorRegistry) -> ApiKeys | None:
-    """Load the keys and protect ``app``; returns them (None: authentication is off).
+def load_keys(settings: ConsumerSettings) -> ApiKeys | None:
+    """The configured API keys (None: authentication is off).
 
     Raises ``keys.KeyConfigError`` (naming the source and line, never a
     token) when the configuration cannot be read: better not to start than
     to start open.
     """
-    keys = load(settings.api_keys.get_secret_value() if settings.api_keys else None,
+    return load(settings.api_keys.get_secret_value() if settings.api_keys else None,
                 settings.api_keys_file)
+
+
+def install(app: FastAPI, settings: ConsumerSettings, keys: ApiKeys | None,
+            registry: CollectorRegistry) -> None:
+    """Protect ``app`` with ``keys`` (and ``/metrics`` with AGUI_METRICS_TOKEN); say how."""
     metrics_keys = (build([(settings.metrics_token.get_secret_value(), "metrics")])
                     if settings.metrics_token else None)
     if keys is None:
@@ -118,9 +123,8 @@ def install(app: FastAPI, settings: ConsumerSettings,
             log.warning("API keys shorter than %d characters (guessable) for tenants: %s",
                         SHORT_TOKEN, ", ".join(keys.short))
     if keys is None and metrics_keys is None:
-        return None
+        return
     failures = Counter("agui_consumer_auth_failures",
                        "Requests refused 401, by reason (missing or invalid bearer token)",
                        ["reason"], registry=registry)
     app.add_middleware(BearerAuth, keys=keys, metrics_keys=metrics_keys, failures=failures)
-    return keys

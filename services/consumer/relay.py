@@ -23,6 +23,7 @@ from services.consumer.publisher import Publisher
 from services.consumer.runs import RunService, spawner
 from services.consumer.settings import ConsumerSettings
 from services.consumer.streams import FanOut
+from services.consumer.tenancy import Tenancy
 from services.consumer.threads import ThreadView
 from services.kafka.clients import KafkaError
 from services.kafka.lag import LagProbe
@@ -45,7 +46,8 @@ class Readiness:
 class Relay:
     """The Kafka side of one instance."""
 
-    def __init__(self, settings: ConsumerSettings, kafka: KafkaSettings) -> None:
+    def __init__(self, settings: ConsumerSettings, kafka: KafkaSettings, *,
+                 authenticated: bool = False) -> None:
         self.settings = settings
         self.kafka = kafka
         self.metrics = ConsumerMetrics()
@@ -55,9 +57,11 @@ class Relay:
                              stream_queue=settings.stream_queue,
                              index_size=settings.replay_index_size)
         self.threads = ThreadView(kafka)
+        self.tenancy = Tenancy(self.threads, self.fanout, enforced=authenticated)
+        """Thread ownership; ``authenticated``: callers are tenants named by API keys."""
         self.tasks: set[asyncio.Task[Any]] = set()
         self.runs = RunService(settings, kafka, self.fanout, self.publisher, self.agents,
-                               self.metrics, spawner(self.tasks))
+                               self.metrics, spawner(self.tasks), self.tenancy)
         self._lag = [(reader, LagProbe(f"{kafka.topic_prefix}.consumer.{reader.name}"))
                      for reader in (self.fanout, self.threads)]
         """The readers are group-less: their lag is labelled with a name of the same shape."""

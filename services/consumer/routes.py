@@ -2,6 +2,9 @@
 
 Handlers validate what they are given, call the relay and return; every
 error is a ``Problem`` raised for ``problems.install``'s handlers to render.
+Who asks is ``request.state.principal`` (set by ``auth``; ``AGUI_PRINCIPAL``
+when authentication is off); the thread routes read a thread only through
+``relay.tenancy``, which answers another tenant's thread with a 404.
 """
 
 from __future__ import annotations
@@ -36,10 +39,10 @@ def _relay(request: Request) -> Relay:
     return relay
 
 
-def _principal(request: Request) -> str | None:
-    """Who sent the request, when an authentication layer put it on ``request.state``."""
+def _principal(request: Request) -> str:
+    """Who sent the request: the API key's tenant, else ``AGUI_PRINCIPAL``."""
     principal = getattr(request.state, "principal", None)
-    return principal if isinstance(principal, str) else None
+    return principal if isinstance(principal, str) else _relay(request).settings.principal
 
 
 def _json(model: ThreadView | CancelAccepted, status: int = 200) -> Response:
@@ -64,7 +67,7 @@ async def run_agent(agent: str, request: Request) -> EventStreamResponse:
 @router.get("/threads/{thread_id}", response_model=ThreadView,
             responses=_problems(404), summary="A thread's status and open interrupts")
 async def get_thread(thread_id: str, request: Request) -> Response:
-    state = _relay(request).threads.get(thread_id)
+    state = await _relay(request).tenancy.readable(thread_id, _principal(request))
     if state is None:
         raise NotFound("unknown_thread", f"no thread {thread_id!r} is known")
     return _json(ThreadView.of(state))
@@ -89,7 +92,7 @@ async def replay_run(
     relay = _relay(request)
     if not relay.fanout.ready.is_set():
         raise Unavailable("not_ready", "the service is still connecting to Kafka")
-    state = relay.threads.get(thread_id)
+    state = await relay.tenancy.readable(thread_id, _principal(request), run_id)
     admitted = (thread_id, run_id) in relay.fanout.admitted
     if state is None and not admitted and relay.threads.caught_up.is_set():
         raise NotFound("unknown_thread", f"no thread {thread_id!r} is known")
@@ -116,14 +119,14 @@ async def replay_run(
              summary="Ask the run's worker to stop it")
 async def cancel_run(thread_id: str, run_id: str, request: Request) -> Response:
     relay = _relay(request)
-    state = relay.threads.get(thread_id)
+    requested_by = _principal(request)
+    state = await relay.tenancy.readable(thread_id, requested_by, run_id)
     if (thread_id, run_id) not in relay.fanout.admitted:
         if state is None:
             raise NotFound("unknown_thread", f"no thread {thread_id!r} is known")
         known = {state.run_id, state.interrupted_run_id, *state.recent_run_ids}
         if run_id not in known:
             raise NotFound("unknown_run", f"thread {thread_id!r} has no run {run_id!r}")
-    requested_by = _principal(request) or relay.settings.principal
     command = await relay.runs.cancel(thread_id, run_id, requested_by, origin="http")
     return _json(CancelAccepted(thread_id=thread_id, run_id=run_id, requested_by=requested_by,
                                 requested_at=command.requested_at), 202)

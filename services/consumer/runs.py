@@ -3,8 +3,10 @@
 The order is the point of this module:
 
 1. check the agent is served and the fan-out is positioned (else 404 / 503);
-2. read the body under the size limit (413) and validate it as a
-   ``RunAgentInput`` with the ag-ui-protocol model (400);
+2. read the body under the size limit, count its messages and resume
+   entries (413, ``limits``), validate it as a ``RunAgentInput`` with the
+   ag-ui-protocol model (400), and check the caller may run on its thread
+   (404 when it is another tenant's, ``tenancy``);
 3. subscribe the run's stream and register the request's decision waiter —
    both *before* publishing, so nothing that arrives early is lost;
 4. publish the RunRequest keyed by threadId, with the request's
@@ -12,7 +14,8 @@ The order is the point of this module:
    gatekeeper and the worker continue it), and wait for its decision
    (``AGUI_DECISION_TIMEOUT_S`` → 504; after a ``queued`` verdict, keep
    waiting up to ``AGUI_QUEUED_TIMEOUT_S`` for the same requestId's final one);
-5. rejected → the problem (409/422/400) with no stream byte, and the
+5. rejected → the problem (409/422/400; 404 for the gatekeeper's ownership
+   backstop) with no stream byte, and the
    subscription is dropped; admitted → the caller streams the subscription.
 
 A 504 does not withdraw the request: the gatekeeper may still admit it, and
@@ -38,19 +41,20 @@ from contracts import ControlCommand, Decision, RunRequest, encode
 from contracts.codec import validation_detail
 from contracts.headers import TRACEPARENT
 from services.consumer.agents import AgentDirectory
+from services.consumer.limits import check_counts
 from services.consumer.metrics import ConsumerMetrics
 from services.consumer.problems import (
     DecisionTimeout,
     InvalidInput,
     NotFound,
     PayloadTooLarge,
-    Rejected,
     Unavailable,
 )
 from services.consumer.publisher import Publisher
 from services.consumer.settings import ConsumerSettings
 from services.consumer.sse import EventStreamResponse, StreamOutcome, run_body
 from services.consumer.streams import Delivery, FanOut, RunStream
+from services.consumer.tenancy import Tenancy, rejection
 from services.kafka.clients import KafkaError
 from services.runtime import tracing
 from services.runtime.logging import bind_run, run_fields
@@ -75,14 +79,16 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def parse_input(body: bytes) -> RunAgentInput:
-    """The body as a RunAgentInput (400 ``invalid_json`` / ``invalid_input``)."""
+def parse_input(body: bytes, settings: ConsumerSettings) -> RunAgentInput:
+    """The body as a RunAgentInput (400 ``invalid_json`` / ``invalid_input``; 413 too long)."""
     try:
         raw = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         raise InvalidInput("invalid_json", f"the body is not JSON: {exc}") from exc
     if not isinstance(raw, dict):
         raise InvalidInput("invalid_input", "the body must be a RunAgentInput object")
+    check_counts(raw, max_messages=settings.max_messages,
+                 max_resume=settings.max_resume_entries)
     try:
         return RunAgentInput.model_validate(raw)
     except ValidationError as exc:
@@ -94,7 +100,7 @@ class RunService:
 
     def __init__(self, settings: ConsumerSettings, kafka: KafkaSettings, fanout: FanOut,
                  publisher: Publisher, agents: AgentDirectory, metrics: ConsumerMetrics,
-                 spawn: Spawn) -> None:
+                 spawn: Spawn, tenancy: Tenancy) -> None:
         self.settings = settings
         self.kafka = kafka
         self.fanout = fanout
@@ -102,6 +108,7 @@ class RunService:
         self.agents = agents
         self.metrics = metrics
         self.spawn = spawn
+        self.tenancy = tenancy
         self.closing = False
 
     async def start_run(self, agent: str, request: Request,
@@ -113,11 +120,17 @@ class RunService:
         if not self.fanout.ready.is_set():
             raise Unavailable("not_ready", "the service is still connecting to Kafka")
         try:
-            run_input = parse_input(await read_body(request, self.settings.max_body_bytes))
+            run_input = parse_input(await read_body(request, self.settings.max_body_bytes),
+                                    self.settings)
         except (InvalidInput, PayloadTooLarge) as problem:
             self.metrics.requests.labels(problem.code).inc()
             raise
         principal = principal or self.settings.principal
+        try:
+            self.tenancy.check_run(run_input.thread_id, principal)
+        except NotFound:
+            self.metrics.requests.labels("unknown_thread").inc()
+            raise
         run_request = RunRequest(request_id=str(uuid.uuid4()), agent=agent, input=run_input,
                                  submitted_at=datetime.now(UTC), principal=principal)
         value = encode(run_request)
@@ -170,7 +183,7 @@ class RunService:
         self.metrics.requests.labels(decision.verdict).inc()
         if decision.verdict == "rejected":
             log.info("request rejected: %s", decision.code, extra=fields)
-            raise Rejected.from_decision(decision)
+            raise rejection(decision, run_request.input.thread_id)
         log.debug("request admitted; streaming the run", extra=fields)
         return decision
 

@@ -54,7 +54,8 @@ def small_app(registry: CollectorRegistry, **settings: Any) -> FastAPI:
     async def metrics() -> PlainTextResponse:
         return PlainTextResponse(generate_latest(registry).decode())
 
-    auth.install(app, ConsumerSettings(**settings), registry)
+    config = ConsumerSettings(**settings)
+    auth.install(app, config, auth.load_keys(config), registry)
     return app
 
 

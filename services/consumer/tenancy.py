@@ -1,0 +1,117 @@
+"""Thread ownership: a thread belongs to the tenant that started it.
+
+The owner is ``ThreadState.principal`` on the compacted ``threads`` topic:
+the gatekeeper sets it from ``RunRequest.principal`` when it admits the
+thread's first run, and never changes it afterwards. This service publishes
+the caller's tenant (``auth``) as that principal, and answers another
+tenant's POST on the thread, ``GET /threads/{id}``, its replays and its
+cancels with the same ``404 unknown_thread`` a thread that does not exist
+gets — a 403 would tell that the id is taken. The rules (``may_read``,
+``may_run``):
+
+- an owned thread is for its owner only;
+- an unowned thread (its runs came from a writer that set no principal:
+  the CLI, a pipeline's child runs) is open to everyone while
+  authentication is off, and to no tenant when it is on — except that any
+  tenant may start the first run of a thread that never ran (a thread whose
+  only records are rejections), which makes it the owner.
+
+Checks use this instance's thread view, so a POST on another tenant's thread
+is refused *before* anything is published. Two gaps remain, both closed
+elsewhere: a thread started a moment ago by another tenant may not be in the
+view yet — the gatekeeper, the backstop, rejects a request whose principal
+is not the thread's owner with ``key_mismatch`` (a code this service can
+get for no other reason, since it keys every request by its threadId), and
+``rejection`` turns that into the same 404; and a replay or cancel of a run
+this instance saw admitted may come before the view has its state — the
+state commits in the same transaction as the decision, so ``readable``
+waits for it up to ``SETTLE_S``. Two tenants starting one new thread id at
+once: the gatekeeper admits one, the other gets the 404.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from contracts import Decision, ThreadState
+from services.consumer.problems import NotFound, Problem, Rejected, Unavailable
+from services.consumer.streams import FanOut
+from services.consumer.threads import ThreadView
+
+SETTLE_S = 2.0
+"""How long a route waits for the view to show a thread whose run was seen admitted."""
+SETTLE_POLL_S = 0.02
+BACKSTOP_CODE = "key_mismatch"
+"""The gatekeeper's rejection of a request from a principal that does not own the thread."""
+
+
+def may_read(state: ThreadState, principal: str, *, enforced: bool) -> bool:
+    """Whether ``principal`` may see (state, replay, cancel) the thread."""
+    if state.principal is not None:
+        return state.principal == principal
+    return not enforced
+
+
+def may_run(state: ThreadState | None, principal: str, *, enforced: bool) -> bool:
+    """Whether ``principal`` may start or continue a run on the thread."""
+    if state is None or (state.run_id is None and state.principal is None):
+        return True  # a new thread, or one that never ran: the first admitted run claims it
+    return may_read(state, principal, enforced=enforced)
+
+
+def unknown_thread(thread_id: str) -> NotFound:
+    """The 404 of a thread that does not exist, or is not the caller's."""
+    return NotFound("unknown_thread", f"no thread {thread_id!r} is known")
+
+
+def rejection(decision: Decision, thread_id: str) -> Problem:
+    """The problem for a rejecting decision, the ownership backstop hidden as a 404."""
+    if decision.code == BACKSTOP_CODE:
+        return unknown_thread(thread_id)
+    return Rejected.from_decision(decision)
+
+
+class Tenancy:
+    """Ownership checks against this instance's thread view."""
+
+    def __init__(self, threads: ThreadView, fanout: FanOut, *, enforced: bool,
+                 settle_s: float = SETTLE_S) -> None:
+        self.threads = threads
+        self.fanout = fanout
+        self.enforced = enforced
+        """True when API keys are configured (callers are tenants)."""
+        self.settle_s = settle_s
+
+    def check_run(self, thread_id: str, principal: str) -> None:
+        """Raise the 404 unless ``principal`` may run on the thread (before publishing)."""
+        if not may_run(self.threads.get(thread_id), principal, enforced=self.enforced):
+            raise unknown_thread(thread_id)
+
+    async def readable(self, thread_id: str, principal: str,
+                       run_id: str | None = None) -> ThreadState | None:
+        """The thread's state for ``principal``; None when the view does not know it.
+
+        Raises the 404 when the thread is another tenant's, and, with
+        authentication on, when its owner cannot be established (no state:
+        404 once the view has caught up, 503 ``not_ready`` before).
+        """
+        state = self.threads.get(thread_id)
+        if state is None and run_id is not None and (thread_id, run_id) in self.fanout.admitted:
+            state = await self._settle(thread_id)
+        if state is None:
+            if not self.enforced:
+                return None
+            if not self.threads.caught_up.is_set():
+                raise Unavailable("not_ready", "the service is still reading the thread states")
+            raise unknown_thread(thread_id)
+        if not may_read(state, principal, enforced=self.enforced):
+            raise unknown_thread(thread_id)
+        return state
+
+    async def _settle(self, thread_id: str) -> ThreadState | None:
+        for _ in range(max(1, round(self.settle_s / SETTLE_POLL_S))):
+            state = self.threads.get(thread_id)
+            if state is not None:
+                return state
+            await asyncio.sleep(SETTLE_POLL_S)
+        return self.threads.get(thread_id)
