@@ -134,7 +134,8 @@ class Executor:
                                       run_input.run_id, agent, self.partitions,
                                       traceparent))
         runner = Runner(definition, run_input, plan, sink, options=self.options,
-                        ledger=self.ledger, agent_name=agent)
+                        ledger=self.ledger, agent_name=agent,
+                        request_id=dispatch.request_id)
         return Prepared(dispatch, agent, runner, still_open)
 
     async def execute(self, prepared: Prepared) -> RunReport:

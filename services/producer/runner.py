@@ -149,8 +149,11 @@ class Runner:
         options: RunOptions | None = None,
         ledger: EffectLedger | None = None,
         agent_name: str = "agent",
+        request_id: str | None = None,
     ) -> None:
         self.agent = agent
+        self.request_id = request_id
+        """The RunRequest this run was admitted from (named in its log lines)."""
         self._input = run_input
         self.plan = plan
         self.sink = sink
@@ -173,7 +176,7 @@ class Runner:
         self._abort: Failed | None = None
         self._result: Any = None
         self._effects: set[asyncio.Future[Effect]] = set()
-        self._log = run_fields(run_input.thread_id, run_input.run_id)
+        self._log = run_fields(run_input.thread_id, run_input.run_id, request_id)
 
     # ---- RunPort (what RunContext calls) --------------------------------
 

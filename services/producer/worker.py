@@ -155,6 +155,7 @@ class Worker:
         for host in self.hosts:
             runner = host.active.get(command.run_id)
             if runner is not None and runner.input.thread_id == command.thread_id:
+                fields = run_fields(command.thread_id, command.run_id, runner.request_id)
                 log.info("cancelling run %s (requested by %s)", command.run_id,
                          command.requested_by, extra=fields)
                 runner.cancel()
