@@ -69,6 +69,8 @@ def create_app(settings: ConsumerSettings | None = None,
             components.update(run_input.pop("$defs", {}))
             components["RunAgentInput"] = run_input
             components["Problem"] = PROBLEM_SCHEMA
+            if keys is not None:
+                auth.document(doc, metrics_protected=settings.metrics_token is not None)
             app.openapi_schema = doc
         return app.openapi_schema
 

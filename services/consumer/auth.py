@@ -28,6 +28,7 @@ with the method and path only.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from fastapi import FastAPI
 from prometheus_client import CollectorRegistry, Counter
@@ -86,6 +87,18 @@ class BearerAuth:
         if keys is self.keys:
             scope.setdefault("state", {})["principal"] = tenant
         await self.app(scope, receive, send)
+
+
+def document(doc: dict[str, Any], *, metrics_protected: bool) -> None:
+    """Declare the bearer scheme in an OpenAPI document, and which operations are open."""
+    doc.setdefault("components", {})["securitySchemes"] = {"bearerAuth": {
+        "type": "http", "scheme": "bearer",
+        "description": "An API key of AGUI_API_KEYS / AGUI_API_KEYS_FILE; it names the tenant"}}
+    doc["security"] = [{"bearerAuth": []}]
+    open_paths = OPEN_PATHS if metrics_protected else OPEN_PATHS | {METRICS_PATH}
+    for path in open_paths:
+        for operation in doc.get("paths", {}).get(path, {}).values():
+            operation["security"] = []
 
 
 def _header(scope: Scope, name: bytes) -> str | None:

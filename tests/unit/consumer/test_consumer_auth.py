@@ -15,15 +15,18 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 from fastapi import FastAPI, Request
 from prometheus_client import CollectorRegistry, generate_latest
 from starlette.responses import JSONResponse, PlainTextResponse
 
 from services.consumer import auth, problems
+from services.consumer.app import create_app
 from services.consumer.auth import bearer_token
 from services.consumer.keys import KeyConfigError
 from services.consumer.settings import ConsumerSettings
+from services.runtime.settings import KafkaSettings
 
 pytestmark = pytest.mark.unit
 
@@ -183,3 +186,19 @@ async def test_a_broken_keys_file_refuses_to_start(tmp_path: Path) -> None:
 )
 def test_bearer_token(value: str | None, token: str | None) -> None:
     assert bearer_token(value) == token
+
+
+def test_the_openapi_document_declares_the_bearer_scheme_when_keys_are_set() -> None:
+    secured = create_app(ConsumerSettings(api_keys=f"{TOKEN_A}=tenant-a"),
+                         KafkaSettings(bootstrap_servers="127.0.0.1:9")).openapi()
+    assert secured["components"]["securitySchemes"]["bearerAuth"]["scheme"] == "bearer"
+    assert secured["security"] == [{"bearerAuth": []}]
+    assert secured["paths"]["/healthz"]["get"]["security"] == []
+    assert secured["paths"]["/metrics"]["get"]["security"] == []
+    assert "security" not in secured["paths"]["/threads/{thread_id}"]["get"]
+    assert TOKEN_A not in orjson.dumps(secured).decode()
+    guarded = create_app(ConsumerSettings(api_keys=f"{TOKEN_A}=tenant-a", metrics_token=METRICS),
+                         KafkaSettings(bootstrap_servers="127.0.0.1:9")).openapi()
+    assert "security" not in guarded["paths"]["/metrics"]["get"]
+    open_app = create_app(ConsumerSettings(), KafkaSettings(bootstrap_servers="127.0.0.1:9"))
+    assert "security" not in open_app.openapi()
