@@ -1,14 +1,16 @@
 """Gatekeeper benchmark: throughput against a no-logic baseline, latency, history cost.
 
-    .venv/bin/python -m bench.gatekeeper [--requests 50000] [--rate 1000] [--seconds 10]
+    .venv/bin/python -m bench.gatekeeper [--requests 50000] [--rounds 3]
+                                         [--rate 1000] [--seconds 8]
 
-1. **Throughput** (8 partitions): ``--requests`` RunRequests (one per thread,
-   so each is admitted: a decision, a dispatch and a thread state) are
-   written to ``requests`` first; then the gatekeeper decides them all, and
-   decisions/s is counted from its first to its last committed transaction.
-   In the same run a **baseline** does the same consume → produce three
-   records → ``send_offsets_to_transaction`` → commit loop with the same
-   aiokafka client settings and no logic at all, over the same records.
+1. **Throughput** (8 partitions, best of ``--rounds`` alternating rounds):
+   ``--requests`` RunRequests (one per thread, so each is admitted: a
+   decision, a dispatch and a thread state) are written to ``requests``
+   first; then the gatekeeper decides them all, timed from its partitions
+   being assigned to its last commit. In each round a **baseline** does the
+   same consume → produce three records → ``send_offsets_to_transaction`` →
+   commit loop with the same aiokafka client settings and no logic at all,
+   over the same records.
 2. **Latency** at a fixed offered load (``--rate`` requests/s for
    ``--seconds``): the gatekeeper runs as its own process (``python -m
    services.gatekeeper``); each request's latency is from just before it is
@@ -362,6 +364,36 @@ def _interrupted(state: ThreadState, now: datetime, policy: Policy) -> ThreadSta
     return state
 
 
+async def throughput(settings: KafkaSettings, n: int, rounds: int) -> dict[str, Any]:
+    """Baseline and gatekeeper over ``n`` preloaded requests, alternating, ``rounds`` times.
+
+    Each round has its own topics. The best round of each is reported (the
+    machine is shared: other work only ever slows a round down), with every
+    round kept in the JSON.
+    """
+    runs: dict[str, list[dict[str, float]]] = {"baseline": [], "gatekeeper": []}
+    for r in range(rounds):
+        into = settings.with_prefix(f"{settings.topic_prefix}r{r}")
+        out = into.with_prefix(into.topic_prefix + "b")
+        await ensure_topics(into, (AGENT,))
+        await ensure_topics(out, (AGENT,))
+        seconds = await preload(into, n)
+        console.print(f"[dim]round {r + 1}: preloaded {n} requests in {seconds:.1f} s[/]")
+        runs["baseline"].append(await baseline_throughput(into, out, n))
+        runs["gatekeeper"].append(await gatekeeper_throughput(into, n))
+        console.print(
+            f"[dim]round {r + 1}: baseline {runs['baseline'][-1]['per_second']:,.0f}/s, "
+            f"gatekeeper {runs['gatekeeper'][-1]['per_second']:,.0f}/s[/]"
+        )
+    best = {k: max(v, key=lambda run: run["per_second"]) for k, v in runs.items()}
+    return {
+        "baseline": best["baseline"],
+        "gatekeeper": best["gatekeeper"],
+        "ratio": best["gatekeeper"]["per_second"] / best["baseline"]["per_second"],
+        "rounds": runs,
+    }
+
+
 async def main(args: argparse.Namespace) -> dict[str, Any]:
     results: dict[str, Any] = {
         "partitions": PARTITIONS,
@@ -374,17 +406,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         settings = KafkaSettings(
             bootstrap_servers=bootstrap, topic_prefix=prefix, partitions=PARTITIONS
         )
-        out = settings.with_prefix(prefix + "b")
-        await ensure_topics(settings, (AGENT,))
-        await ensure_topics(out, (AGENT,))
-        console.print(f"[dim]broker {bootstrap}, topics {prefix}.*[/]")
-        results["preload_s"] = await preload(settings, args.requests)
-        console.print(f"[dim]preloaded {args.requests} requests in {results['preload_s']:.1f} s[/]")
-        results["baseline"] = await baseline_throughput(settings, out, args.requests)
-        console.print(f"[dim]baseline {results['baseline']['per_second']:.0f}/s[/]")
-        results["gatekeeper"] = await gatekeeper_throughput(settings, args.requests)
-        console.print(f"[dim]gatekeeper {results['gatekeeper']['per_second']:.0f}/s[/]")
-        results["ratio"] = results["gatekeeper"]["per_second"] / results["baseline"]["per_second"]
+        console.print(f"[dim]broker {bootstrap}, topics {prefix}*[/]")
+        results.update(await throughput(settings, args.requests, args.rounds))
         lat = settings.with_prefix(prefix + "l")
         await ensure_topics(lat, (AGENT,))
         gatekeeper = [sys.executable, "-m", "services.gatekeeper"]
@@ -410,8 +433,15 @@ def report(r: dict[str, Any]) -> None:
     for column in ("measure", "value", "target"):
         table.add_column(column)
     g, b, lat, h = r["gatekeeper"], r["baseline"], r["latency"], r["history"]
-    table.add_row("gatekeeper, decisions/s (end to end)", f"{g['per_second']:,.0f}", "≥ 5,000")
-    table.add_row("baseline (no logic), records in/s", f"{b['per_second']:,.0f}", "")
+    rounds = len(r["rounds"]["gatekeeper"])
+    table.add_row(
+        f"gatekeeper, decisions/s (end to end, best of {rounds})",
+        f"{g['per_second']:,.0f}",
+        "≥ 5,000",
+    )
+    table.add_row(
+        f"baseline (no logic), records in/s (best of {rounds})", f"{b['per_second']:,.0f}", ""
+    )
     table.add_row("ratio gatekeeper / baseline", f"{r['ratio']:.2f}", "≥ 0.6")
     table.add_row(
         "transactions (gatekeeper / baseline)", f"{g['transactions']:,} / {b['transactions']:,}", ""
@@ -444,7 +474,8 @@ def cli() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--requests", type=int, default=50_000)
     parser.add_argument("--rate", type=int, default=1000)
-    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--seconds", type=float, default=8.0)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--serve-baseline", metavar="PREFIX", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_baseline:
