@@ -23,8 +23,10 @@ from its events). Cancelling an expired interrupt at the top therefore
 cancels it in the child, which is how the child thread moves past it.
 
 If the parent run is cancelled while it waits, the child run is cancelled
-too (a ``ControlCommand`` on ``control``). Kafka settings come from the
-worker's environment (``KafkaSettings()``) unless passed in.
+too (a ``ControlCommand`` on ``control``). The child's request continues
+the parent run's trace (its ``traceparent`` is a child of the parent's
+hop), so a pipeline is one trace. Kafka settings come from the worker's
+environment (``KafkaSettings()``) unless passed in.
 """
 
 from __future__ import annotations
@@ -42,11 +44,12 @@ from ag_ui.core import Interrupt, ResumeEntry, RunAgentInput
 
 from contracts import ControlCommand, Decision, DecodeError, RunRequest, decode, encode
 from contracts.codec import to_wire
-from contracts.headers import EVENT_TYPE, RUN_ID, SEQ
+from contracts.headers import EVENT_TYPE, RUN_ID, SEQ, TRACEPARENT
 from services.cli.ops.history import replay
 from services.kafka.clients import new_producer
 from services.kafka.reader import Start, TopicReader
 from services.producer.context import RunContext
+from services.runtime import tracing
 from services.runtime.settings import KafkaSettings
 
 SEPARATOR = "/"
@@ -206,7 +209,9 @@ class Delegation:
             await reader.assign([await reader.key_partition(topics.decisions, thread_id),
                                  await reader.key_partition(topics.events, thread_id)],
                                 Start.end())
-            await self._publish(topics.requests, thread_id, encode(request))
+            parent = tracing.current()
+            trace = [(TRACEPARENT, parent.child().header().encode())] if parent else None
+            await self._publish(topics.requests, thread_id, encode(request), trace)
             try:
                 return await self._follow(reader, request, within_s)
             except asyncio.CancelledError:
@@ -258,11 +263,12 @@ class Delegation:
             return None
         return decision if decision.request_id == request_id else None
 
-    async def _publish(self, topic: str, key: str, value: bytes) -> None:
+    async def _publish(self, topic: str, key: str, value: bytes,
+                       headers: list[tuple[str, bytes]] | None = None) -> None:
         producer = new_producer(self.settings, "agui-relay-delegation")
         try:
             await producer.start()
-            await producer.send_and_wait(topic, value, key=key.encode())
+            await producer.send_and_wait(topic, value, key=key.encode(), headers=headers)
         finally:
             await producer.stop()
 

@@ -169,7 +169,7 @@ class AgentHost:
     async def _run_dispatch(self, dispatch: Dispatch) -> None:
         trace = self._traces.pop(dispatch.request_id, None) or tracing.start()
         with bound_run(dispatch.input.thread_id, dispatch.input.run_id, dispatch.request_id,
-                       trace.trace_id):
+                       trace.trace_id), tracing.within(trace):
             await self._run_traced(dispatch, trace)
 
     async def _run_traced(self, dispatch: Dispatch, trace: tracing.TraceParent) -> None:

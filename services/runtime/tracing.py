@@ -14,17 +14,23 @@ No tracing library is involved: a ``traceparent`` is 55 characters, and
 this module is all agui-relay needs to carry one. An OpenTelemetry SDK
 installed around the services would read and continue the same headers.
 Pure: randomness comes from the ``entropy`` argument (``os.urandom`` by
-default), so tests pass their own.
+default), so tests pass their own. ``within(hop)`` makes a hop the current
+one for a task and the tasks it starts (a producer's run), so what the run
+sends on its own — a delegated child run's request — continues its trace
+(``current()``).
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
-__all__ = ["Entropy", "TraceParent", "next_hop", "next_hop_bytes", "parse", "start"]
+__all__ = ["Entropy", "TraceParent", "current", "next_hop", "next_hop_bytes", "parse", "start",
+           "within"]
 
 Entropy = Callable[[int], bytes]
 """``n -> n random bytes`` (``os.urandom``)."""
@@ -97,6 +103,24 @@ def next_hop(incoming: str | bytes | None, entropy: Entropy = os.urandom) -> Tra
 def next_hop_bytes(incoming: bytes | None, entropy: Entropy = os.urandom) -> bytes:
     """``next_hop`` as header bytes, for the Kafka hot paths."""
     return next_hop(incoming, entropy).header().encode("ascii")
+
+
+_CURRENT: ContextVar[TraceParent | None] = ContextVar("agui_trace", default=None)
+
+
+@contextmanager
+def within(hop: TraceParent) -> Iterator[None]:
+    """``hop`` is the current one in this task (and the tasks it starts) for the block."""
+    token = _CURRENT.set(hop)
+    try:
+        yield
+    finally:
+        _CURRENT.reset(token)
+
+
+def current() -> TraceParent | None:
+    """The hop this task runs within, if any."""
+    return _CURRENT.get()
 
 
 def _span_id(entropy: Entropy) -> str:

@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.runtime.tracing import Entropy, TraceParent, next_hop, next_hop_bytes, parse, start
+from services.runtime.tracing import (
+    Entropy,
+    TraceParent,
+    current,
+    next_hop,
+    next_hop_bytes,
+    parse,
+    start,
+    within,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -106,3 +116,23 @@ def test_every_well_formed_header_round_trips(trace_id: str, span_id: str, flags
 def test_parsing_anything_never_raises(value: str) -> None:
     parsed = parse(value)
     assert parsed is None or parse(parsed.header()) == parsed
+
+
+async def test_the_current_hop_reaches_the_tasks_a_run_starts_and_no_others() -> None:
+    hop = start(counting(3))
+    other = start(counting(9))
+    assert current() is None
+
+    async def child_sees() -> TraceParent | None:
+        await asyncio.sleep(0)
+        return current()
+
+    with within(hop):
+        inside = asyncio.create_task(child_sees())
+        with within(other):
+            assert current() == other
+        assert current() == hop
+    outside = asyncio.create_task(child_sees())
+    assert await inside == hop
+    assert await outside is None
+    assert current() is None
