@@ -4,12 +4,14 @@ The gatekeeper, a producer worker and a consumer service run as processes
 against the real broker's SASL listener (SCRAM-SHA-256, the password in
 their environment). Through the consumer's HTTP face: a traced run that
 ends interrupted (its interrupt expiring seconds later), and a long run
-that is left running, then cancelled. Meanwhile and after, the test
+that is left running, then cancelled; then a two-agent pipeline whose
+child run must stay in its parent's trace. Meanwhile and after, the test
 scrapes the consumer's ``/metrics`` and the gatekeeper's and producer's
 health ports and checks the counters and gauges moved as the runs did,
 ``agui-relay stuck`` reports what the gatekeeper's gauges count, the
 ``traceparent`` of the HTTP request runs through the request, decision,
-dispatch and every event record with a new span at each hop, every stderr
+dispatch and every event record with a new span at each hop (and on into a
+delegated child run), every stderr
 line of every service is a JSON object, each line about a run names its
 thread, run and request, and the password appears in no scrape and no log.
 """
@@ -45,6 +47,8 @@ AGENT = "scripted"
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 CLIENT_SPAN = "00f067aa0ba902b7"
 CLIENT_TRACEPARENT = f"00-{TRACE_ID}-{CLIENT_SPAN}-01"
+PIPELINE_TRACE_ID = "0af7651916cd43dd8448eb211c80319c"
+PIPELINE_AGENTS = ("pipeline_parent", "pipeline_child")
 RUNNING_TOO_LONG_S = 2
 
 
@@ -68,11 +72,11 @@ async def read_topic(settings: KafkaSettings, topic: str, key: str
     return [r for r in records if r.key == key.encode()]
 
 
-def span_of(record: ConsumerRecord[Any, Any]) -> str:
-    """The record's span id, after checking it belongs to the client's trace."""
+def span_of(record: ConsumerRecord[Any, Any], trace_id: str = TRACE_ID) -> str:
+    """The record's span id, after checking it belongs to the trace ``trace_id``."""
     parent = parse(header_value(record.headers, TRACEPARENT))
     assert parent is not None, f"{record.topic}@{record.offset} has no valid traceparent"
-    assert parent.trace_id == TRACE_ID, record.topic
+    assert parent.trace_id == trace_id, record.topic
     return parent.span_id
 
 
@@ -95,14 +99,16 @@ async def test_a_deployment_shows_its_runs_in_metrics_traces_and_logs(
 ) -> None:
     settings = KafkaSettings(bootstrap_servers=kafka_bootstrap, topic_prefix=topic_prefix,
                              partitions=2)
-    await ensure_topics(settings, (AGENT,))
+    await ensure_topics(settings, (AGENT, *PIPELINE_AGENTS))
     env = {
         "PATH": "/usr/bin:/bin", "PYTHONUNBUFFERED": "1",
         "KAFKA_BOOTSTRAP_SERVERS": kafka_sasl.bootstrap,
         "KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT", "KAFKA_SASL_MECHANISM": "SCRAM-SHA-256",
         "KAFKA_SASL_USERNAME": kafka_sasl.username, "KAFKA_SASL_PASSWORD": kafka_sasl.password,
         "AGUI_TOPIC_PREFIX": topic_prefix, "AGUI_PARTITIONS": "2",
-        "AGUI_AGENTS": f"{AGENT}=services.producer.agents.scripted:agent",
+        "AGUI_AGENTS": ",".join([f"{AGENT}=services.producer.agents.scripted:agent",
+                                 *(f"{a}=services.producer.agents.{a}:agent"
+                                   for a in PIPELINE_AGENTS)]),
         "AGUI_LOG_LEVEL": "DEBUG",
         "AGUI_GATEKEEPER_GAUGES_S": "0.5", "AGUI_RUNNING_TOO_LONG_S": str(RUNNING_TOO_LONG_S),
         "AGUI_GATEKEEPER_SESSION_TIMEOUT_MS": "6000",
@@ -175,7 +181,8 @@ async def test_a_deployment_shows_its_runs_in_metrics_traces_and_logs(
         assert with_name(producer, "agui_runs_started_total") == {
             frozenset({("agent", AGENT)}): 2}
         lags = with_name(producer, "agui_consumer_lag")
-        assert {dict(labels)["group"] for labels in lags} == {f"{topic_prefix}.producer.{AGENT}"}
+        assert {dict(labels)["group"] for labels in lags} == {
+            f"{topic_prefix}.producer.{agent}" for agent in (AGENT, *PIPELINE_AGENTS)}
         served = await stack.metrics("consumer")
         assert with_name(served, "agui_consumer_requests_total") == {
             frozenset({("verdict", "admitted")}): 2}
@@ -184,7 +191,18 @@ async def test_a_deployment_shows_its_runs_in_metrics_traces_and_logs(
         for samples in (gatekeeper, producer, served):
             assert not with_name(samples, "agui_dead_letters_total")
 
-    # 6. one trace from the HTTP request to the events, a new span at each hop
+        # 6. a two-agent pipeline: the child run's request continues the parent's trace
+        pipeline = {"threadId": "t-pipe", "runId": "r-pipe", "state": {}, "tools": [],
+                    "context": [], "forwardedProps": {},
+                    "messages": [{"id": "m-pipe", "role": "user", "content": "the report"}]}
+        async with stack.http.stream(
+                "POST", f"{consumer}/agents/pipeline_parent", json=pipeline,
+                headers={"traceparent": f"00-{PIPELINE_TRACE_ID}-{CLIENT_SPAN}-01"}) as response:
+            assert response.status_code == 200
+            ending = [event async for event in frames(response)][-1]
+        assert ending["outcome"]["type"] == "interrupt", ending
+
+    # 7. one trace from the HTTP request to the events, a new span at each hop
     (request,) = await read_topic(settings, settings.topics.requests, "t-obs-1")
     (decision,) = await read_topic(settings, settings.topics.decisions, "t-obs-1")
     (dispatch,) = await read_topic(settings, settings.topics.dispatch(AGENT), "t-obs-1")
@@ -198,21 +216,32 @@ async def test_a_deployment_shows_its_runs_in_metrics_traces_and_logs(
     worker_spans = {span_of(e) for e in run_events}
     assert len(worker_spans) == 1
     assert len({CLIENT_SPAN, consumer_span, gatekeeper_span, *worker_spans}) == 4
+    for thread in ("t-pipe", "t-pipe/review"):
+        (request,) = await read_topic(settings, settings.topics.requests, thread)
+        run_events = await read_topic(settings, settings.topics.events, thread)
+        assert run_events
+        for record in (request, *run_events):
+            span_of(record, PIPELINE_TRACE_ID)
 
-    # 7. JSON logs: every line about a run names its thread, run and request
+    # 8. JSON logs: every line about a run names its thread, run and request
     password = kafka_sasl.password
     for text in stack.texts:
         assert password not in text
-    runs = {"t-obs-1": "r-obs-1", "t-obs-2": "r-obs-2"}
+    runs = {"t-obs-1": "r-obs-1", "t-obs-2": "r-obs-2", "t-pipe": "r-pipe",
+            "t-pipe/review": "r-pipe/review-"}
+    traces = {"t-obs-1": TRACE_ID, "t-pipe": PIPELINE_TRACE_ID,
+              "t-pipe/review": PIPELINE_TRACE_ID}
     for role, service in stack.services.items():
         assert password not in service.log_path.read_text("utf-8")
         lines = service.log_lines()
-        about = [d for d in lines if any(t in orjson.dumps(d).decode() for t in runs)]
-        assert {d.get("threadId") for d in about} == set(runs), (role, about)
+        about = [d for d in lines if any(f'"{t}' in orjson.dumps(d).decode() for t in runs)]
+        named = {d.get("threadId") for d in about}
+        assert named >= {"t-obs-1", "t-obs-2", "t-pipe"}, (role, about)
+        assert named <= set(runs), (role, about)
         for doc in about:
-            assert doc["runId"] == runs[doc["threadId"]], (role, doc)
+            assert doc["runId"].startswith(runs[doc["threadId"]]), (role, doc)
             assert doc.get("requestId"), (role, doc)
             assert doc["service"] == role
-        if role != "gatekeeper":  # its lines cover many runs at once: no single trace
-            traced = [d for d in about if d["threadId"] == "t-obs-1"]
-            assert {d.get("traceId") for d in traced} == {TRACE_ID}, (role, traced)
+            # the gatekeeper's lines are written for many runs at once: no one trace
+            if role != "gatekeeper" and doc["threadId"] in traces:
+                assert doc.get("traceId") == traces[doc["threadId"]], (role, doc)
