@@ -11,9 +11,9 @@ health ports and checks the counters and gauges moved as the runs did,
 ``agui-relay stuck`` reports what the gatekeeper's gauges count, the
 ``traceparent`` of the HTTP request runs through the request, decision,
 dispatch and every event record with a new span at each hop (and on into a
-delegated child run), every stderr
-line of every service is a JSON object, each line about a run names its
-thread, run and request, and the password appears in no scrape and no log.
+delegated child run), every stderr line of every service is a JSON object,
+each line about a run names its thread, run and request, and the password
+appears in no scrape and no log.
 """
 
 from __future__ import annotations
