@@ -20,7 +20,7 @@ help: ## List the targets
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,lint]'
+	$(PY) -m pip install -q -e '.[test,lint,bench]'
 	@touch $@
 
 %/node_modules/.installed: %/package-lock.json %/package.json

@@ -394,6 +394,22 @@ async def throughput(settings: KafkaSettings, n: int, rounds: int) -> dict[str, 
     }
 
 
+async def latency_sweep(
+    settings: KafkaSettings, rates: list[int], seconds: float
+) -> list[dict[str, Any]]:
+    """Decision latency at each offered load (for the latency-against-load plot)."""
+    gatekeeper = [sys.executable, "-m", "services.gatekeeper"]
+    points = []
+    for rate in rates:
+        scoped = settings.with_prefix(f"{settings.topic_prefix}s{rate}")
+        await ensure_topics(scoped, (AGENT,))
+        point = await latency(scoped, rate, seconds, gatekeeper)
+        console.print(f"[dim]sweep {rate}/s: p50 {point['p50_ms']:.1f} ms, "
+                      f"p99 {point['p99_ms']:.1f} ms[/]")
+        points.append(point)
+    return points
+
+
 async def main(args: argparse.Namespace) -> dict[str, Any]:
     results: dict[str, Any] = {
         "partitions": PARTITIONS,
@@ -423,6 +439,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             plain.topic_prefix,
         ]
         results["baseline_latency"] = await latency(plain, args.rate, args.seconds, baseline)
+        results["sweep"] = await latency_sweep(settings, args.sweep, args.sweep_seconds)
     results["history"] = history_cost()
     results["load_average_at_end"] = os.getloadavg()[0]
     return results
@@ -476,6 +493,10 @@ def cli() -> None:
     parser.add_argument("--rate", type=int, default=1000)
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--sweep", type=lambda v: [int(x) for x in v.split(",") if x],
+                        default=[250, 500, 1000, 2000, 4000],
+                        help="offered loads (req/s) for the latency-against-load sweep")
+    parser.add_argument("--sweep-seconds", type=float, default=4.0)
     parser.add_argument("--serve-baseline", metavar="PREFIX", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_baseline:

@@ -1,0 +1,183 @@
+"""``make bench``: every benchmark in one run, one summary, one plot.
+
+Starts one local broker (unless ``KAFKA_BOOTSTRAP_SERVERS`` is set) and runs
+the gatekeeper, producer and consumer benchmarks against it, each in its own
+process so none inherits another's event loop, garbage or imports. Each
+writes its own ``bench/results/<name>.json`` and prints its own table; this
+module then prints the headline figures against their targets, writes
+``bench/results/summary.json`` and plots decision latency against offered
+load to ``bench/results/decision-latency.png``. Nothing here asserts: the
+figures are measured, printed and kept.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import orjson
+from rich.console import Console
+from rich.table import Table
+
+from deploy.kafka import launcher
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results"
+BENCHES = ("gatekeeper", "producer", "consumer")
+console = Console()
+
+
+@contextmanager
+def shared_broker() -> Iterator[str]:
+    """KAFKA_BOOTSTRAP_SERVERS, or one local broker for every benchmark."""
+    given = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    if given:
+        yield given
+        return
+    launcher.fetch(quiet=True)
+    with tempfile.TemporaryDirectory(prefix="agui-bench-") as data:
+        broker = launcher.start(Path(data), ready_timeout=90, quiet=True)
+        console.print(f"[dim]Kafka {broker.version} on {broker.bootstrap} "
+                      f"(started in {broker.started_in:.1f} s)[/]")
+        try:
+            yield broker.bootstrap
+        finally:
+            broker.stop()
+
+
+def run_bench(name: str, bootstrap: str) -> dict[str, Any] | None:
+    """Run ``python -m bench.<name>``; its results, or None when it failed."""
+    console.rule(f"[bold]{name}")
+    started = time.monotonic()
+    env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": bootstrap}
+    code = subprocess.call([sys.executable, "-m", f"bench.{name}"], env=env, cwd=ROOT)
+    console.print(f"[dim]{name}: {time.monotonic() - started:.0f} s, exit {code}[/]")
+    path = RESULTS / f"{name}.json"
+    if code != 0 or not path.exists() or path.stat().st_mtime < time.time() - (
+            time.monotonic() - started):
+        return None
+    result: dict[str, Any] = orjson.loads(path.read_bytes())
+    return result
+
+
+def _get(doc: dict[str, Any] | None, *path: str) -> Any:
+    for key in path:
+        if not isinstance(doc, dict) or key not in doc:
+            return None
+        doc = doc[key]
+    return doc
+
+
+Headline = tuple[str, str, Callable[[dict[str, dict[str, Any] | None]], Any], str, str]
+
+HEADLINES: tuple[Headline, ...] = (
+    ("gatekeeper", "decisions/s end to end (8 partitions, 50,000 requests)",
+     lambda r: _get(r["gatekeeper"], "gatekeeper", "per_second"), "{:,.0f}", "≥ 5,000"),
+    ("gatekeeper", "ratio to plain aiokafka transactional loop",
+     lambda r: _get(r["gatekeeper"], "ratio"), "{:.2f}", "≥ 0.6"),
+    ("gatekeeper", "decision latency p50 at 1,000 req/s (ms)",
+     lambda r: _get(r["gatekeeper"], "latency", "p50_ms"), "{:.1f}", ""),
+    ("gatekeeper", "decision latency p99 at 1,000 req/s (ms)",
+     lambda r: _get(r["gatekeeper"], "latency", "p99_ms"), "{:.1f}", "≤ 50"),
+    ("gatekeeper", "decide() µs at 10 / 10,000 earlier runs",
+     lambda r: (_get(r["gatekeeper"], "history", "10_runs_us"),
+                _get(r["gatekeeper"], "history", "10000_runs_us")), "{:.1f} / {:.1f}", "flat"),
+    ("producer", "events/s published by one worker",
+     lambda r: _get(r["producer"], "throughput", "worker_per_second"), "{:,.0f}", ""),
+    ("producer", "ratio to raw aiokafka, same bytes",
+     lambda r: _get(r["producer"], "throughput", "ratio"), "{:.2f}", "≥ 0.7"),
+    ("producer", "1,000 concurrent runs: makespan / ideal",
+     lambda r: _get(r["producer"], "concurrency", "makespan_over_ideal"), "{:.2f}", "≤ 2"),
+    ("consumer", "POST → RUN_STARTED p50 overhead vs no-Kafka FastAPI (ms)",
+     lambda r: _overhead(r["consumer"], "p50_ms"), "{:.1f}", "≤ 10"),
+    ("consumer", "POST → RUN_STARTED p99 overhead vs no-Kafka FastAPI (ms)",
+     lambda r: _overhead(r["consumer"], "p99_ms"), "{:.1f}", "≤ 40"),
+    ("consumer", "1,000 concurrent SSE streams: errors",
+     lambda r: _get(r["consumer"], "streams", "errors"), "{}", "0"),
+)
+
+
+def _overhead(doc: dict[str, Any] | None, key: str) -> float | None:
+    relay, base = _get(doc, "relay", key), _get(doc, "baseline", key)
+    return None if relay is None or base is None else float(relay) - float(base)
+
+
+def _fmt(fmt: str, value: Any) -> str:
+    if value is None or (isinstance(value, tuple) and None in value):
+        return "n/a"
+    return fmt.format(*value) if isinstance(value, tuple) else fmt.format(value)
+
+
+def summarise(results: dict[str, dict[str, Any] | None]) -> list[dict[str, str]]:
+    """The headline figures as rows (also written to summary.json)."""
+    return [
+        {"bench": bench, "measure": measure, "value": _fmt(fmt, pick(results)), "target": target}
+        for bench, measure, pick, fmt, target in HEADLINES
+    ]
+
+
+def plot_latency(gatekeeper: dict[str, Any] | None, path: Path) -> bool:
+    """Decision latency (p50, p99) against offered load, from the gatekeeper sweep."""
+    points = _get(gatekeeper, "sweep") or []
+    if not points:
+        return False
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    loads = [p["offered_per_second"] for p in points]
+    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=120)
+    ax.plot(loads, [p["p50_ms"] for p in points], marker="o", label="p50")
+    ax.plot(loads, [p["p99_ms"] for p in points], marker="s", label="p99")
+    ax.axhline(50, color="grey", linestyle="--", linewidth=0.8, label="p99 target (50 ms)")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("offered load (requests/s)")
+    ax.set_ylabel("decision latency (ms): request in → committed decision")
+    ax.set_title("agui-relay gatekeeper, 8 partitions, one instance")
+    ax.grid(True, which="both", linewidth=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return True
+
+
+def main() -> int:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    wanted = tuple(a for a in sys.argv[1:] if a in BENCHES) or BENCHES
+    results: dict[str, dict[str, Any] | None] = dict.fromkeys(BENCHES)
+    with shared_broker() as bootstrap:
+        for name in wanted:
+            results[name] = run_bench(name, bootstrap)
+    rows = summarise(results)
+    table = Table(title="agui-relay benchmarks (this run)")
+    for column in ("bench", "measure", "value", "target"):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*row.values())
+    console.rule("[bold]summary")
+    console.print(table)
+    load = os.getloadavg()[0]
+    console.print(f"[dim]{os.cpu_count()} CPUs, load average {load:.1f} at the end[/]")
+    summary = {"rows": rows, "load_average": load, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                                                       time.gmtime())}
+    (RESULTS / "summary.json").write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
+    if plot_latency(results["gatekeeper"], RESULTS / "decision-latency.png"):
+        console.print(f"[dim]plot: {(RESULTS / 'decision-latency.png').relative_to(ROOT)}[/]")
+    failed = [n for n in wanted if results[n] is None]
+    if failed:
+        console.print(f"[red]failed: {', '.join(failed)}[/]")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
