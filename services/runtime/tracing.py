@@ -36,6 +36,9 @@ Entropy = Callable[[int], bytes]
 """``n -> n random bytes`` (``os.urandom``)."""
 
 _HEADER = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?", re.S)
+_V00 = re.compile(rb"00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
+_ZERO_TRACE_B = b"0" * 32
+_ZERO_SPAN_B = b"0" * 16
 _ZERO_TRACE = "0" * 32
 _ZERO_SPAN = "0" * 16
 SAMPLED = 0x01
@@ -101,7 +104,14 @@ def next_hop(incoming: str | bytes | None, entropy: Entropy = os.urandom) -> Tra
 
 
 def next_hop_bytes(incoming: bytes | None, entropy: Entropy = os.urandom) -> bytes:
-    """``next_hop`` as header bytes, for the Kafka hot paths."""
+    """``next_hop`` as header bytes, for the Kafka hot paths.
+
+    A well-formed version-00 header (the usual case: the relay wrote it) is
+    continued by replacing its span id in place, without building objects.
+    """
+    if (incoming is not None and _V00.fullmatch(incoming) is not None
+            and incoming[3:35] != _ZERO_TRACE_B and incoming[36:52] != _ZERO_SPAN_B):
+        return incoming[:36] + _span_id(entropy).encode("ascii") + incoming[52:]
     return next_hop(incoming, entropy).header().encode("ascii")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from prometheus_client import REGISTRY, generate_latest
+from prometheus_client import REGISTRY, CollectorRegistry, Histogram, generate_latest
 
 from services.runtime import metrics
 from services.runtime.metrics import LagRow, sample_value
@@ -85,3 +85,15 @@ def test_lag_is_replaced_per_group_and_given_up_partitions_disappear() -> None:
     metrics.set_lag("g-unit", ())
     metrics.set_lag("g-other", ())
     assert b'group="g-unit"' not in generate_latest(REGISTRY)
+
+
+def test_the_loop_histogram_exposes_what_a_prometheus_histogram_would() -> None:
+    buckets = (0.01, 0.1, 1.0)
+    ours, theirs = CollectorRegistry(), CollectorRegistry()
+    loop = metrics.LoopHistogram("h_seconds", "doc", buckets, ours)
+    reference = Histogram("h_seconds", "doc", buckets=buckets, registry=theirs)
+    for value in (0.0, 0.01, 0.0100001, 0.5, 1.0, 7.0, 0.05):
+        loop.observe(value)
+        reference.observe(value)
+    assert generate_latest(ours) == b"\n".join(
+        line for line in generate_latest(theirs).split(b"\n") if b"_created" not in line)
