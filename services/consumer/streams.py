@@ -43,9 +43,14 @@ from services.kafka.clients import (
     TopicPartition,
     new_consumer,
 )
+from services.runtime.logging import run_fields
 from services.runtime.settings import KafkaSettings
 
 log = logging.getLogger(__name__)
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 K = TypeVar("K")
@@ -251,15 +256,18 @@ class FanOut(BackgroundReader):
         waiter = self._waiters.get(raw.get("requestId"))  # type: ignore[arg-type]
         if waiter is None:
             return
+        fields = run_fields(_text(raw.get("threadId")), _text(raw.get("runId")),
+                            waiter.request_id)
         try:
             decision = Decision.model_validate(raw)
         except ValidationError as exc:
-            log.warning("invalid decision for request %s: %s", waiter.request_id, exc)
+            log.warning("invalid decision for request %s: %s", waiter.request_id, exc,
+                        extra=fields)
             return
         try:
             waiter.queue.put_nowait(decision)
         except asyncio.QueueFull:
-            log.error("decision queue full for request %s", waiter.request_id)
+            log.error("decision queue full for request %s", waiter.request_id, extra=fields)
 
     def _on_event(self, partition: int, record: ConsumerRecord) -> None:
         headers = record.headers

@@ -156,9 +156,11 @@ class AgentHost:
             else:
                 await self._run_dispatch(dispatch)
         except Exception as exc:
+            fields = (run_fields(dispatch.input.thread_id, dispatch.input.run_id,
+                                 dispatch.request_id) if dispatch is not None else {})
             log.critical("run of dispatch %s/%d@%d could not be completed; stopping the "
                          "worker so another takes the partition over", self.topic,
-                         job.partition, job.offset, exc_info=exc)
+                         job.partition, job.offset, exc_info=exc, extra=fields)
             self.fatal(exc)
             return
         finally:
