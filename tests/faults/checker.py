@@ -7,10 +7,10 @@ read (``faults.snapshot`` does the reading, with ``read_committed``) and
 returns a ``Report`` with counts and every violation of the invariants:
 
 1. **Nothing silently dropped.** Every ``requests`` record is accounted for:
-   a record whose ``requestId`` and ``input.threadId`` can be read gets a
-   decision; one without them (not JSON, not an object, ids missing) gets a
-   dead letter naming its partition and offset. A dead letter accounts for
-   any record.
+   a record whose ``requestId`` (non-empty) and ``input.threadId`` (a string)
+   can be read gets a decision; one without them (not JSON, not an object,
+   ids missing) gets a dead letter naming its partition and offset. A dead
+   letter accounts for any record.
 2. **Exactly one decision per request.** For each (threadId, requestId) the
    decisions equal the records in number (one more when the first verdict
    was ``queued``: the final one follows), and the final thread-level
@@ -165,10 +165,9 @@ def request_ids(value: bytes | None) -> tuple[str, str] | None:
     if not isinstance(raw, dict) or not isinstance(raw.get("input"), dict):
         return None
     request_id, thread_id = raw.get("requestId"), raw["input"].get("threadId")
-    if not (isinstance(request_id, str) and request_id and isinstance(thread_id, str)
-            and thread_id):
+    if not (isinstance(request_id, str) and request_id and isinstance(thread_id, str)):
         return None
-    return thread_id, request_id
+    return thread_id, request_id  # "" is a schema-valid threadId: a decision may name it
 
 
 def _valid_request(value: bytes | None) -> bool:

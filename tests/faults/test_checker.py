@@ -102,6 +102,14 @@ def test_unreadable_records_need_a_dead_letter() -> None:
     assert report.counts["requests.malformed"] == 5
 
 
+def test_an_empty_thread_id_is_an_id_a_decision_can_name() -> None:
+    w = World()
+    w.request("", "r1", "q1")
+    assert kinds(w) == {"request_undecided"}
+    w.decide("", "r1", "q1", "rejected", "thread_busy")
+    clean(w)
+
+
 def test_a_malformed_record_with_ids_is_decided_invalid_input() -> None:
     w = World()
     w.raw_request(raw({"requestId": "q1", "input": {"threadId": "t1", "runId": 7}}), "t1")

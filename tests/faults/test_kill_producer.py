@@ -33,7 +33,7 @@ async def test_producer_worker_sigkill_under_load(
         async with Follower(stack.settings) as follower, KafkaLoad(
                 stack.settings, follower, resend_s=8.0, delay_ms=400,
                 execution_delay_ms=300) as load:
-            faults = Faults(stack, "producer", reps=3, down_s=0.5)
+            faults = Faults(stack, "producer", reps=3, down_s=0.5, interval_s=5.0)
             stats, _ = await asyncio.gather(
                 load.run(flows=250, concurrency=16, duration_s=150, until=faults.done),
                 faults.run())
