@@ -63,7 +63,11 @@ class Case:
 
 @dataclass(frozen=True)
 class Targets:
-    """What the cases may aim at: threads left interrupted, and their interrupt ids."""
+    """What the cases may aim at: threads left interrupted, and their interrupt ids.
+
+    Strategies use only the interrupt ids and limits, so cases can be drawn
+    before the threads exist; ``interrupted`` is read when a case is sent.
+    """
 
     interrupted: list[str]
     interrupt_ids: list[str]
@@ -116,7 +120,7 @@ def case_strategy(targets: Targets, kinds: list[str]) -> st.SearchStrategy[Case]
             data["run"] = draw(ids)
         elif kind == "resume":
             pool = targets.interrupt_ids
-            data["thread"] = draw(st.sampled_from(targets.interrupted) | st.just(None))
+            data["thread"] = draw(st.integers(0, 10**6) | st.none())  # an index, or idle
             data["entries"] = draw(st.lists(entry_strategy(pool), max_size=8))
             data["cover"] = draw(st.sampled_from(["none", "all", "all_cancel", "some"]))
             data["enormous"] = draw(st.sampled_from([0, 0, 0, 0, 0, 100, 600, 1200, 5000]))
@@ -153,10 +157,12 @@ def _fresh(case: Case, tag: str) -> tuple[str, str]:
 
 
 def _resume(case: Case, targets: Targets) -> dict[str, Any]:
-    thread = case.data["thread"]
+    index = case.data["thread"]
     run = f"run-{uuid.uuid4().hex[:12]}"
-    if thread is None:
+    if index is None or not targets.interrupted:
         thread, _ = _fresh(case, "idle")
+    else:
+        thread = targets.interrupted[index % len(targets.interrupted)]
     entries: list[dict[str, Any]] = list(case.data["entries"])
     cover = case.data["cover"]
     if cover in ("all", "all_cancel"):

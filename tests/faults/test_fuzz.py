@@ -180,15 +180,19 @@ async def test_fuzz_ten_thousand_adversarial_requests(
     kafka_bootstrap: str, tmp_path: Path, summary: Callable[[str], None]
 ) -> None:
     config = StackConfig(consumers=1, env={"AGUI_MAX_RECORD_BYTES": str(RECORD_LIMIT)})
+    targets = Targets([], [i["id"] for i in INTERRUPTS], RECORD_LIMIT, BODY_LIMIT)
+    started = time.monotonic()
+    # Drawing takes a while: do it (in one thread: Hypothesis runs one test at a time)
+    # while the deployment starts.
+    drawing = asyncio.ensure_future(asyncio.to_thread(lambda: (
+        draw_cases(targets, COMMON + HTTP_ONLY, CASES // 2, 1),
+        draw_cases(targets, COMMON + KAFKA_ONLY, CASES - CASES // 2, 2))))
     async with Stack(kafka_bootstrap, unique_prefix("fz"), tmp_path, config) as stack:
         async with Follower(stack.settings) as follower, KafkaLoad(
                 stack.settings, follower, resend_s=10.0, delay_ms=20) as load:
-            targets = Targets(await interrupted_threads(load, 30), [i["id"] for i in INTERRUPTS],
-                              RECORD_LIMIT, BODY_LIMIT)
+            targets.interrupted.extend(await interrupted_threads(load, 30))
             assert targets.interrupted, "no thread could be left interrupted"
-            started = time.monotonic()
-            http_cases = draw_cases(targets, COMMON + HTTP_ONLY, CASES // 2, 1)
-            kafka_cases = draw_cases(targets, COMMON + KAFKA_ONLY, CASES - CASES // 2, 2)
+            http_cases, kafka_cases = await drawing
             drawn_s = time.monotonic() - started
             before = stack.rss_kib()
             (outcomes, unclear), sent, stats = await asyncio.gather(
@@ -203,7 +207,8 @@ async def test_fuzz_ten_thousand_adversarial_requests(
         await verify(
             stack, summary, "fuzz",
             f"{len(http_cases)} cases over HTTP + {sent} onto requests "
-            f"(drawn in {drawn_s:.1f} s, pushed in {pushed_s:.1f} s; kinds {dict(kinds)}); "
+            f"(set up and drawn in {drawn_s:.1f} s, pushed in {pushed_s:.1f} s; kinds "
+            f"{dict(kinds)}); "
             f"HTTP answers {dict(outcomes.most_common())} ({len(unclear)} unclear: "
             f"{'; '.join(unclear[:3])}); valid flows beside: {stats.line()}; "
             f"probe after {probe_s:.1f} s; RSS growth MiB {growth} (before KiB {before})",
