@@ -10,6 +10,7 @@ an ``application/problem+json`` body (``code``, ``detail``,
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,6 +59,9 @@ async def run_agent(client: httpx.AsyncClient, agent: str, run_input: dict[str, 
                     on_event: Callable[[dict[str, Any]], None] | None = None) -> RunReply:
     """POST ``run_input`` to ``/agents/{agent}`` and read the stream to its end."""
     headers = {"Accept": "text/event-stream", "Content-Type": "application/json"}
+    token = os.environ.get("AGUI_API_KEY")
+    if token:  # a deployment with API keys (AGUI_API_KEYS) wants a bearer token
+        headers["Authorization"] = f"Bearer {token}"
     async with client.stream("POST", f"/agents/{agent}", content=orjson.dumps(run_input),
                              headers=headers) as response:
         if response.status_code != 200:
