@@ -176,6 +176,9 @@ async def push_kafka(stack: Stack, cases: list[Case], targets: Targets) -> int:
     return len(cases)
 
 
+# The cases are drawn in a worker thread while the deployment starts; Kafka clients on the
+# event loop use the ``random`` module meanwhile, which Hypothesis notices and warns about.
+@pytest.mark.filterwarnings("ignore::hypothesis.errors.HypothesisDeprecationWarning")
 async def test_fuzz_ten_thousand_adversarial_requests(
     kafka_bootstrap: str, tmp_path: Path, summary: Callable[[str], None]
 ) -> None:
