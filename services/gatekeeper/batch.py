@@ -37,8 +37,8 @@ from contracts import (
     header_value,
 )
 from contracts.headers import EVENT_TYPE, TRACEPARENT
-from services.gatekeeper.intake import Accepted, Refused, Unreadable, read_request
-from services.gatekeeper.rules import Outcome, Policy, decide, on_boundary
+from services.gatekeeper.intake import Refused, Unreadable, read_request
+from services.gatekeeper.rules import Policy, decide, on_boundary
 from services.gatekeeper.thread import BOUNDARY_TYPES, Boundary, fresh
 from services.runtime.tracing import next_hop_bytes
 
@@ -72,6 +72,28 @@ class Limits:
     agents: frozenset[str] | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Decided:
+    """One decision, its dispatch if admitted, and what its request record adds to them.
+
+    Carried together, never looked up by requestId afterwards: a requestId is
+    unique within its thread only, so several threads of one batch may share
+    one, and each dispatch must carry its own request's input and trace.
+    """
+
+    decision: Decision
+    dispatch: Dispatch | None = None
+    request: dict[str, Any] | None = None
+    """The admitted request's JSON object, as its record carried it (the dispatch reuses
+    it); None for a request decided without its record (the dispatch is encoded)."""
+    trace: bytes | None = None
+    """The ``traceparent`` the decision and dispatch carry: a child of the request's
+    (same trace, the gatekeeper's span), or a new trace when it had none."""
+    submitted_at: datetime | None = None
+    """The request's ``submittedAt`` (for the decision latency metric), when its
+    record was read for this decision."""
+
+
 @dataclass(slots=True)
 class Batch:
     """The outputs of one partition's records, and the thread states they change."""
@@ -81,21 +103,27 @@ class Batch:
     policy: Policy
     limits: Limits
     states: dict[str, ThreadState] = field(default_factory=dict)
-    decisions: list[Decision] = field(default_factory=list)
-    dispatches: list[Dispatch] = field(default_factory=list)
+    decided: list[Decided] = field(default_factory=list)
+    """Every decision in order, each with what its own request record adds."""
     dead_letters: list[DeadLetter] = field(default_factory=list)
-    traces: dict[str, bytes] = field(default_factory=dict)
-    """requestId → the ``traceparent`` its outputs carry: a child of the request's
-    (same trace, the gatekeeper's span), or a new trace when it had none."""
-    submitted: dict[str, datetime] = field(default_factory=dict)
-    """requestId → the request's ``submittedAt`` (for the decision latency metric)."""
-    requests: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """requestId → the admitted request's JSON object (its dispatch reuses it)."""
+    traces: dict[tuple[str, str], bytes] = field(default_factory=dict)
+    """(threadId, requestId) → the hop of the first record of that request read in
+    this batch: a queued request admitted when a run closes continues its trace."""
 
     @property
     def has_output(self) -> bool:
         """True when the batch must be committed in a transaction (not only offsets)."""
-        return bool(self.states or self.decisions or self.dead_letters)
+        return bool(self.states or self.decided or self.dead_letters)
+
+    @property
+    def decisions(self) -> list[Decision]:
+        """The decisions, in order."""
+        return [d.decision for d in self.decided]
+
+    @property
+    def dispatches(self) -> list[Dispatch]:
+        """The dispatches, in order."""
+        return [d.dispatch for d in self.decided if d.dispatch is not None]
 
     def state(self, thread_id: str) -> ThreadState:
         """The thread as this batch leaves it so far."""
@@ -115,8 +143,9 @@ class Batch:
         after, outcomes = on_boundary(before, boundary, self.now, self.policy)
         if after is not before:
             self.states[thread_id] = after
-        for outcome in outcomes:
-            self._record(outcome)
+        for outcome in outcomes:  # queued requests decided now: traced as queued
+            trace = self.traces.get((thread_id, outcome.decision.request_id))
+            self.decided.append(Decided(outcome.decision, outcome.dispatch, trace=trace))
 
     def request(self, record: InRecord) -> None:
         """Decide one ``requests`` record."""
@@ -127,28 +156,24 @@ class Batch:
             max_bytes=self.limits.max_bytes,
             agents=self.limits.agents,
         )
-        if not isinstance(read, Unreadable):
-            request_id = (read.request if isinstance(read, Accepted) else read.decision).request_id
-            self.traces[request_id] = next_hop_bytes(_header(record.headers, TRACEPARENT))
-        if isinstance(read, Accepted):
-            self.submitted[read.request.request_id] = read.request.submitted_at
-            thread_id = read.request.input.thread_id
-            before = self.state(thread_id)
-            outcome = decide(before, read.request, self.now, self.policy)
-            if outcome.state is not before:
-                self.states[thread_id] = outcome.state
-            if outcome.dispatch is not None:
-                self.requests[read.request.request_id] = read.raw
-            self._record(outcome)
-        elif isinstance(read, Refused):
-            self.decisions.append(read.decision)
-        else:
+        if isinstance(read, Unreadable):
             self.dead_letters.append(dead_letter(record, read.code, read.reason, self.now))
-
-    def _record(self, outcome: Outcome) -> None:
-        self.decisions.append(outcome.decision)
-        if outcome.dispatch is not None:
-            self.dispatches.append(outcome.dispatch)
+            return
+        trace = next_hop_bytes(_header(record.headers, TRACEPARENT))
+        if isinstance(read, Refused):
+            self.decided.append(Decided(read.decision, trace=trace))
+            return
+        request = read.request
+        thread_id = request.input.thread_id
+        self.traces.setdefault((thread_id, request.request_id), trace)
+        before = self.state(thread_id)
+        outcome = decide(before, request, self.now, self.policy)
+        if outcome.state is not before:
+            self.states[thread_id] = outcome.state
+        raw = read.raw if outcome.dispatch is not None else None
+        self.decided.append(
+            Decided(outcome.decision, outcome.dispatch, raw, trace, request.submitted_at)
+        )
 
     def _boundary(self, kind: str, record: InRecord) -> tuple[str, Boundary] | None:
         """The thread and boundary a boundary record names, or None (dead-lettered)."""

@@ -162,23 +162,25 @@ def outputs(topics: TopicCatalog, partition: int, batch: Batch) -> list[OutRecor
     hashes to, so restoring p finds them.
     """
     out: list[OutRecord] = []
-    for d in batch.decisions:
+    for d in batch.decided:
+        decision = d.decision
         out.append(
             OutRecord(
                 topics.decisions,
-                wire.decision(d),
-                _key(d.thread_id),
-                headers=_trace(batch.traces, d.request_id),
+                wire.decision(decision),
+                _key(decision.thread_id),
+                headers=_trace(d.trace),
             )
         )
-    for dispatch in batch.dispatches:
-        value = wire.dispatch(dispatch, batch.requests.get(dispatch.request_id))
+    for d in batch.decided:
+        if d.dispatch is None:
+            continue
         out.append(
             OutRecord(
-                topics.dispatch(dispatch.agent),
-                value,
-                _key(dispatch.input.thread_id),
-                headers=_trace(batch.traces, dispatch.request_id),
+                topics.dispatch(d.dispatch.agent),
+                wire.dispatch(d.dispatch, d.request),
+                _key(d.dispatch.input.thread_id),
+                headers=_trace(d.trace),
             )
         )
     for letter in batch.dead_letters:
@@ -192,6 +194,5 @@ def _key(text: str | None) -> bytes | None:
     return text.encode() if text is not None else None
 
 
-def _trace(traces: dict[str, bytes], request_id: str) -> list[tuple[str, bytes]] | None:
-    value = traces.get(request_id)
+def _trace(value: bytes | None) -> list[tuple[str, bytes]] | None:
     return [(TRACEPARENT, value)] if value is not None else None

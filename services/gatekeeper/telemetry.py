@@ -56,15 +56,15 @@ class Telemetry:
         if batch is None:
             return
         m = self._m
-        verdicts = Counter((d.verdict, d.code or metrics.NO_CODE) for d in batch.decisions)
+        decisions = batch.decisions
+        verdicts = Counter((d.verdict, d.code or metrics.NO_CODE) for d in decisions)
         for (verdict, code), n in verdicts.items():
             m.decisions.labels(verdict, code).inc(n)
         latency = m.decision_latency
-        for d in batch.decisions:
-            submitted = batch.submitted.get(d.request_id)
-            if submitted is not None:
-                latency.observe(max((d.decided_at - submitted).total_seconds(), 0.0))
-        if polled_at is not None and batch.decisions:
+        for d in batch.decided:
+            if d.submitted_at is not None:
+                latency.observe(max((d.decision.decided_at - d.submitted_at).total_seconds(), 0.0))
+        if polled_at is not None and decisions:
             m.processing.observe(time.monotonic() - polled_at)
         for letter in batch.dead_letters:
             metrics.dead_letter(SERVICE, letter.code)

@@ -5,12 +5,14 @@ from __future__ import annotations
 import base64
 from dataclasses import dataclass, field
 
+import orjson
 import pytest
 from ag_ui.core import RunErrorEvent, RunFinishedEvent, RunFinishedInterruptOutcome
 from gatekeeper_builders import ENQUEUE, NOW, REJECT, interrupt, request, resolve, running
 
-from contracts import EventHeaders, ThreadState, encode, encode_event
+from contracts import EventHeaders, ThreadState, TopicCatalog, encode, encode_event
 from services.gatekeeper.batch import DEAD_LETTER_VALUE_LIMIT, Batch, Limits, dead_letter
+from services.gatekeeper.partition import outputs
 from services.gatekeeper.rules import Policy
 
 pytestmark = pytest.mark.unit
@@ -159,3 +161,65 @@ def test_a_huge_dead_letter_is_cut_and_says_so() -> None:
     letter = dead_letter(Rec("p.requests", value), "oversize", "too big", NOW)
     assert len(letter.value) == DEAD_LETTER_VALUE_LIMIT
     assert f"of {DEAD_LETTER_VALUE_LIMIT + 10} bytes" in letter.reason
+
+
+def _trace(n: int) -> bytes:
+    return f"00-{n:032x}-{n:016x}-01".encode()
+
+
+def _dispatched(b: Batch) -> list[tuple[bytes | None, str, str, bytes | None]]:
+    """Each dispatch record as written: key, the input's threadId and runId, traceparent."""
+    out = []
+    for record in outputs(TopicCatalog("p", 4), 3, b):
+        if record.topic == "p.dispatch.scripted":
+            body = orjson.loads(record.value)
+            trace = dict(record.headers or []).get("traceparent")
+            out.append((record.key, body["input"]["threadId"], body["input"]["runId"], trace))
+    return out
+
+
+def test_one_request_id_on_several_threads_dispatches_each_thread_its_own_run() -> None:
+    """requestIds are unique per thread only: five threads may share one in a batch."""
+    b = batch()
+    for n in range(5):
+        thread = f"thread-{n}"
+        record = Rec(
+            "p.requests",
+            encode(request("same-id", f"run-{n}", thread_id=thread)),
+            key=thread.encode(),
+            headers=[("traceparent", _trace(n + 1))],
+        )
+        b.request(record)
+    assert [(d.thread_id, d.verdict) for d in b.decisions] == [
+        (f"thread-{n}", "admitted") for n in range(5)
+    ]
+    written = _dispatched(b)
+    assert [(key, thread, run) for key, thread, run, _ in written] == [
+        (f"thread-{n}".encode(), f"thread-{n}", f"run-{n}") for n in range(5)
+    ]
+    # each dispatch continues its own request's trace
+    assert [trace[:36] if trace else None for *_, trace in written] == [
+        _trace(n + 1)[:36] for n in range(5)
+    ]
+
+
+def test_a_queued_request_keeps_its_own_input_beside_another_threads_same_request_id() -> None:
+    b = batch({"t1": running("r0")}, ENQUEUE)
+    queued = Rec(
+        "p.requests", encode(request("same-id", "r1")), headers=[("traceparent", _trace(1))]
+    )
+    b.request(queued)  # queued on t1
+    other = Rec(
+        "p.requests",
+        encode(request("same-id", "r9", thread_id="t2")),
+        key=b"t2",
+        headers=[("traceparent", _trace(9))],
+    )
+    b.request(other)  # admitted on t2
+    b.event(ev("r0", "RUN_ERROR", b"{}"))  # t1's run closes: its queued request is admitted
+    assert sorted((key, thread, run) for key, thread, run, _ in _dispatched(b)) == [
+        (b"t1", "t1", "r1"),
+        (b"t2", "t2", "r9"),
+    ]
+    traces = {thread: (trace or b"")[:36] for _, thread, _, trace in _dispatched(b)}
+    assert traces == {"t1": _trace(1)[:36], "t2": _trace(9)[:36]}
