@@ -243,7 +243,14 @@ def free_port(host: str = HOST) -> int:
 
 
 def _port_free(port: int, host: str = HOST) -> bool:
+    """True when the broker could bind ``port`` now.
+
+    SO_REUSEADDR, as the JVM binds Kafka's listeners: connections a stopped
+    broker leaves in TIME_WAIT on its port (for a minute) do not make it busy,
+    while a process listening on it still does.
+    """
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
         except OSError:

@@ -11,7 +11,6 @@ proves nothing was lost or doubled across the outage.
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -30,26 +29,9 @@ DOWN_S = 5.0
 RECOVERY_LIMIT_S = 60.0
 
 
-def _port_free_reusing(port: int, host: str = launcher.HOST) -> bool:
-    """The launcher's port check as the JVM binds: SO_REUSEADDR, so TIME_WAIT does not count.
-
-    After a broker stops, its accepted connections linger in TIME_WAIT on the
-    broker's port for a minute; Kafka binds with SO_REUSEADDR and restarts
-    fine, but the launcher's pre-check binds without it and refuses.
-    """
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return False
-        return True
-
-
 async def test_broker_stopped_and_restarted_under_load(
-    tmp_path: Path, summary: Callable[[str], None], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, summary: Callable[[str], None]
 ) -> None:
-    monkeypatch.setattr(launcher, "_port_free", _port_free_reusing)
     launcher.fetch(quiet=True)
     data_dir = tmp_path / "broker"
     broker = await asyncio.to_thread(launcher.start, data_dir, persistent=True, quiet=True)
