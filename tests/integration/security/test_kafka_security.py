@@ -150,7 +150,7 @@ async def test_sasl_plaintext_round_trip_from_env(
         KAFKA_SASL_USERNAME=kafka_sasl.username, KAFKA_SASL_PASSWORD=kafka_sasl.password,
     )
     assert settings.sasl_mechanism == mechanism
-    with caplog.at_level(logging.DEBUG):
+    with caplog.at_level(logging.DEBUG), caplog.at_level(logging.DEBUG, logger="aiokafka"):
         await round_trip(settings)
     assert_no_secret([caplog.text, repr(settings), str(settings), settings.model_dump_json()],
                      kafka_sasl.password)
@@ -167,7 +167,7 @@ async def test_sasl_plaintext_refuses_a_wrong_password(
         KAFKA_SECURITY_PROTOCOL="SASL_PLAINTEXT", KAFKA_SASL_MECHANISM=mechanism,
         KAFKA_SASL_USERNAME=kafka_sasl.username, KAFKA_SASL_PASSWORD=wrong,
     )
-    with caplog.at_level(logging.DEBUG):
+    with caplog.at_level(logging.DEBUG), caplog.at_level(logging.DEBUG, logger="aiokafka"):
         error = await refused(settings)
     assert "SaslAuthenticationFailed" in caplog.text, error
     assert "Authentication failed" in caplog.text
@@ -218,7 +218,7 @@ async def test_ssl_round_trip_with_a_client_certificate(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, tls_broker: TlsBroker,
 ) -> None:
     settings = ssl_settings(monkeypatch, tls_broker, client="client")
-    with caplog.at_level(logging.DEBUG):
+    with caplog.at_level(logging.DEBUG), caplog.at_level(logging.DEBUG, logger="aiokafka"):
         await round_trip(settings)
     assert_no_secret([caplog.text, repr(settings), settings.model_dump_json()],
                      tls_broker.certs.key_password)
@@ -257,7 +257,7 @@ async def test_sasl_ssl_scram_round_trip_and_refusal(
     env = {"KAFKA_BOOTSTRAP_SERVERS": tls_broker.sasl_ssl, "KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
            "KAFKA_SASL_MECHANISM": "SCRAM-SHA-512", "KAFKA_SASL_USERNAME": TLS_USER,
            "KAFKA_SSL_CAFILE": str(tls_broker.certs.ca_pem)}
-    with caplog.at_level(logging.DEBUG):
+    with caplog.at_level(logging.DEBUG), caplog.at_level(logging.DEBUG, logger="aiokafka"):
         await round_trip(settings_from_env(monkeypatch, **env, KAFKA_SASL_PASSWORD=TLS_PASSWORD))
         await refused(settings_from_env(monkeypatch, **env, KAFKA_SASL_PASSWORD="wrong-pass-9"))
     assert "SaslAuthenticationFailed" in caplog.text
