@@ -3,7 +3,11 @@
 A worker restores a checkpoints partition (compacted: the last record per
 thread wins) when it is assigned the same partition of a ``dispatch``
 topic — both are keyed by threadId and have as many partitions, so they
-map one to one. From then on it is the only writer of those threads, and
+map one to one. Each hosted agent's dispatch topic maps onto the same
+checkpoints partitions, so a partition is read once for all of them: an
+agent assigned a partition another agent is still restoring waits for that
+read to finish (else it would find no left-open run and re-run one). From
+then on it is the only writer of those threads, and
 ``update`` applies a pure change (``services.producer.checkpoint``) to the
 cached record and writes the result through, returning once the broker has
 it. Changes are applied and enqueued under one lock, so records of a thread
@@ -20,7 +24,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from contracts import DecodeError
-from services.kafka.clients import AIOKafkaProducer
+from services.kafka.clients import AIOKafkaProducer, ConsumerRecord
 from services.kafka.reader import TopicReader
 from services.producer import checkpoint as cp
 from services.producer.effects import Effect
@@ -47,6 +51,8 @@ class CheckpointStore:
         self._threads: dict[str, cp.ThreadCheckpoint] = {}
         self._partition_of: dict[str, int] = {}
         self._owners: dict[int, set[str]] = {}
+        self._loading: dict[int, asyncio.Future[int]] = {}
+        """Partitions being read, by the read (other owners wait for it)."""
         self._lock = asyncio.Lock()
 
     def get(self, thread_id: str) -> cp.ThreadCheckpoint:
@@ -59,19 +65,38 @@ class CheckpointStore:
         return [c for t, c in self._threads.items() if self._partition_of.get(t) in wanted]
 
     async def restore(self, partitions: Iterable[int], owner: str) -> int:
-        """Load ``partitions`` (those not held for another owner yet); returns records read."""
-        todo = []
+        """Load ``partitions`` (those not held for another owner yet); returns records read.
+
+        Returns only once every one of ``partitions`` is loaded, also those another
+        owner is still loading (their reading is awaited, not repeated).
+        """
+        todo: list[int] = []
+        pending: set[asyncio.Future[int]] = set()
         for p in sorted(set(partitions)):
             holders = self._owners.setdefault(p, set())
             if not holders:
                 todo.append(p)
+            elif (loading := self._loading.get(p)) is not None:
+                pending.add(loading)
             holders.add(owner)
-        if not todo:
-            return 0
-        async with TopicReader(self.settings, "agui-relay-producer-restore") as reader:
-            count = await reader.partition_count(self.topic)
-            records = await reader.read_all(
-                [tp for tp in await reader.all_partitions(self.topic) if tp.partition in todo])
+        read = 0
+        if todo:
+            task = asyncio.ensure_future(self._load(todo))
+            for p in todo:
+                self._loading[p] = task
+            try:
+                read = await asyncio.shield(task)
+            finally:
+                for p in todo:
+                    if self._loading.get(p) is task:
+                        del self._loading[p]
+        for loading in pending:
+            await asyncio.shield(loading)
+        return read
+
+    async def _load(self, todo: list[int]) -> int:
+        """Read partitions ``todo`` of the topic into the cache; returns records read."""
+        records, count = await self._read(todo)
         for record in records:
             try:
                 value = cp.from_bytes(record.value)
@@ -84,6 +109,15 @@ class CheckpointStore:
         log.info("restored %d checkpoint records from partitions %s of %s (%d partitions)",
                  len(records), todo, self.topic, count)
         return len(records)
+
+    async def _read(self, todo: list[int]) -> tuple[list[ConsumerRecord[Any, Any]], int]:
+        """Every record of partitions ``todo`` up to their current ends, and the partition
+        count."""
+        async with TopicReader(self.settings, "agui-relay-producer-restore") as reader:
+            count = await reader.partition_count(self.topic)
+            records = await reader.read_all(
+                [tp for tp in await reader.all_partitions(self.topic) if tp.partition in todo])
+        return records, count
 
     def release(self, partitions: Iterable[int], owner: str) -> None:
         """Forget ``partitions`` once no owner holds them."""
