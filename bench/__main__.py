@@ -15,10 +15,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,31 +24,13 @@ import orjson
 from rich.console import Console
 from rich.table import Table
 
-from deploy.kafka import launcher
+from bench.broker import broker
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
 BENCHES = ("gatekeeper", "producer", "consumer")
 PLOT = ROOT / "bench" / "decision-latency.png"
 console = Console()
-
-
-@contextmanager
-def shared_broker() -> Iterator[str]:
-    """KAFKA_BOOTSTRAP_SERVERS, or one local broker for every benchmark."""
-    given = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
-    if given:
-        yield given
-        return
-    launcher.fetch(quiet=True)
-    with tempfile.TemporaryDirectory(prefix="agui-bench-") as data:
-        broker = launcher.start(Path(data), ready_timeout=90, quiet=True)
-        console.print(f"[dim]Kafka {broker.version} on {broker.bootstrap} "
-                      f"(started in {broker.started_in:.1f} s)[/]")
-        try:
-            yield broker.bootstrap
-        finally:
-            broker.stop()
 
 
 def run_bench(name: str, bootstrap: str) -> dict[str, Any] | None:
@@ -156,7 +136,7 @@ def main() -> int:
     RESULTS.mkdir(parents=True, exist_ok=True)
     wanted = tuple(a for a in sys.argv[1:] if a in BENCHES) or BENCHES
     results: dict[str, dict[str, Any] | None] = dict.fromkeys(BENCHES)
-    with shared_broker() as bootstrap:
+    with broker() as bootstrap:
         for name in wanted:
             results[name] = run_bench(name, bootstrap)
     rows = summarise(results)

@@ -50,7 +50,7 @@ import orjson
 from rich.console import Console
 from rich.table import Table
 
-from bench.gatekeeper import broker
+from bench.broker import broker
 from deploy.kafka import launcher
 from services.kafka.admin import ensure_topics
 from services.runtime.settings import KafkaSettings

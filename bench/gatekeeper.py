@@ -36,11 +36,10 @@ import functools
 import os
 import statistics
 import sys
-import tempfile
 import time
 import timeit
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -56,8 +55,8 @@ from ag_ui.core import (
 from rich.console import Console
 from rich.table import Table
 
+from bench.broker import broker
 from contracts import RunRequest, ThreadState, encode
-from deploy.kafka import launcher
 from services.gatekeeper.processor import Processor
 from services.gatekeeper.rules import Policy, decide, on_boundary
 from services.gatekeeper.settings import GatekeeperSettings
@@ -86,22 +85,6 @@ def request(thread: str, run: str, resume: list[ResumeEntry] | None = None) -> R
         ),
         submitted_at=datetime.now(UTC),
     )
-
-
-@contextlib.contextmanager
-def broker() -> Iterator[str]:
-    """The bootstrap to use: KAFKA_BOOTSTRAP_SERVERS, or a fresh local broker."""
-    external = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
-    if external:
-        yield external
-        return
-    launcher.fetch(quiet=True)
-    with tempfile.TemporaryDirectory(prefix="agui-bench-") as data:
-        started = launcher.start(Path(data), ready_timeout=90, quiet=True)
-        try:
-            yield started.bootstrap
-        finally:
-            started.stop()
 
 
 async def preload(settings: KafkaSettings, n: int) -> float:

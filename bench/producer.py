@@ -37,7 +37,7 @@ from ag_ui.core import RunAgentInput, UserMessage
 from rich.console import Console
 from rich.table import Table
 
-from bench.gatekeeper import broker
+from bench.broker import broker
 from contracts import Dispatch, EventHeaders, encode
 from services.kafka.admin import ensure_topics
 from services.kafka.clients import ConsumerRecord, new_producer
