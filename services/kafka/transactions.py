@@ -4,10 +4,19 @@
 produce loop: begin, send every output record without waiting for each,
 add the consumed offsets **once** (aiokafka #1098: repeated
 ``send_offsets_to_transaction`` calls in one transaction have raised
-KeyError), commit. Anything failing before the commit returns aborts the
-transaction (best effort) and re-raises, so the caller rewinds to its last
-committed offsets; ``is_fenced`` tells a zombie (another producer took the
-transactional id) from an error worth retrying.
+KeyError), wait until the broker has acknowledged every record, commit.
+
+The wait is not optional: aiokafka, unlike the Java client, does not make a
+transaction abortable when one of its record batches fails (a record the
+broker refuses, say, as too large); ``commit_transaction`` then succeeds and
+commits the other records with the consumed offsets, half a transaction.
+Anything failing before the commit aborts the transaction (best effort) and
+re-raises, so the caller rewinds to its last committed offsets. When
+``commit_transaction`` itself raises, the outcome is unknown (the broker may
+have committed); the caller must learn it from Kafka once a new producer with
+the same transactional id has settled the transaction. ``is_fenced`` tells a
+zombie (another producer took the transactional id) from an error worth
+retrying.
 
 Fencing is pre-KIP-447 (aiokafka sends TxnOffsetCommit v0, with no group
 generation): a transactional id must be derived from the input partition a
@@ -63,12 +72,19 @@ async def commit_outputs(
         ]
         if offsets:
             await producer.send_offsets_to_transaction(dict(offsets), group_id)
+        await _delivered(sent)
         await producer.commit_transaction()
     except BaseException:
         await _abort(producer)
         raise
-    for delivery in sent:  # all resolved by the commit; surface any failure loudly
-        delivery.result()
+
+
+async def _delivered(sent: Sequence[asyncio.Future[object]]) -> None:
+    """Wait for every record's acknowledgement; raise the first failure (nothing commits)."""
+    results = await asyncio.gather(*sent, return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
 
 
 async def _abort(producer: AIOKafkaProducer) -> None:

@@ -1,0 +1,101 @@
+"""``commit_outputs`` against the real broker: a transaction is all of its records, or none.
+
+aiokafka, unlike the Java client, still commits a transaction when one of its
+record batches was refused: a failed batch does not make the transaction
+abortable, ``commit_transaction`` succeeds, and the records the broker took
+commit together with the consumed offsets. ``commit_outputs`` must notice the
+refusal and abort instead, or a consume → produce loop moves its offsets past
+input whose outputs are half written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from services.kafka.clients import (
+    AIOKafkaProducer,
+    KafkaError,
+    NewTopic,
+    TopicPartition,
+    new_admin,
+    new_consumer,
+    new_producer,
+)
+from services.kafka.transactions import OutRecord, commit_outputs
+from services.runtime.settings import KafkaSettings
+
+pytestmark = pytest.mark.integration
+
+SMALL_TOPIC_MAX_BYTES = 1024
+
+
+@pytest.fixture
+def kafka(kafka_bootstrap: str, topic_prefix: str) -> KafkaSettings:
+    return KafkaSettings(bootstrap_servers=kafka_bootstrap, topic_prefix=topic_prefix, partitions=1)
+
+
+@pytest.fixture
+async def producer(kafka: KafkaSettings) -> AsyncIterator[AIOKafkaProducer]:
+    prefix = kafka.topic_prefix
+    admin = new_admin(kafka)
+    await admin.start()
+    try:
+        await admin.create_topics(
+            [
+                NewTopic(f"{prefix}.in", 1, 1),
+                NewTopic(f"{prefix}.out", 1, 1),
+                NewTopic(
+                    f"{prefix}.small",
+                    1,
+                    1,
+                    topic_configs={"max.message.bytes": str(SMALL_TOPIC_MAX_BYTES)},
+                ),
+            ]
+        )
+    finally:
+        await admin.close()
+    started = new_producer(kafka, "txn-test", transactional_id=f"{prefix}.txn")
+    await started.start()
+    try:
+        yield started
+    finally:
+        await started.stop()
+
+
+async def committed_view(kafka: KafkaSettings, group: str) -> tuple[list[bytes], int | None]:
+    """What a read_committed reader sees on ``out``, and the group's offset of ``in``."""
+    prefix = kafka.topic_prefix
+    out = TopicPartition(f"{prefix}.out", 0)
+    source = TopicPartition(f"{prefix}.in", 0)
+    consumer = new_consumer(kafka, "txn-test-reader", group_id=group)
+    await consumer.start()
+    try:
+        offset = await consumer.committed(source)
+        consumer.assign([out])
+        end = (await consumer.end_offsets([out]))[out]
+        await consumer.seek_to_beginning(out)
+        values: list[bytes] = []
+        while await consumer.position(out) < end:
+            got = await consumer.getmany(out, timeout_ms=1000)
+            values.extend(r.value for r in got.get(out, []) if r.value is not None)
+    finally:
+        await consumer.stop()
+    return values, offset
+
+
+async def test_a_record_the_broker_refuses_aborts_the_whole_transaction(
+    kafka: KafkaSettings, producer: AIOKafkaProducer
+) -> None:
+    prefix, group = kafka.topic_prefix, f"{kafka.topic_prefix}.group"
+    source = TopicPartition(f"{prefix}.in", 0)
+    refused = OutRecord(f"{prefix}.small", b"x" * (4 * SMALL_TOPIC_MAX_BYTES))
+    with pytest.raises(KafkaError):
+        await commit_outputs(
+            producer, [OutRecord(f"{prefix}.out", b"half"), refused], {source: 5}, group
+        )
+    assert await committed_view(kafka, group) == ([], None)
+    # the producer is usable again: the next transaction commits, alone
+    await commit_outputs(producer, [OutRecord(f"{prefix}.out", b"whole")], {source: 7}, group)
+    assert await committed_view(kafka, group) == ([b"whole"], 7)
