@@ -29,10 +29,12 @@ Commit procedure, for each owned partition p, in every round:
    ``Owned`` until p's commit has ended; other partitions are not held up.
 6. Only after the commit returns: the batch's thread states replace p's
    committed states and the committed offsets move. If step 5 fails the
-   transaction is aborted, p's producer replaced, ``requests`` p and
-   ``events`` p are sought back to the committed offsets and the held
-   requests dropped: the same records are decided again. A fenced producer
-   (a newer owner of p exists) stops the process.
+   transaction is aborted (if it still can be) and p's producer replaced,
+   which settles it; the group's committed offsets then tell whether it
+   committed after all (``settle``): if so it is installed as in a success;
+   if not, ``requests`` p and ``events`` p are sought back to the committed
+   offsets and the held requests dropped: the same records are decided
+   again. A fenced producer (a newer owner of p exists) stops the process.
 
 On assignment, before any decision: start p's producer (its
 ``init_transactions`` fences the previous owner and aborts what it left
@@ -58,6 +60,7 @@ from services.gatekeeper.agents import Agents
 from services.gatekeeper.batch import Batch, Limits
 from services.gatekeeper.partition import Owned, outputs, start_producer
 from services.gatekeeper.settings import GatekeeperSettings
+from services.gatekeeper.settle import committed_offset, settle
 from services.gatekeeper.store import restore
 from services.gatekeeper.telemetry import Telemetry
 from services.kafka.clients import (
@@ -345,10 +348,10 @@ class Processor:
                 if is_fenced(exc):
                     self._fatal = FencedError(f"partition {owned.partition} has a newer owner")
                     return
-                log.exception("transaction on partition %d failed; rewinding", owned.partition)
+                log.exception("transaction on partition %d failed; settling it", owned.partition)
                 self.stats["transactions_failed"] += 1
-                await self._rewind(owned)
-                return
+                if not await self._recover(owned, offsets):
+                    return
             owned.committed(offsets, batch)
             owned.last_commit = time.monotonic()
             self.stats["transactions"] += 1
@@ -387,14 +390,25 @@ class Processor:
                 extra={"code": letter.code},
             )
 
-    async def _rewind(self, owned: Owned) -> None:
-        """Step 6 on failure: reading back at the committed offsets, a fresh producer."""
+    async def _recover(self, owned: Owned, offsets: dict[TopicPartition, int]) -> bool:
+        """Step 6 on failure: learn from Kafka what the transaction did (``settle``).
+
+        True when it committed after all (the caller installs it); otherwise p
+        is back at what Kafka holds, and its records are read again from there.
+        """
+        settled = await settle(owned, offsets, self.kafka, self._require_consumer(), self.client_id)
+        owned.producer = settled.producer
+        log.warning("the failed transaction on partition %d: %s", owned.partition, settled.outcome)
+        self.stats[f"transactions_{settled.outcome}"] += 1
+        if settled.outcome == "committed":
+            return True
+        if settled.states is not None:
+            owned.states = settled.states
+            owned.committed_request, owned.committed_event = settled.offsets
+            self.telemetry.restored(owned.partition, settled.states)
         owned.rewound()
         self._seek(owned)
-        await owned.producer.stop()
-        owned.producer = await start_producer(
-            self.kafka, self.client_id, owned.partition, retry=True
-        )
+        return False
 
     def _read_again(self, partitions: Iterable[Owned]) -> None:
         """Step 1's recovery: drop what was routed and undecided, and read it again."""
@@ -466,11 +480,7 @@ class Processor:
 
     async def _committed(self, tp: TopicPartition) -> int:
         """The group's committed offset of ``tp``, or its first offset when there is none."""
-        consumer = self._require_consumer()
-        offset = await consumer.committed(tp)
-        if offset is None:
-            offset = (await consumer.beginning_offsets([tp]))[tp]
-        return int(offset)
+        return await committed_offset(self._require_consumer(), tp)
 
     async def revoke(self) -> None:
         """On revocation: the round in flight finishes first (the lock), then hand back."""

@@ -1,0 +1,122 @@
+"""What a failed transaction did, learned from Kafka once it is settled.
+
+When ``commit_outputs`` raises, partition p's transaction may have committed
+after all (``commit_transaction`` raised while the broker had accepted the
+commit: the connection closed with the response in flight, the broker
+stopped) or not. Guessing either way breaks exactly-once: taking a committed
+batch for failed decides its requests again against the old thread states,
+dispatching their runs twice; taking a failed one for committed skips them.
+
+So the partition's producer is replaced first. The new producer's
+``init_transactions``, with the same transactional id, aborts the
+transaction if it is still open, and waits for a commit the broker had
+already accepted to complete. Then the group's committed offsets of
+``requests`` p and ``events`` p, which commit in the same transaction, say
+what happened (``judge``):
+
+- ``committed``: they are the failed transaction's offsets; it is installed
+  as if ``commit_outputs`` had returned;
+- ``aborted``: they are still those of the last success; memory is exact,
+  reading rewinds to them;
+- ``unknown``: anything else, or offsets that could not tell; p is read again
+  as an assignment reads it, thread states from ``threads`` p (read
+  committed) with the group's offsets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+from typing import Literal
+
+from contracts import ThreadState
+from services.gatekeeper.partition import Owned, start_producer
+from services.gatekeeper.store import restore
+from services.kafka.clients import (
+    AIOKafkaConsumer,
+    AIOKafkaProducer,
+    KafkaError,
+    TopicPartition,
+)
+from services.runtime.settings import KafkaSettings
+
+log = logging.getLogger(__name__)
+
+Outcome = Literal["committed", "aborted", "unknown"]
+Offsets = tuple[int, int]
+"""The next offsets to read of ``requests`` p and ``events`` p."""
+
+
+def judge(before: Offsets, attempted: Offsets, found: Offsets) -> Outcome:
+    """How a settled transaction ended, from the group's committed offsets.
+
+    ``before``: what the last successful transaction committed; ``attempted``:
+    what the failed one carried; ``found``: what the group has now.
+    """
+    if attempted == before:
+        return "unknown"  # committed or not, the offsets look the same
+    if found == attempted:
+        return "committed"
+    if found == before:
+        return "aborted"
+    return "unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class Settled:
+    """What Kafka holds for partition p after its failed transaction was settled."""
+
+    outcome: Outcome
+    producer: AIOKafkaProducer
+    """p's new producer (the failed one is stopped)."""
+    offsets: Offsets
+    """The group's committed offsets of ``requests`` p and ``events`` p."""
+    states: dict[str, ThreadState] | None = None
+    """p's thread states read back from ``threads`` (only when ``unknown``)."""
+
+
+async def settle(
+    owned: Owned,
+    attempted: dict[TopicPartition, int],
+    kafka: KafkaSettings,
+    consumer: AIOKafkaConsumer,
+    client_id: str,
+) -> Settled:
+    """Replace p's producer, then learn from the group's offsets what its transaction did."""
+    with contextlib.suppress(Exception):  # a dead producer may fail to stop; it is dropped
+        await owned.producer.stop()
+    producer = await start_producer(kafka, client_id, owned.partition, retry=True)
+    before = (owned.committed_request, owned.committed_event)
+    tried = (attempted[owned.requests], attempted[owned.events])
+    backoff = 0.5
+    while True:
+        try:
+            found = (
+                await committed_offset(consumer, owned.requests),
+                await committed_offset(consumer, owned.events),
+            )
+            outcome = judge(before, tried, found)
+            states = None
+            if outcome == "unknown":
+                restored = await restore(kafka, [owned.partition], f"{client_id}-restore")
+                states = restored[owned.partition]
+            return Settled(outcome, producer, found, states)
+        except KafkaError:
+            log.warning(
+                "could not read back partition %d; retrying in %.1f s",
+                owned.partition,
+                backoff,
+                exc_info=True,
+            )
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 5.0)
+
+
+async def committed_offset(consumer: AIOKafkaConsumer, tp: TopicPartition) -> int:
+    """The group's committed offset of ``tp``, or its first offset when there is none."""
+    offset = await consumer.committed(tp)
+    if offset is None:
+        offset = (await consumer.beginning_offsets([tp]))[tp]
+    return int(offset)

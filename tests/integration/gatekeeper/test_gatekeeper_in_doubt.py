@@ -1,0 +1,86 @@
+"""A transaction whose commit fails is settled by Kafka, never guessed.
+
+When ``commit_transaction`` raises, the broker may still have committed the
+transaction: the connection closed with the EndTxn response in flight, as
+when a broker stops. Here the real broker commits and the client is then
+told it failed (``lost``), or the commit is never sent (``unsent``); the
+fault is injected into the gatekeeper's own producer, the broker is real.
+Either way every request must be decided exactly once and every run
+dispatched once: a lost response must not make the gatekeeper decide the
+same requests again against the thread states it held before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from gatekeeper_harness import Topics, check_exactly_once, run_request
+
+from services.gatekeeper.processor import Processor
+from services.kafka.clients import AIOKafkaProducer, KafkaError
+from services.kafka.clients import new_producer as real_new_producer
+from services.runtime.settings import KafkaSettings
+
+pytestmark = pytest.mark.integration
+
+THREADS = 24
+
+
+def failing_first_commit(how: str, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Make the gatekeeper's first commit fail ``how``; returns the faults still to come."""
+    faults = [how]
+
+    def new_producer(*args: Any, **kwargs: Any) -> AIOKafkaProducer:
+        producer = real_new_producer(*args, **kwargs)
+        commit = producer.commit_transaction
+
+        async def commit_transaction() -> None:
+            fault = faults.pop() if faults else None
+            if fault == "lost":
+                await commit()
+                raise KafkaError("connection closed before the EndTxn response arrived")
+            if fault == "unsent":
+                raise KafkaError("connection closed before EndTxn was sent")
+            await commit()
+
+        producer.commit_transaction = commit_transaction
+        return producer
+
+    monkeypatch.setattr("services.gatekeeper.partition.new_producer", new_producer)
+    return faults
+
+
+@pytest.mark.parametrize("how", ["lost", "unsent"])
+async def test_a_failed_commit_is_settled_exactly_once(
+    how: str,
+    kafka: KafkaSettings,
+    topics: Topics,
+    in_process: Callable[..., Any],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    faults = failing_first_commit(how, monkeypatch)
+    requests = [run_request(f"q{n}", f"t{n}", f"r{n}") for n in range(THREADS)]
+    await topics.requests(requests)  # waiting before the gatekeeper starts: one batch each
+    processor: Processor = await in_process(kafka)
+    await topics.until(
+        lambda: len(topics.decisions) >= THREADS and len(topics.dispatches) >= THREADS,
+        within=60,
+        what="every request decided and dispatched",
+    )
+    assert faults == [], "the fault was never injected"
+    # A second request on every thread is decided after anything the first wave
+    # could still bring (a decision again from rewound offsets precedes it on
+    # the thread's partition): once all are seen, the topics are complete.
+    again = [run_request(f"q{n}-again", f"t{n}", f"r{n}-again") for n in range(THREADS)]
+    await topics.requests(again)
+    await topics.until(
+        lambda: all(r.request_id in topics.decisions for r in again),
+        within=60,
+        what="the second wave's decisions",
+    )
+    check_exactly_once(topics, requests + again)
+    assert [topics.decisions[r.request_id][0].code for r in again] == ["thread_busy"] * THREADS
+    assert processor.stats["transactions_failed"] == 1
+    assert processor.stats["transactions_committed" if how == "lost" else "transactions_aborted"]
