@@ -182,6 +182,9 @@ def _docker_cluster() -> Iterator[KafkaCluster]:
         "KAFKA_TRANSACTION_STATE_LOG_NUM_PARTITIONS": "1",
         "KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS": "0",
         "KAFKA_AUTO_CREATE_TOPICS_ENABLE": "false",
+        # as the launcher's broker: no controlled shutdown on one node (it drops
+        # transaction markers; see deploy/kafka/server.properties.template)
+        "KAFKA_CONTROLLED_SHUTDOWN_ENABLE": "false",
     }
     container.with_envs(**env).with_bind_ports(9092, port)
     container.waiting_for(LogMessageWaitStrategy(launcher.STARTED_MARKER))
