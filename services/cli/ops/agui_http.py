@@ -5,12 +5,14 @@ consumer service's ``POST /agents/{agent}`` — and needs no more of the
 transport than this: one JSON event per ``data:`` line, comment lines
 (keepalives) skipped, and a rejected input answered with an HTTP error and
 an ``application/problem+json`` body (``code``, ``detail``,
-``interruptIds``) before any stream byte.
+``interruptIds``) before any stream byte. Lines end at CRLF, LF or CR only,
+as SSE defines them (``sse_lines``), not where ``str.splitlines`` would.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,6 +42,31 @@ class RunReply:
         if isinstance(outcome, dict) and outcome.get("type") == "interrupt":
             return [i for i in outcome.get("interrupts") or [] if isinstance(i, dict)]
         return []
+
+
+_EOL = re.compile("\r\n|\r|\n")
+
+
+async def sse_lines(chunks: AsyncIterator[str]) -> AsyncIterator[str]:
+    """The lines of an SSE body read as text chunks: ended by CRLF, LF or CR only.
+
+    Not httpx's ``aiter_lines``, which splits like ``str.splitlines``: also
+    at U+0085, U+2028 and U+2029, which JSON leaves unescaped, so an event
+    whose text or ids hold one had its ``data:`` line cut in two.
+    """
+    pending = ""
+    async for chunk in chunks:
+        pending += chunk
+        held = "\r" if pending.endswith("\r") else ""  # maybe half a CRLF: wait for more
+        *lines, rest = _EOL.split(pending[: len(pending) - len(held)])
+        for line in lines:
+            yield line
+        pending = rest + held
+    *lines, rest = _EOL.split(pending)
+    for line in lines:
+        yield line
+    if rest:
+        yield rest
 
 
 async def sse_events(lines: AsyncIterator[str]) -> AsyncIterator[dict[str, Any]]:
@@ -72,7 +99,7 @@ async def run_agent(client: httpx.AsyncClient, agent: str, run_input: dict[str, 
                 problem = {"detail": body.decode("utf-8", "replace")}
             return RunReply(response.status_code, problem=problem)
         reply = RunReply(200)
-        async for event in sse_events(response.aiter_lines()):
+        async for event in sse_events(sse_lines(response.aiter_text())):
             reply.events.append(event)
             if on_event is not None:
                 on_event(event)
