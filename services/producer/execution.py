@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -48,35 +49,34 @@ log = logging.getLogger(__name__)
 
 
 class KafkaRunSink:
-    """A run's records to the ``events`` topic, terminal event behind the closing marker."""
+    """A run's records to the ``events`` topic, terminal event behind the closing marker.
 
-    PRUNE_AT = 1024
+    Delivery futures are kept in send order and dropped from the front as they
+    resolve (a run's records share a partition, so they resolve in order): a
+    failure is raised at the next send, and only the few still in flight are
+    held — no callback, no wait per record.
+    """
 
     def __init__(self, writer: RunWriter) -> None:
         self.writer = writer
-        self._pending: list[asyncio.Future[Any]] = []
+        self._pending: deque[asyncio.Future[Any]] = deque()
 
     async def send(self, record: EventRecord) -> None:
-        self._pending.append(await self.writer.send(record.event_type, record.seq,
-                                                    record.value))
-        if len(self._pending) >= self.PRUNE_AT:
-            self._check(done_only=True)
-
-    def _check(self, *, done_only: bool) -> None:
-        """Raise the first delivery failure; forget acknowledged futures."""
-        kept = []
-        for future in self._pending:
-            if future.done():
-                future.result()
-            elif done_only:
-                kept.append(future)
-        self._pending = kept
+        pending = self._pending
+        pending.append(await self.writer.send(record.event_type, record.seq, record.value))
+        while pending[0].done():
+            pending.popleft().result()  # raises a delivery failure
+            if not pending:
+                return
 
     async def send_terminal(self, record: EventRecord, report: RunReport) -> None:
         await (await self.writer.send(record.event_type, record.seq, record.value))
-        if self._pending:  # all acknowledged by now (same partition, in order)
-            await asyncio.wait(self._pending)
-            self._check(done_only=False)
+        pending = self._pending
+        while pending:  # all acknowledged by now (same partition, in order)
+            future = pending.popleft()
+            if not future.done():
+                await asyncio.wait([future])
+            future.result()
 
 
 @dataclass

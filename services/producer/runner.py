@@ -88,17 +88,16 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class EventRecord:
-    """One validated event, numbered, in its exact wire bytes."""
+    """One validated event, numbered, in its exact wire bytes (not changed once made;
+    not frozen, because a frozen dataclass costs three times as much to build, per event)."""
 
     seq: int
     event: BaseEvent
     value: bytes
-
-    @property
-    def event_type(self) -> str:
-        return self.event.type.value
+    event_type: str
+    """The wire ``type`` (what the record's headers carry)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,10 +230,11 @@ class Runner:
 
         The helpers' fast path: no model-to-JSON round trip for every streamed delta.
         """
-        await self._wait_for_space()
+        if self._stopping or not self._space.is_set():
+            await self._wait_for_space()
         try:
             try:
-                event = kind.model_validate(wire)
+                event = kind.__pydantic_validator__.validate_python(wire)
             except ValidationError as exc:
                 raise AgentProtocolError(f"invalid event: {validation_detail(exc)}",
                                          code="invalid_event") from exc
@@ -482,7 +482,10 @@ class Runner:
             event, wire = self._checked(event)
         if wire.get("timestamp") is None:
             wire["timestamp"] = self.options.clock_ms()
-        record = EventRecord(self._seq, event, orjson.dumps(wire))
+        kind = wire["type"]
+        if type(kind) is not str:  # e.g. an agent's dict naming its type by the enum
+            kind = event.type.value
+        record = EventRecord(self._seq, event, orjson.dumps(wire), kind)
         self._seq += 1
         return record
 
