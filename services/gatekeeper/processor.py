@@ -48,7 +48,6 @@ records is paused until its batches catch up (bounded memory).
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import time
 from collections import Counter
@@ -58,6 +57,7 @@ from typing import Any
 
 from services.gatekeeper.agents import Agents
 from services.gatekeeper.batch import Batch, Limits
+from services.gatekeeper.heap import Heap
 from services.gatekeeper.partition import Owned, outputs, start_producer
 from services.gatekeeper.settings import GatekeeperSettings
 from services.gatekeeper.settle import committed_offset, settle
@@ -87,23 +87,6 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-GC_THRESHOLDS = (50_000, 20, 100)
-
-
-def tune_gc() -> None:
-    """Make the cyclic garbage collector rare: the gatekeeper's memory is not cyclic.
-
-    Every owned thread's state lives in memory, and each decision allocates
-    a few dozen objects; with CPython's default thresholds (700, 10, 10) the
-    collector keeps rescanning all those states although nothing they hold
-    forms a reference cycle (reference counting frees them). Measured here:
-    4,600 decisions/s with the defaults, 9,600/s with these thresholds.
-    Restored states are also frozen out of the collector's view (see
-    ``acquire``). Process-wide, like the service itself.
-    """
-    gc.set_threshold(*GC_THRESHOLDS)
-
-
 class Processor:
     """The gatekeeper loop; ``run(stop)`` until ``stop`` is set."""
 
@@ -131,6 +114,7 @@ class Processor:
         self._generation = 0
         self._fatal: BaseException | None = None
         self._agents = Agents(self.topics, settings.agents_refresh_s)
+        self.heap = Heap(settings.gc_full_s)
         self._consumer: AIOKafkaConsumer | None = None
         self._joined = False
         self.telemetry = Telemetry(self.group_id, interval_s=settings.gauges_s,
@@ -152,7 +136,7 @@ class Processor:
     async def run(self, stop: asyncio.Event) -> None:
         """Consume, decide and commit until ``stop`` is set; then hand everything back."""
         shorten_commit_gap_backoff()
-        tune_gc()
+        self.heap.start()
         consumer = new_consumer(
             self.kafka,
             self.client_id,
@@ -353,6 +337,7 @@ class Processor:
                 if not await self._recover(owned, offsets):
                     return
             owned.committed(offsets, batch)
+            self.heap.settle()
             owned.last_commit = time.monotonic()
             self.stats["transactions"] += 1
             self.telemetry.committed(owned.partition, batch, polled_at)
@@ -468,7 +453,7 @@ class Processor:
             finally:
                 self._generation += 1
             self._read_again(self._owned.values())
-            gc.freeze()  # the restored states stay: keep them out of every collection
+            self.heap.settle()  # the restored states stay: keep them out of every collection
             threads = sum(len(o.states) for o in self._owned.values())
             log.info(
                 "assigned partitions %s: %d threads restored in %.0f ms",

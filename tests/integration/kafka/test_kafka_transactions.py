@@ -99,3 +99,57 @@ async def test_a_record_the_broker_refuses_aborts_the_whole_transaction(
     # the producer is usable again: the next transaction commits, alone
     await commit_outputs(producer, [OutRecord(f"{prefix}.out", b"whole")], {source: 7}, group)
     assert await committed_view(kafka, group) == ([b"whole"], 7)
+
+
+async def test_keyed_records_land_where_a_plain_send_puts_them_in_order(
+    kafka: KafkaSettings, producer: AIOKafkaProducer
+) -> None:
+    """The batched writes choose partitions as ``send`` does, and keep order past a full batch."""
+    prefix, group = kafka.topic_prefix, f"{kafka.topic_prefix}.group"
+    admin = new_admin(kafka)
+    await admin.start()
+    try:
+        await admin.create_topics(
+            [NewTopic(f"{prefix}.wide", 6, 1), NewTopic(f"{prefix}.plain", 6, 1)]
+        )
+    finally:
+        await admin.close()
+    # 40 keys x 5 records of 2 KiB: more than one 64 KiB batch for some partitions
+    records = [
+        OutRecord(f"{prefix}.wide", f"{n:03d}".encode() + b"." * 2048, f"key-{n % 40}".encode())
+        for n in range(200)
+    ]
+    await commit_outputs(producer, records, {TopicPartition(f"{prefix}.in", 0): 1}, group)
+    plain = new_producer(kafka, "txn-test-plain")
+    await plain.start()
+    try:
+        for r in records[:40]:
+            await plain.send_and_wait(f"{prefix}.plain", b"", key=r.key)
+    finally:
+        await plain.stop()
+
+    async def placed(topic: str) -> dict[bytes, list[int]]:
+        consumer = new_consumer(kafka, "txn-test-placed")
+        await consumer.start()
+        try:
+            tps = [TopicPartition(topic, p) for p in range(6)]
+            consumer.assign(tps)
+            ends = await consumer.end_offsets(tps)
+            await consumer.seek_to_beginning(*tps)
+            seen: dict[bytes, list[int]] = {}
+            while [tp for tp in tps if await consumer.position(tp) < ends[tp]]:
+                for tp, got in (await consumer.getmany(timeout_ms=1000)).items():
+                    for r in got:
+                        seen.setdefault(r.key, []).append(tp.partition)
+                        if r.value:
+                            seen.setdefault(b"order:" + r.key, []).append(int(r.value[:3]))
+        finally:
+            await consumer.stop()
+        return seen
+
+    wide, reference = await placed(f"{prefix}.wide"), await placed(f"{prefix}.plain")
+    for n in range(40):
+        key = f"key-{n}".encode()
+        assert set(wide[key]) == set(reference[key])
+        assert len(set(wide[key])) == 1
+        assert wide[b"order:" + key] == [n, n + 40, n + 80, n + 120, n + 160]
