@@ -108,11 +108,14 @@ class Executor:
         """Learn the events topic's partition count (runs then name partitions themselves)."""
         self.partitions = await event_partitions(self.producer, self.topic)
 
-    def prepare(self, agent: str, definition: AgentDefinition,
-                dispatch: Dispatch, traceparent: str | None = None) -> Prepared | None:
+    def prepare(self, agent: str, definition: AgentDefinition, dispatch: Dispatch,
+                traceparent: str | None = None, *,
+                input_wire: Any = None) -> Prepared | None:
         """The run for ``dispatch``, or None when its run is already closed (step 1).
 
         ``traceparent``: the run's hop of its trace, carried by every event record.
+        ``input_wire``: the input's wire form as the dispatch record holds it, when known
+        (RUN_STARTED echoes it instead of serialising the input again).
         """
         run_input = dispatch.input
         checkpoint = self.store.get(run_input.thread_id)
@@ -135,7 +138,7 @@ class Executor:
                                       traceparent))
         runner = Runner(definition, run_input, plan, sink, options=self.options,
                         ledger=self.ledger, agent_name=agent,
-                        request_id=dispatch.request_id)
+                        request_id=dispatch.request_id, input_wire=input_wire)
         return Prepared(dispatch, agent, runner, still_open)
 
     async def execute(self, prepared: Prepared) -> RunReport:

@@ -23,6 +23,10 @@ import asyncio
 import base64
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
 
 from contracts import DeadLetter, DecodeError, Dispatch, decode, encode
 from contracts.headers import TRACEPARENT, header_value
@@ -47,8 +51,20 @@ from services.runtime.logging import bound_run, run_fields
 log = logging.getLogger(__name__)
 
 STOPPED_MESSAGE = "the worker stopped before the run finished"
-TRACES_KEPT = 100_000
-"""Trace contexts of dispatches read and not yet run, at most (oldest forgotten)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Dispatched:
+    """A readable dispatch record, waiting for its turn to run."""
+
+    dispatch: Dispatch
+    trace: tracing.TraceParent
+    """The run's hop of the trace its record carried (a new trace when it had none)."""
+    value: bytes
+    """The record's value: RUN_STARTED echoes the input from it, already in wire form."""
+
+    def input_wire(self) -> Any:
+        return orjson.loads(self.value)["input"]
 
 
 class AgentHost:
@@ -67,12 +83,12 @@ class AgentHost:
         self.group = f"{self.kafka.topic_prefix}.producer.{name}"
         self.take_cancel = take_cancel
         self.fatal = fatal
-        self.scheduler: Scheduler[Dispatch | None] = Scheduler(
+        self.scheduler: Scheduler[Dispatched | None] = Scheduler(
             self.settings.max_concurrent_runs, self.settings.buffered_per_partition)
         self.active: dict[str, Runner] = {}
         """Runs in progress by run id (the worker routes cancels here)."""
-        self._tasks: dict[Job[Dispatch | None], asyncio.Task[None]] = {}
-        self._dead: dict[Job[Dispatch | None],
+        self._tasks: dict[Job[Dispatched | None], asyncio.Task[None]] = {}
+        self._dead: dict[Job[Dispatched | None],
                          tuple[ConsumerRecord[bytes, bytes], DecodeError]] = {}
         self._owned: set[int] = set()
         """Partitions assigned *and* restored: their dispatches may run."""
@@ -81,8 +97,6 @@ class AgentHost:
         self.ready = asyncio.Event()
         """Set once partitions were first assigned (and restored)."""
         self._consumer: AIOKafkaConsumer | None = None
-        self._traces: dict[str, tracing.TraceParent] = {}
-        """requestId → the run's hop of the trace its dispatch record carried."""
         self._lag = LagProbe(self.group)
 
     @property
@@ -138,26 +152,24 @@ class AgentHost:
             job = self.scheduler.offer(partition, record.offset, f"\x00dead:{partition}", None)
             self._dead[job] = (record, exc)
             return
-        self._traces[dispatch.request_id] = tracing.next_hop(
-            header_value(record.headers, TRACEPARENT))
-        if len(self._traces) > TRACES_KEPT:
-            del self._traces[next(iter(self._traces))]
-        self.scheduler.offer(partition, record.offset, dispatch.input.thread_id, dispatch)
+        trace = tracing.next_hop(header_value(record.headers, TRACEPARENT))
+        self.scheduler.offer(partition, record.offset, dispatch.input.thread_id,
+                             Dispatched(dispatch, trace, record.value))
 
     def _start_ready(self) -> None:
         for job in self.scheduler.ready():
             self._tasks[job] = asyncio.create_task(self._run_job(job))
 
-    async def _run_job(self, job: Job[Dispatch | None]) -> None:
-        dispatch = job.payload
+    async def _run_job(self, job: Job[Dispatched | None]) -> None:
+        work = job.payload
         try:
-            if dispatch is None:
+            if work is None:
                 await self._dead_letter(*self._dead.pop(job))
             else:
-                await self._run_dispatch(dispatch)
+                await self._run_dispatch(work)
         except Exception as exc:
-            fields = (run_fields(dispatch.input.thread_id, dispatch.input.run_id,
-                                 dispatch.request_id) if dispatch is not None else {})
+            fields = (run_fields(work.dispatch.input.thread_id, work.dispatch.input.run_id,
+                                 work.dispatch.request_id) if work is not None else {})
             log.critical("run of dispatch %s/%d@%d could not be completed; stopping the "
                          "worker so another takes the partition over", self.topic,
                          job.partition, job.offset, exc_info=exc, extra=fields)
@@ -168,14 +180,16 @@ class AgentHost:
         self.scheduler.finish(job)
         self._start_ready()
 
-    async def _run_dispatch(self, dispatch: Dispatch) -> None:
-        trace = self._traces.pop(dispatch.request_id, None) or tracing.start()
+    async def _run_dispatch(self, work: Dispatched) -> None:
+        dispatch, trace = work.dispatch, work.trace
         with bound_run(dispatch.input.thread_id, dispatch.input.run_id, dispatch.request_id,
                        trace.trace_id), tracing.within(trace):
-            await self._run_traced(dispatch, trace)
+            await self._run_traced(work)
 
-    async def _run_traced(self, dispatch: Dispatch, trace: tracing.TraceParent) -> None:
-        prepared = self.executor.prepare(self.name, self.definition, dispatch, trace.header())
+    async def _run_traced(self, work: Dispatched) -> None:
+        dispatch = work.dispatch
+        prepared = self.executor.prepare(self.name, self.definition, dispatch,
+                                         work.trace.header(), input_wire=work.input_wire())
         if prepared is None:
             return
         run_id = dispatch.input.run_id
@@ -281,7 +295,7 @@ class AgentHost:
                 log.warning("stopping %d runs still in progress on %s", len(late), self.topic)
                 for job in running:
                     if job.payload is not None and self._tasks.get(job) in late:
-                        runner = self.active.get(job.payload.input.run_id)
+                        runner = self.active.get(job.payload.dispatch.input.run_id)
                         if runner is not None:
                             runner.abort(STOPPED_MESSAGE, "worker_stopped")
                 await asyncio.wait(late, timeout=self.settings.cancel_grace_s + 30)

@@ -149,11 +149,14 @@ class Runner:
         ledger: EffectLedger | None = None,
         agent_name: str = "agent",
         request_id: str | None = None,
+        input_wire: Any = None,
     ) -> None:
         self.agent = agent
         self.request_id = request_id
         """The RunRequest this run was admitted from (named in its log lines)."""
         self._input = run_input
+        self._input_wire = input_wire
+        """``run_input``'s wire form when the caller has it (what RUN_STARTED echoes)."""
         self.plan = plan
         self.sink = sink
         self.options = options or RunOptions()
@@ -469,7 +472,7 @@ class Runner:
                                 "runId": run_input.run_id, "protocolVersion": PROTOCOL_VERSION}
         if run_input.parent_run_id is not None:
             wire["parentRunId"] = run_input.parent_run_id
-        wire["input"] = to_wire(run_input)
+        wire["input"] = self._input_wire if self._input_wire is not None else to_wire(run_input)
         return event, wire
 
     def _enqueue(self, record: EventRecord) -> None:

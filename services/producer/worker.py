@@ -9,12 +9,22 @@ running here is ignored with a log line, and remembered for a while in
 case the run's dispatch is still on its way to this worker. SIGTERM drains
 (see ``host``); a run that cannot be completed stops the worker with an
 error, so another worker takes its partitions over and closes the run.
+
+A worker owns its process, and sets CPython's collector thresholds for it
+(``GC_THRESHOLDS``): by default a young-generation pass runs every 700 net
+allocations, and a worker allocates a dozen short-lived objects per event
+(its wire dict, model, record, delivery future) while thousands of runs'
+state stays alive; with the default, the collector took about a third of
+the CPU of a streaming run and of 1,000 concurrent short runs (measured
+in-process with ``py-spy``). Nothing is frozen: reference counting frees
+nearly everything, and the rarer passes still reclaim cycles.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 from collections import OrderedDict
 from collections.abc import Callable
@@ -34,6 +44,9 @@ from services.runtime.logging import run_fields
 from services.runtime.settings import KafkaSettings
 
 log = logging.getLogger(__name__)
+
+GC_THRESHOLDS = (50_000, 20, 100)
+"""A young-generation pass per 50,000 net allocations (CPython's default: 700)."""
 
 
 def utc_now() -> datetime:
@@ -95,6 +108,7 @@ class Worker:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Serve until ``stop`` is set (or a run fails unrecoverably, then raise)."""
+        gc.set_threshold(*GC_THRESHOLDS)
         await ensure_topics(self.kafka, tuple(self.agents))
         producer = new_producer(self.kafka, f"agui-relay-producer-{self.settings.worker_id}",
                                 linger_ms=self.settings.linger_ms)
