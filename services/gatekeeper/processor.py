@@ -171,6 +171,7 @@ class Processor:
                 await self._settle()
                 await self._release()
             await consumer.stop()
+            self.heap.stop()
             self.telemetry.stopped()
             log.info("gatekeeper stopped", extra={"stats": dict(self.stats)})
 
@@ -453,7 +454,7 @@ class Processor:
             finally:
                 self._generation += 1
             self._read_again(self._owned.values())
-            self.heap.settle()  # the restored states stay: keep them out of every collection
+            self.heap.freeze()  # the restored states stay: keep them out of every pass
             threads = sum(len(o.states) for o in self._owned.values())
             log.info(
                 "assigned partitions %s: %d threads restored in %.0f ms",

@@ -44,8 +44,8 @@ class GatekeeperSettings(BaseSettings):
     """How often the thread gauges (open and expired interrupts, long runs) and the
     consumer lag are recomputed for ``/metrics``."""
     gc_full_s: float = Field(300.0, alias="AGUI_GATEKEEPER_GC_FULL_S", gt=0)
-    """How often the garbage collector makes one full pass (``heap``); between passes
-    what survives a commit is frozen out of its view."""
+    """How often the cyclic garbage collector makes a pass (``heap``); it never runs
+    on allocation counts."""
     running_too_long_s: float = Field(300.0, alias="AGUI_RUNNING_TOO_LONG_S", gt=0)
     """A run older than this counts in ``agui_threads_running_too_long``."""
 
