@@ -63,6 +63,8 @@ HEADLINES: tuple[Headline, ...] = (
      lambda r: _get(r["gatekeeper"], "gatekeeper", "per_second"), "{:,.0f}", "≥ 5,000"),
     ("gatekeeper", "ratio to plain aiokafka transactional loop",
      lambda r: _get(r["gatekeeper"], "ratio"), "{:.2f}", "≥ 0.6"),
+    ("gatekeeper", "ratio to that loop written like the gatekeeper (batch API)",
+     lambda r: _get(r["gatekeeper"], "ratio_to_batched"), "{:.2f}", ""),
     ("gatekeeper", "decision latency p50 at 1,000 req/s (ms)",
      lambda r: _get(r["gatekeeper"], "latency", "p50_ms"), "{:.1f}", ""),
     ("gatekeeper", "decision latency p99 at 1,000 req/s (ms)",
