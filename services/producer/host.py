@@ -94,6 +94,8 @@ class AgentHost:
         """Partitions assigned *and* restored: their dispatches may run."""
         self._held: dict[int, list[ConsumerRecord[bytes, bytes]]] = {}
         self._committed: dict[int, int] = {}
+        self._committing: asyncio.Task[None] | None = None
+        """The offset commit in flight (the loop does not wait for the broker's answer)."""
         self.ready = asyncio.Event()
         """Set once partitions were first assigned (and restored)."""
         self._consumer: AIOKafkaConsumer | None = None
@@ -126,12 +128,14 @@ class AgentHost:
                         self._offer(tp.partition, record)
                 self._start_ready()
                 self._apply_backpressure()
-                await self._commit()
+                self._commit_soon()
                 await self._lag.maybe_sample(self.consumer)
         finally:
             try:
                 await self._release(set(self._owned))
             finally:
+                if self._committing is not None:
+                    await asyncio.wait([self._committing])
                 self._lag.clear()
                 await self.consumer.stop()
 
@@ -234,10 +238,23 @@ class AgentHost:
         if resume & self._owned:
             self.consumer.resume(*[self._tp(p) for p in resume & self._owned])
 
+    def _commit_soon(self) -> None:
+        """Commit the positions reached, in the background, one commit at a time: the
+        loop goes on reading dispatches (and starting runs) while the broker answers."""
+        task = self._committing
+        if task is not None:
+            if not task.done():
+                return
+            task.result()  # an unexpected failure stops the loop, as an awaited commit did
+        if self._due(self._owned):
+            self._committing = asyncio.create_task(self._commit())
+
+    def _due(self, partitions: set[int]) -> dict[int, int]:
+        return {p: o for p, o in self.scheduler.positions().items()
+                if p in partitions and self._committed.get(p) != o}
+
     async def _commit(self, partitions: set[int] | None = None) -> None:
-        wanted = self._owned if partitions is None else partitions
-        due = {p: o for p, o in self.scheduler.positions().items()
-               if p in wanted and self._committed.get(p) != o}
+        due = self._due(self._owned if partitions is None else partitions)
         if not due:
             return
         try:
@@ -299,6 +316,8 @@ class AgentHost:
                         if runner is not None:
                             runner.abort(STOPPED_MESSAGE, "worker_stopped")
                 await asyncio.wait(late, timeout=self.settings.cancel_grace_s + 30)
+        if self._committing is not None:  # let the one in flight land first
+            await asyncio.wait([self._committing])
         await self._commit(partitions)
         self.scheduler.forget(partitions)
         for p in partitions:
