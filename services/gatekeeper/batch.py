@@ -9,6 +9,16 @@ write: decisions, dispatches, dead letters and the latest state of every
 thread it changed. Nothing here touches Kafka or the clock; the committed
 states it reads are only replaced by the processor after the commit.
 
+Nothing a request makes the gatekeeper write may outgrow a record: a
+dispatch is the request plus its warnings, and a thread state holds queued
+requests and remembered decisions whose messages quote the request's ids.
+A record the broker refuses fails the whole transaction, again on every
+retry, and would stall the partition; so each request's dispatch and new
+thread state are encoded as it is decided, and a request that would make
+either outgrow ``Limits.max_bytes`` (less ``RECORD_OVERHEAD``) is rejected
+``invalid_input`` instead, leaving the thread as it was. The encodings are
+kept and written as they are.
+
 Events other than ``RUN_STARTED`` / ``RUN_FINISHED`` / ``RUN_ERROR`` are
 skipped on their type header without decoding; only ``RUN_FINISHED`` is
 decoded (its outcome matters). A boundary event that cannot be used (no key,
@@ -37,14 +47,17 @@ from contracts import (
     header_value,
 )
 from contracts.headers import EVENT_TYPE, TRACEPARENT
-from services.gatekeeper.intake import Refused, Unreadable, read_request
-from services.gatekeeper.rules import Policy, decide, on_boundary
+from services.gatekeeper import wire
+from services.gatekeeper.intake import Refused, Unreadable, read_request, refusal
+from services.gatekeeper.rules import Outcome, Policy, decide, on_boundary
 from services.gatekeeper.thread import BOUNDARY_TYPES, Boundary, fresh
 from services.runtime.tracing import next_hop_bytes
 
 SERVICE = "gatekeeper"
 DEAD_LETTER_VALUE_LIMIT = 65_536
 """Bytes of a refused record kept in its dead letter (oversize records are cut)."""
+RECORD_OVERHEAD = 512
+"""Bytes of a record that are not its value: key, headers, framing."""
 
 
 class InRecord(Protocol):
@@ -92,6 +105,8 @@ class Decided:
     submitted_at: datetime | None = None
     """The request's ``submittedAt`` (for the decision latency metric), when its
     record was read for this decision."""
+    dispatch_value: bytes | None = None
+    """The dispatch's record value, when it was encoded as the request was decided."""
 
 
 @dataclass(slots=True)
@@ -106,6 +121,8 @@ class Batch:
     decided: list[Decided] = field(default_factory=list)
     """Every decision in order, each with what its own request record adds."""
     dead_letters: list[DeadLetter] = field(default_factory=list)
+    encoded: dict[str, bytes] = field(default_factory=dict)
+    """threadId → the record value of ``states[threadId]``, when it is already encoded."""
     traces: dict[tuple[str, str], bytes] = field(default_factory=dict)
     """(threadId, requestId) → the hop of the first record of that request read in
     this batch: a queued request admitted when a run closes continues its trace."""
@@ -143,6 +160,7 @@ class Batch:
         after, outcomes = on_boundary(before, boundary, self.now, self.policy)
         if after is not before:
             self.states[thread_id] = after
+            self.encoded.pop(thread_id, None)
         for outcome in outcomes:  # queued requests decided now: traced as queued
             trace = self.traces.get((thread_id, outcome.decision.request_id))
             self.decided.append(Decided(outcome.decision, outcome.dispatch, trace=trace))
@@ -168,12 +186,40 @@ class Batch:
         self.traces.setdefault((thread_id, request.request_id), trace)
         before = self.state(thread_id)
         outcome = decide(before, request, self.now, self.policy)
-        if outcome.state is not before:
+        state_value = wire.state(outcome.state) if outcome.state is not before else None
+        dispatch_value = (
+            wire.dispatch(outcome.dispatch, read.raw) if outcome.dispatch is not None else None
+        )
+        oversize = self._oversize(outcome, state_value, dispatch_value)
+        if oversize is not None:
+            rejected = refusal(request, "invalid_input", oversize, self.now)
+            self.decided.append(Decided(rejected, trace=trace, submitted_at=request.submitted_at))
+            return
+        if state_value is not None:
             self.states[thread_id] = outcome.state
+            self.encoded[thread_id] = state_value
         raw = read.raw if outcome.dispatch is not None else None
         self.decided.append(
-            Decided(outcome.decision, outcome.dispatch, raw, trace, request.submitted_at)
+            Decided(outcome.decision, outcome.dispatch, raw, trace, request.submitted_at,
+                    dispatch_value)
         )
+
+    def _oversize(
+        self, outcome: Outcome, state_value: bytes | None, dispatch_value: bytes | None
+    ) -> str | None:
+        """Why what ``outcome`` writes would not fit a record, or None when it fits."""
+        limit = self.limits.max_bytes - RECORD_OVERHEAD
+        if dispatch_value is not None and len(dispatch_value) > limit:
+            return (
+                f"admitted, its dispatch would be {len(dispatch_value)} bytes, over the "
+                f"limit of {limit} for a record; send a smaller input"
+            )
+        if state_value is not None and len(state_value) > limit:
+            return (
+                f"{outcome.decision.verdict}, the thread's state would be {len(state_value)} "
+                f"bytes, over the limit of {limit} for a record; send a smaller input"
+            )
+        return None
 
     def _boundary(self, kind: str, record: InRecord) -> tuple[str, Boundary] | None:
         """The thread and boundary a boundary record names, or None (dead-lettered)."""

@@ -95,7 +95,7 @@ def read_request(
     if agents is not None and request.agent not in agents:
         known = ", ".join(sorted(agents)) or "none"
         return Refused(
-            _refusal(
+            refusal(
                 request,
                 "invalid_input",
                 f"no agent {request.agent!r} is deployed (no dispatch topic; known: {known})",
@@ -107,7 +107,7 @@ def read_request(
     if key_text != thread_id:
         shown = "no key" if key_text is None else f"key {key_text!r}"
         return Refused(
-            _refusal(
+            refusal(
                 request,
                 "key_mismatch",
                 f"the record has {shown} but input.threadId is {thread_id!r}; requests must be "
@@ -118,7 +118,8 @@ def read_request(
     return Accepted(request, raw)
 
 
-def _refusal(request: RunRequest, code: RejectionCode, message: str, now: datetime) -> Decision:
+def refusal(request: RunRequest, code: RejectionCode, message: str, now: datetime) -> Decision:
+    """A rejection of ``request`` that needs no thread (and is not remembered by one)."""
     return Decision(
         request_id=request.request_id,
         thread_id=request.input.thread_id,

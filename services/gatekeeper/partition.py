@@ -178,7 +178,7 @@ def outputs(topics: TopicCatalog, partition: int, batch: Batch) -> list[OutRecor
         out.append(
             OutRecord(
                 topics.dispatch(d.dispatch.agent),
-                wire.dispatch(d.dispatch, d.request),
+                d.dispatch_value or wire.dispatch(d.dispatch, d.request),
                 _key(d.dispatch.input.thread_id),
                 headers=_trace(d.trace),
             )
@@ -186,7 +186,8 @@ def outputs(topics: TopicCatalog, partition: int, batch: Batch) -> list[OutRecor
     for letter in batch.dead_letters:
         out.append(OutRecord(topics.deadletter, encode(letter), _key(letter.key)))
     for thread_id, state in batch.states.items():
-        out.append(OutRecord(topics.threads, wire.state(state), thread_id.encode(), partition))
+        value = batch.encoded.get(thread_id) or wire.state(state)
+        out.append(OutRecord(topics.threads, value, thread_id.encode(), partition))
     return out
 
 

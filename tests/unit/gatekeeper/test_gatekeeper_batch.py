@@ -223,3 +223,48 @@ def test_a_queued_request_keeps_its_own_input_beside_another_threads_same_reques
     ]
     traces = {thread: (trace or b"")[:36] for _, thread, _, trace in _dispatched(b)}
     assert traces == {"t1": _trace(1)[:36], "t2": _trace(9)[:36]}
+
+
+def sized(request_id: str, run_id: str, total: int) -> Rec:
+    """A request record of about ``total`` bytes (its user message padded)."""
+    r = request(request_id, run_id)
+    r.input.messages[0].content = "x" * (total - len(encode(r)))  # type: ignore[union-attr]
+    return Rec("p.requests", encode(r))
+
+
+def test_a_request_whose_dispatch_would_outgrow_a_record_is_rejected_not_written() -> None:
+    """Within the request limit, but its dispatch would not fit: a rejection, nothing else."""
+    b = batch()
+    record = sized("q1", "r1", 8192 - 300)
+    assert record.value is not None
+    assert len(record.value) <= 8192
+    b.request(record)
+    [decision] = b.decisions
+    assert (decision.verdict, decision.code) == ("rejected", "invalid_input")
+    assert "dispatch would be" in decision.message
+    assert b.dispatches == []
+    assert b.states == {}, "the thread stays as it was: idle, free for a smaller input"
+    b.request(sized("q2", "r2", 2000))
+    assert [d.verdict for d in b.decisions] == ["rejected", "admitted"]
+    assert all(len(r.value) <= 8192 - 512 for r in outputs(TopicCatalog("p"), 3, b))
+
+
+def test_a_queued_request_that_would_outgrow_the_thread_state_is_rejected() -> None:
+    b = batch({"t1": running("r0")}, Policy(busy="enqueue", queue_limit=8))
+    for n in range(1, 5):
+        b.request(sized(f"q{n}", f"r{n}", 3000))
+    verdicts = [(d.verdict, d.code) for d in b.decisions]
+    assert verdicts[:2] == [("queued", None), ("queued", None)]
+    assert verdicts[2:] == [("rejected", "invalid_input")] * 2
+    assert "thread's state would be" in b.decisions[2].message
+    assert len(b.states["t1"].queued) == 2
+    assert all(len(r.value) <= 8192 - 512 for r in outputs(TopicCatalog("p"), 3, b))
+
+
+def test_written_states_and_dispatches_are_the_encodings_made_while_deciding() -> None:
+    b = batch({"t1": running("r0")})
+    b.event(interrupting("r0", "a"))
+    b.request(req("q1", "r1", resume=resolve("a")))
+    records = {r.topic: r.value for r in outputs(TopicCatalog("p"), 3, b)}
+    assert records["p.threads"] == encode(b.states["t1"])
+    assert records["p.dispatch.scripted"] == b.decided[0].dispatch_value
