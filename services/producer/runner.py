@@ -91,10 +91,13 @@ def utc_now() -> datetime:
 @dataclass(slots=True)
 class EventRecord:
     """One validated event, numbered, in its exact wire bytes (not changed once made;
-    not frozen, because a frozen dataclass costs three times as much to build, per event)."""
+    not frozen, because a frozen dataclass costs three times as much to build, per event).
+
+    It keeps no model of the event: thousands of records wait in the runs' queues, and
+    each model would be three more objects for the garbage collector to scan.
+    """
 
     seq: int
-    event: BaseEvent
     value: bytes
     event_type: str
     """The wire ``type`` (what the record's headers carry)."""
@@ -488,7 +491,7 @@ class Runner:
         kind = wire["type"]
         if type(kind) is not str:  # e.g. an agent's dict naming its type by the enum
             kind = event.type.value
-        record = EventRecord(self._seq, event, orjson.dumps(wire), kind)
+        record = EventRecord(self._seq, orjson.dumps(wire), kind)
         self._seq += 1
         return record
 
