@@ -64,7 +64,7 @@ def baseline_app() -> FastAPI:
 def main() -> None:
     port = int(sys.argv[1])
     uvicorn.run(baseline_app(), host="127.0.0.1", port=port, access_log=False,
-                log_level="warning", http="h11", loop="asyncio", backlog=4096)
+                log_level="warning", http="httptools", loop="uvloop", backlog=4096)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,10 @@
 ``run_until_signalled(main)`` gives ``main`` an ``asyncio.Event`` that is set
 on the first signal; the service stops taking new work, finishes or hands
 back what it holds, and returns. A second signal cancels it outright.
+
+Every service runs on uvloop (libuv under asyncio's interface): the services
+spend most of their time in the event loop (aiokafka's requests, uvicorn's
+connections), and uvloop roughly halves what that loop costs per callback.
 """
 
 from __future__ import annotations
@@ -11,6 +15,8 @@ import asyncio
 import contextlib
 import signal
 from collections.abc import Awaitable, Callable
+
+import uvloop
 
 
 async def _serve(main: Callable[[asyncio.Event], Awaitable[None]]) -> None:
@@ -33,6 +39,9 @@ async def _serve(main: Callable[[asyncio.Event], Awaitable[None]]) -> None:
 
 
 def run_until_signalled(main: Callable[[asyncio.Event], Awaitable[None]]) -> None:
-    """Run ``main(stop)`` in a fresh event loop until it returns."""
-    with contextlib.suppress(KeyboardInterrupt, asyncio.CancelledError):
-        asyncio.run(_serve(main))
+    """Run ``main(stop)`` in a fresh uvloop event loop until it returns."""
+    with (
+        contextlib.suppress(KeyboardInterrupt, asyncio.CancelledError),
+        asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner,
+    ):
+        runner.run(_serve(main))
