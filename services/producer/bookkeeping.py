@@ -258,6 +258,9 @@ class RunBook:
         """
         if self._ended:
             raise AgentProtocolError(f"{event.type.value} after the run ended")
+        if not self._chunk and type(event) in _CONTINUATIONS:
+            self._track(event)  # a streamed delta (or an end): the common case, no chunks
+            return [event]
         if event.type in _RUN_TYPES:
             raise AgentProtocolError(f"{event.type.value} is emitted by the runtime, not admitted")
         chunk_kind = _CHUNK_OF.get(event.type)

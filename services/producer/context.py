@@ -25,7 +25,7 @@ or ``SUBAGENT_ERROR`` when the block raised.
 
 from __future__ import annotations
 
-import uuid
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -100,8 +100,8 @@ def iso_instant(when: datetime) -> str:
 
 
 def new_id(prefix: str) -> str:
-    """A fresh id for a message, tool call or subagent invocation."""
-    return f"{prefix}-{uuid.uuid4().hex[:16]}"
+    """A fresh id for a message, tool call or subagent invocation (64 random bits)."""
+    return f"{prefix}-{os.urandom(8).hex()}"
 
 
 class MessageStream:

@@ -15,7 +15,7 @@ streamed delta. Every record of a run carries the run's ``traceparent``
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
@@ -52,12 +52,13 @@ class RunWriter:
         return [self._run, kind, self._agent, (SEQ, str(seq).encode()), (SCHEMA, b"1"),
                 *self._trace]
 
-    async def send(self, event_type: str, seq: int, value: bytes) -> asyncio.Future[Any]:
-        """Enqueue one record; the future resolves once the broker has it."""
-        future: asyncio.Future[Any] = await self.producer.send(
+    def send(self, event_type: str, seq: int, value: bytes) -> Awaitable[asyncio.Future[Any]]:
+        """Enqueue one record: awaiting this gives the future that resolves once the broker
+        has it (the producer's own coroutine, not wrapped in one more per event)."""
+        sent: Awaitable[asyncio.Future[Any]] = self.producer.send(
             self.topic, value, key=self.key, partition=self.partition,
             headers=self.headers(event_type, seq))
-        return future
+        return sent
 
 
 async def event_partitions(producer: AIOKafkaProducer, topic: str) -> int:
