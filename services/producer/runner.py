@@ -309,7 +309,7 @@ class Runner:
         """Run the agent to exactly one terminal event; returns how it ended."""
         if self.plan.uncovered and self.options.uncovered_policy == "reject":
             return await self._refuse_uncovered()
-        self._publishable(*self._run_started())
+        self._enqueue(self._numbered(self._run_started(), "RUN_STARTED"))
         for warning in self.plan.warnings:
             log.warning("%s: %s %s", warning.code, warning.message,
                         ",".join(warning.interrupt_ids), extra=self._log)
@@ -465,18 +465,16 @@ class Runner:
         if len(self._queue) >= self.options.queue_limit:
             self._space.clear()
 
-    def _run_started(self) -> tuple[BaseEvent, dict[str, Any]]:
-        """RUN_STARTED with the input echoed (validated once, when the input was read)."""
+    def _run_started(self) -> dict[str, Any]:
+        """RUN_STARTED's wire form, the input echoed: built from the input, which was
+        validated when it was read (so no model of it is built and checked again)."""
         run_input = self._input
-        event = RunStartedEvent(thread_id=run_input.thread_id, run_id=run_input.run_id,
-                                protocol_version=PROTOCOL_VERSION,
-                                parent_run_id=run_input.parent_run_id, input=run_input)
         wire: dict[str, Any] = {"type": "RUN_STARTED", "threadId": run_input.thread_id,
                                 "runId": run_input.run_id, "protocolVersion": PROTOCOL_VERSION}
         if run_input.parent_run_id is not None:
             wire["parentRunId"] = run_input.parent_run_id
         wire["input"] = self._input_wire if self._input_wire is not None else to_wire(run_input)
-        return event, wire
+        return wire
 
     def _enqueue(self, record: EventRecord) -> None:
         self._queue.append(record)
@@ -486,11 +484,13 @@ class Runner:
         """Number one event and fix its bytes (validating it unless ``wire`` already was)."""
         if wire is None:
             event, wire = self._checked(event)
+        kind = wire["type"]
+        return self._numbered(wire, kind if type(kind) is str else event.type.value)
+
+    def _numbered(self, wire: dict[str, Any], kind: str) -> EventRecord:
+        """The next record: ``wire`` (timestamped if it has no timestamp) as bytes."""
         if wire.get("timestamp") is None:
             wire["timestamp"] = self.options.clock_ms()
-        kind = wire["type"]
-        if type(kind) is not str:  # e.g. an agent's dict naming its type by the enum
-            kind = event.type.value
         record = EventRecord(self._seq, orjson.dumps(wire), kind)
         self._seq += 1
         return record

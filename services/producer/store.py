@@ -143,8 +143,11 @@ class CheckpointStore:
         async with self._lock:
             value = change(self.get(thread_id))
             self._threads[thread_id] = value
+            # The thread's partition once known (the key's, as the broker placed it): the
+            # producer need not hash the key again.
             return await self.producer.send(self.topic, cp.to_bytes(value),  # type: ignore[no-any-return]
-                                            key=thread_id.encode())
+                                            key=thread_id.encode(),
+                                            partition=self._partition_of.get(thread_id))
 
 
 class ThreadLedger:
