@@ -118,17 +118,22 @@ class Executor:
         (RUN_STARTED echoes it instead of serialising the input again).
         """
         run_input = dispatch.input
-        checkpoint = self.store.get(run_input.thread_id)
-        fields = run_fields(run_input.thread_id, run_input.run_id, dispatch.request_id)
-        if cp.has_closed(checkpoint, run_input.run_id):
+        # None: a thread this runtime never ran (nothing closed, active or open on it);
+        # not building an empty checkpoint for it saves a model per run.
+        checkpoint = self.store.known(run_input.thread_id)
+        if checkpoint is not None and cp.has_closed(checkpoint, run_input.run_id):
             log.info("dispatch of run %s redelivered after it closed; skipped",
-                     run_input.run_id, extra=fields)
+                     run_input.run_id,
+                     extra=run_fields(run_input.thread_id, run_input.run_id, dispatch.request_id))
             return None
-        active = checkpoint.active
+        active = checkpoint.active if checkpoint is not None else None
         if active is not None:
             log.warning("thread still marks run %s (worker %s) active; starting %s anyway",
-                        active.run_id, active.worker, run_input.run_id, extra=fields)
-        plan = plan_resume(run_input, cp.open_interrupts(checkpoint),
+                        active.run_id, active.worker, run_input.run_id,
+                        extra=run_fields(run_input.thread_id, run_input.run_id,
+                                         dispatch.request_id))
+        plan = plan_resume(run_input,
+                           cp.open_interrupts(checkpoint) if checkpoint is not None else [],
                            gated_tools=definition.gated_tools,
                            dispatch_warnings=dispatch.warnings or ())
         refused = bool(plan.uncovered) and self.settings.uncovered_policy == "reject"

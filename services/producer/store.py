@@ -59,6 +59,10 @@ class CheckpointStore:
         """The thread's checkpoint (a fresh one when it has none)."""
         return self._threads.get(thread_id) or cp.fresh(thread_id)
 
+    def known(self, thread_id: str) -> cp.ThreadCheckpoint | None:
+        """The thread's checkpoint, or None when it has none."""
+        return self._threads.get(thread_id)
+
     def threads(self, partitions: Iterable[int]) -> list[cp.ThreadCheckpoint]:
         """Every restored checkpoint in ``partitions``."""
         wanted = set(partitions)
