@@ -64,6 +64,7 @@ class Dispatched:
     """The record's value: RUN_STARTED echoes the input from it, already in wire form."""
 
     def input_wire(self) -> Any:
+        """The input as the record holds it: what serialising the decoded input gives."""
         return orjson.loads(self.value)["input"]
 
 
