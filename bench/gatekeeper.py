@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import uvloop
 from ag_ui.core import (
     Interrupt,
     ResumeEntry,
@@ -567,7 +568,7 @@ def cli() -> None:
     if args.serve_baseline:
         serve_baseline(args.serve_baseline)
         return
-    results = asyncio.run(main(args))
+    results = uvloop.run(main(args))  # the loop agui-relay gatekeeper runs on, both sides alike
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
     report(results)
