@@ -288,6 +288,10 @@ def _encoded(label: str, n: int) -> list[tuple[str, bytes, bytes]]:
     return out
 
 
+TICK_S = 0.005
+"""The load generator sends what is due every 5 ms (5 requests a tick at 1,000/s)."""
+
+
 async def _offer(
     producer: Any,
     settings: KafkaSettings,
@@ -295,15 +299,25 @@ async def _offer(
     rate: int,
     clock: Clock | None,
 ) -> None:
-    """Send ``load`` at ``rate`` per second; with a ``clock``, note when each was sent."""
+    """Send ``load`` at ``rate`` per second; with a ``clock``, note when each was sent.
+
+    Requests due within a tick go out together, in one produce request: the
+    generator shares the machine's two cores with the broker and the server,
+    and one produce request per record cost it about 0.5 ms of CPU per
+    request, time taken from what is measured. Each latency still starts when
+    its request was handed to the producer.
+    """
     start = time.perf_counter()
-    for i, (request_id, key, value) in enumerate(load):
-        delay = start + i / rate - time.perf_counter()
-        if delay > 0:
-            await asyncio.sleep(delay)
-        if clock is not None:
-            clock.sent[request_id] = time.perf_counter()
-        await producer.send(settings.topics.requests, value, key=key)
+    sent = 0
+    while sent < len(load):
+        now = time.perf_counter()
+        due = min(len(load), int((now - start) * rate) + 1)
+        for request_id, key, value in load[sent:due]:
+            if clock is not None:
+                clock.sent[request_id] = time.perf_counter()
+            await producer.send(settings.topics.requests, value, key=key)
+        sent = due
+        await asyncio.sleep(max(0.0, start + sent / rate - time.perf_counter(), TICK_S))
 
 
 class Clock:
