@@ -257,23 +257,12 @@ class Processor:
             )
 
     def _lingering(self, owned: Owned) -> bool:
-        """True while a small backlog may still grow into a bigger, cheaper transaction.
-
-        Run boundaries alone wait ``events_linger_ms``: nobody waits for the thread
-        states they change to be written (a request is decided against the events
-        read before it, committed or not; only a request queued under the enqueue
-        policy, admitted when its thread's run closes, waits that long too), and
-        every transaction spared is a handful of broker round trips on every
-        partition. A request ends the wait at once.
-        """
-        if owned.waiting_since is None:
+        """True while a small backlog may still grow into a bigger, cheaper transaction."""
+        if owned.waiting_since is None or self.settings.linger_ms == 0:
             return False
         if len(owned.inbox) + len(owned.held) >= self.settings.max_batch:
             return False
-        linger = self.settings.linger_ms
-        if not owned.held:
-            linger = max(linger, self.settings.events_linger_ms)
-        return linger > 0 and (time.monotonic() - owned.waiting_since) * 1000 < linger
+        return (time.monotonic() - owned.waiting_since) * 1000 < self.settings.linger_ms
 
     def _apply_backpressure(self) -> None:
         """Pause a topic partition whose routed backlog is too long; resume it when short."""

@@ -32,8 +32,6 @@ class GatekeeperSettings(BaseSettings):
     """How long a request may wait for the events its partition already holds."""
     linger_ms: int = Field(0, alias="AGUI_GATEKEEPER_LINGER_MS", ge=0, le=1000)
     """How long a partition lets a small backlog grow before committing it."""
-    events_linger_ms: int = Field(20, alias="AGUI_GATEKEEPER_EVENTS_LINGER_MS", ge=0, le=60_000)
-    """How long run boundaries alone (no request) wait to share a transaction."""
     agents_refresh_s: float = Field(60.0, alias="AGUI_GATEKEEPER_AGENTS_REFRESH_S", gt=0)
     """How often the set of agents (dispatch topics) is read again. Each read lists every
     topic in the cluster and blocks the loop while it is parsed (about 100 ms for

@@ -228,21 +228,3 @@ async def test_a_resume_sent_right_after_its_interrupt_never_meets_a_busy_thread
     gatekeeper.start()
     decided = [await topics.decision(f"{t}-resume", within=60) for t in threads]
     assert [d.verdict for d in decided] == ["admitted"] * len(threads), [d.message for d in decided]
-
-
-async def test_run_boundaries_alone_wait_for_the_next_request_to_share_its_transaction(
-    kafka: KafkaSettings, topics: Topics, in_process: Callable[..., Any]
-) -> None:
-    """An interrupt's thread state and the resume's decision commit in one transaction."""
-    processor = await in_process(kafka, AGUI_GATEKEEPER_EVENTS_LINGER_MS=60_000)
-    t = "t-linger"
-    await admit(topics, t, "r1")
-    assert processor.stats["transactions"] == 1
-    await topics.started(t, "r1")
-    await topics.finished(t, "r1", Interrupt(id="a", reason="approve"))
-    resume = await topics.decide(run_request(f"{t}-2", t, "r2", resume=resolved("a")))
-    assert verdict(resume) == ("admitted", None, ("a",))
-    assert processor.stats["transactions"] == 2, "the boundaries waited for the request"
-    await topics.until(lambda: t in topics.threads and topics.threads[t].run_id == "r2",
-                       what="the thread state after the resume")
-    assert topics.threads[t].status == "running"
