@@ -49,6 +49,9 @@ __all__ = ["OutRecord", "commit_outputs", "is_fenced", "shorten_commit_gap_backo
 
 log = logging.getLogger(__name__)
 
+PARTITIONER = DefaultPartitioner()
+"""How ``send`` chooses a partition for a key (stateless: one for every call)."""
+
 
 @dataclass(frozen=True, slots=True)
 class OutRecord:
@@ -93,7 +96,7 @@ async def _send_batched(
             if r.topic not in partitions:
                 partitions[r.topic] = sorted(await producer.partitions_for(r.topic))
             every = partitions[r.topic]
-            partition = DefaultPartitioner()(r.key, every, every)
+            partition = PARTITIONER(r.key, every, every)
         where = (r.topic, partition)
         batch = batches.get(where)
         if batch is None:
