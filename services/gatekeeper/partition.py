@@ -1,18 +1,20 @@
-"""One owned partition: its producer, thread states, positions and held requests.
+"""One owned partition: its thread states, positions and held requests.
 
 A gatekeeper instance owns partition p of ``requests`` and ``events`` (and
 restores p of ``threads``). Everything it knows about p lives here: the
-transactional producer whose id names p, the committed thread states, the
-offsets committed with them, how far it has read, and the requests it holds
-back until ``events`` p has been read far enough (see ``processor``). This
-module also turns a decided ``Batch`` into the records its transaction
-writes; it does no I/O itself.
+committed thread states, the offsets committed with them, how far it has
+read, and the requests it holds back until ``events`` p has been read far
+enough (see ``processor``). The instance's one transactional producer, whose
+id names the partitions it owns, commits every partition's batches together.
+This module also turns a decided ``Batch`` into the records its transaction
+writes; it does no I/O itself but start the producer.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,28 +36,49 @@ log = logging.getLogger(__name__)
 
 RETRY_BACKOFF_MS = 10
 """Transactional retries (e.g. CONCURRENT_TRANSACTIONS) after 10 ms, not aiokafka's 100."""
+TRANSACTION_TIMEOUT_MS = 15_000
+"""How long an instance that died mid-transaction under an id nobody reuses holds up the
+next owner of its partitions (the stable offset fetch waits for it), not aiokafka's 60 s."""
 
 
-def transactional_id(prefix: str, partition: int) -> str:
-    """The transactional id of partition p's producer: the next owner fences the last."""
-    return f"{prefix}.gatekeeper.p{partition}"
+def transactional_id(prefix: str, partitions: Iterable[int]) -> str:
+    """The transactional id of the producer for ``partitions``, e.g. ``<prefix>.gatekeeper.p0-3,6``.
+
+    Named by the partitions, so an instance restarted onto the same
+    assignment fences its dead predecessor at once (``init_transactions``
+    aborts what it left open) instead of waiting for the transaction timeout.
+    Owners of other assignments are fenced by group generation (``fencing``).
+    """
+    return f"{prefix}.gatekeeper.p{_ranges(sorted(set(partitions)))}"
+
+
+def _ranges(numbers: list[int]) -> str:
+    runs: list[list[int]] = []
+    for n in numbers:
+        if runs and n == runs[-1][-1] + 1:
+            runs[-1].append(n)
+        else:
+            runs.append([n])
+    return ",".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else f"{r[0]}" for r in runs)
 
 
 async def start_producer(
-    kafka: KafkaSettings, client_id: str, partition: int, *, retry: bool = False
+    kafka: KafkaSettings, client_id: str, partitions: Iterable[int], *, retry: bool = False
 ) -> AIOKafkaProducer:
-    """Partition p's transactional producer, started (which fences p's last owner).
+    """The transactional producer for ``partitions``, started (which fences its last user).
 
     With ``retry`` a broker that does not answer is waited for, with backoff,
-    instead of failing: the partition cannot make progress without it.
+    instead of failing: the partitions cannot make progress without it.
     """
+    txn_id = transactional_id(kafka.topic_prefix, partitions)
     backoff = 0.5
     while True:
         producer = new_producer(
             kafka,
-            f"{client_id}-p{partition}",
-            transactional_id=transactional_id(kafka.topic_prefix, partition),
+            client_id,
+            transactional_id=txn_id,
             retry_backoff_ms=RETRY_BACKOFF_MS,
+            transaction_timeout_ms=TRANSACTION_TIMEOUT_MS,
         )
         try:
             await producer.start()
@@ -64,10 +87,7 @@ async def start_producer(
             if not retry:
                 raise
             log.warning(
-                "producer for partition %d did not start; retrying in %.1f s",
-                partition,
-                backoff,
-                exc_info=True,
+                "producer %s did not start; retrying in %.1f s", txn_id, backoff, exc_info=True
             )
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, 5.0)
@@ -87,7 +107,6 @@ class Owned:
     """
 
     partition: int
-    producer: AIOKafkaProducer
     requests: TopicPartition
     events: TopicPartition
     states: dict[str, ThreadState]
@@ -108,8 +127,9 @@ class Owned:
     held_since: float | None = None
     waiting_since: float | None = None
     """When the oldest routed record not yet in a batch arrived (for ``linger_ms``)."""
-    inflight: asyncio.Task[None] | None = None
-    """The partition's transaction being committed; no new batch starts before it ends."""
+    inflight: asyncio.Future[None] | None = None
+    """Set while the partition's last batch waits for or rides a transaction; no new batch
+    starts before it ends."""
     epoch: int = 0
     last_commit: float = 0.0
 

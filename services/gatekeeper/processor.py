@@ -2,10 +2,13 @@
 
 One consumer in group ``<prefix>.gatekeeper`` reads ``requests`` and
 ``events`` (co-partitioned, range assignor, ``read_committed``), so an
-instance owning partition p of one owns p of the other. Each owned partition
-has its own transactional producer, id ``<prefix>.gatekeeper.p<p>``: the
-next owner of p fences the last (aiokafka's TxnOffsetCommit v0 carries no
-group generation, so this is the only zombie fencing there is).
+instance owning partition p of one owns p of the other. One transactional
+producer per instance commits every owned partition's batches together, one
+transaction at a time. Zombies are fenced twice (``services.kafka.fencing``):
+offsets commit with the group generation the instance joined (KIP-447), so
+a member the group has moved past cannot commit; and the producer's id names
+the owned partitions (``<prefix>.gatekeeper.p0-3``), so an instance
+restarted onto the same assignment fences its dead predecessor at once.
 
 Commit procedure, for each owned partition p, in every round:
 
@@ -21,37 +24,44 @@ Commit procedure, for each owned partition p, in every round:
    ``events_wait_ms`` passed: a resume sent after its interrupt was
    published never meets the thread still running.
 4. Decide the held requests in offset order (pure ``rules``).
-5. One transaction on p's producer: decisions → ``decisions``, dispatches →
-   ``dispatch.<agent>``, dead letters → ``deadletter``, the new thread
-   states → ``threads`` partition p, and the next offsets of ``requests`` p
-   and ``events`` p with ONE ``send_offsets_to_transaction``; commit. It
+5. p's batch joins the next transaction: decisions → ``decisions``,
+   dispatches → ``dispatch.<agent>``, dead letters → ``deadletter``, the
+   new thread states → ``threads`` partition p, and the next offsets of
+   ``requests`` p and ``events`` p, with those of every other partition
+   whose batch is ready, in ONE ``send_offsets_to_transaction``; commit. It
    runs in the background: polling goes on, and p's new records wait in
-   ``Owned`` until p's commit has ended; other partitions are not held up.
-6. Only after the commit returns: the batch's thread states replace p's
-   committed states and the committed offsets move. If step 5 fails the
-   transaction is aborted (if it still can be) and p's producer replaced,
-   which settles it; the group's committed offsets then tell whether it
-   committed after all (``settle``): if so it is installed as in a success;
-   if not, ``requests`` p and ``events`` p are sought back to the committed
-   offsets and the held requests dropped: the same records are decided
-   again. A fenced producer (a newer owner of p exists) stops the process.
+   ``Owned`` until the transaction carrying p's batch has ended; batches
+   that become ready meanwhile ride the next one.
+6. Only after the commit returns: each batch's thread states replace its
+   partition's committed states and the committed offsets move. If step 5
+   fails the transaction is aborted (if it still can be) and the producer
+   replaced, which settles it; the group's committed offsets then tell
+   whether it committed after all (``settle``): if so it is installed as in
+   a success; if not, each partition it carried is sought back to its
+   committed offsets and the held requests dropped: the same records are
+   decided again. A fenced producer (a newer user of the id) stops the
+   process; offsets refused for a stale generation abort like any failure,
+   and the group's next assignment sorts out who owns what.
 
-On assignment, before any decision: start p's producer (its
-``init_transactions`` fences the previous owner and aborts what it left
-open), restore p's thread states from ``threads`` (``store.restore``), read
-the group's committed positions. On revocation: wait for the round and the
-transactions in flight, commit any offsets read past, stop p's producer,
-forget p. A partition whose routed backlog outgrows twice ``max_batch``
+On assignment, before any decision: start the producer named by the new
+partitions (its ``init_transactions`` fences a predecessor and aborts what
+it left open), read the group's committed offsets once stable (a transaction
+of a previous owner still holding some has ended), restore each partition's
+thread states from ``threads`` (``store.restore``). On revocation: wait for
+the round and the transactions in flight, commit any offsets read past, stop
+the producer, forget every partition. A partition whose routed backlog outgrows twice ``max_batch``
 records is paused until its batches catch up (bounded memory).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -60,16 +70,18 @@ from services.gatekeeper.batch import Batch, Limits
 from services.gatekeeper.heap import Heap
 from services.gatekeeper.partition import Owned, outputs, start_producer
 from services.gatekeeper.settings import GatekeeperSettings
-from services.gatekeeper.settle import committed_offset, settle
+from services.gatekeeper.settle import committed_offsets, settle
 from services.gatekeeper.store import restore
 from services.gatekeeper.telemetry import Telemetry
 from services.kafka.clients import (
     AIOKafkaConsumer,
+    AIOKafkaProducer,
     ConsumerRebalanceListener,
     ConsumerRecord,
     TopicPartition,
     new_consumer,
 )
+from services.kafka.fencing import FencedGroup, fenced_group
 from services.kafka.transactions import commit_outputs, is_fenced, shorten_commit_gap_backoff
 from services.runtime.logging import run_fields
 from services.runtime.settings import KafkaSettings
@@ -81,6 +93,16 @@ Records = dict[TopicPartition, list[ConsumerRecord[Any, Any]]]
 
 class FencedError(RuntimeError):
     """Another instance owns a partition this one still wrote to: stop, do not retry."""
+
+
+@dataclass(slots=True)
+class Share:
+    """One partition's batch (or bare offsets) waiting for, or riding, a transaction."""
+
+    owned: Owned
+    batch: Batch | None
+    offsets: dict[TopicPartition, int]
+    polled_at: float | None
 
 
 def utcnow() -> datetime:
@@ -108,6 +130,12 @@ class Processor:
         self.assigned = asyncio.Event()
         """Set once partitions are assigned and restored (tests wait on it)."""
         self._owned: dict[int, Owned] = {}
+        self._producer: AIOKafkaProducer | None = None
+        self._group: FencedGroup | None = None
+        """The group id with the generation this instance joined, to fence its commits."""
+        self._shares: list[Share] = []
+        """Batches ready for the next transaction."""
+        self._transaction: asyncio.Task[None] | None = None
         self._accepting = True
         """False while partitions are being handed back: no new transaction starts."""
         self._lock = asyncio.Lock()
@@ -227,12 +255,13 @@ class Processor:
         self._read_again(self._owned[p] for p in stale)
 
     def _launch(self) -> None:
-        """Steps 2, 4, 5 for every partition with work and no commit in flight."""
+        """Steps 2, 4, 5 for every partition with work and no batch in flight."""
         for owned in self._owned.values():
-            self._launch_one(owned)
+            self._prepare(owned)
+        self._start_transaction()
 
-    def _launch_one(self, owned: Owned) -> None:
-        """Apply p's inbox, decide its held requests if ``events`` caught up, commit."""
+    def _prepare(self, owned: Owned) -> None:
+        """Apply p's inbox, decide its held requests if ``events`` caught up, queue the batch."""
         if owned.inflight is not None or not (owned.inbox or owned.held or owned.advanced()):
             return
         if self._lingering(owned):
@@ -250,11 +279,20 @@ class Processor:
             polled_at = owned.held_since
             owned.held, owned.barrier, owned.held_since = [], None, None
         if batch.has_output or (owned.advanced() and self._flush_due(owned)):
-            owned.inflight = asyncio.create_task(
-                self._commit(
-                    owned, batch if batch.has_output else None, owned.offsets(), polled_at
-                )
-            )
+            owned.inflight = asyncio.get_running_loop().create_future()
+            share = Share(owned, batch if batch.has_output else None, owned.offsets(), polled_at)
+            self._shares.append(share)
+
+    def _start_transaction(self) -> None:
+        """Step 5: commit every queued batch in one transaction, unless one is in flight."""
+        if self._transaction is not None or not self._shares:
+            return
+        shares, self._shares = self._shares, []
+        if self._fatal is not None:  # going down: nothing more is written
+            for share in shares:
+                _done(share.owned)
+            return
+        self._transaction = asyncio.create_task(self._commit(shares))
 
     def _lingering(self, owned: Owned) -> bool:
         """True while a small backlog may still grow into a bigger, cheaper transaction."""
@@ -317,42 +355,53 @@ class Processor:
     def _flush_due(self, owned: Owned) -> bool:
         return time.monotonic() - owned.last_commit >= self.settings.offsets_flush_s
 
-    async def _commit(
-        self,
-        owned: Owned,
-        batch: Batch | None,
-        offsets: dict[TopicPartition, int],
-        polled_at: float | None = None,
-    ) -> None:
-        """Steps 5 and 6 for one partition, as the partition's in-flight task."""
+    async def _commit(self, shares: list[Share]) -> None:
+        """Steps 5 and 6 for the queued batches of every partition, as one transaction."""
         try:
-            records = outputs(self.topics, owned.partition, batch) if batch is not None else []
+            records = [
+                record
+                for share in shares
+                if share.batch is not None
+                for record in outputs(self.topics, share.owned.partition, share.batch)
+            ]
+            offsets = {tp: o for share in shares for tp, o in share.offsets.items()}
+            committed = shares
             try:
-                await commit_outputs(owned.producer, records, offsets, self.group_id)
+                await commit_outputs(self._require_producer(), records, offsets, self._fence())
             except Exception as exc:
                 if is_fenced(exc):
-                    self._fatal = FencedError(f"partition {owned.partition} has a newer owner")
+                    self._fatal = FencedError(
+                        f"partitions {self.partitions} have a newer owner"
+                    )
                     return
-                log.exception("transaction on partition %d failed; settling it", owned.partition)
+                log.exception("transaction on partitions %s failed; settling it",
+                              [s.owned.partition for s in shares])
                 self.stats["transactions_failed"] += 1
-                if not await self._recover(owned, offsets):
-                    return
-            owned.committed(offsets, batch)
+                committed = await self._recover(shares)
+            now = time.monotonic()
+            for share in committed:
+                share.owned.committed(share.offsets, share.batch)
+                share.owned.last_commit = now
+                self.telemetry.committed(share.owned.partition, share.batch, share.polled_at)
+                if share.batch is not None:
+                    self._count(share.batch)
             self.heap.settle()
-            owned.last_commit = time.monotonic()
             self.stats["transactions"] += 1
-            self.telemetry.committed(owned.partition, batch, polled_at)
-            if batch is not None:
-                self._count(batch)
         finally:
-            owned.inflight = None
-        if self._accepting and self._owned.get(owned.partition) is owned:
-            self._launch_one(owned)  # what arrived meanwhile, without waiting for a poll
+            for share in shares:
+                _done(share.owned)
+            self._transaction = None
+        if self._accepting:
+            for owned in self._owned.values():
+                self._prepare(owned)  # what arrived meanwhile, without waiting for a poll
+        self._start_transaction()
 
     async def _settle(self) -> None:
-        """Wait for every transaction in flight to commit (or to be rewound)."""
-        inflight = [o.inflight for o in self._owned.values() if o.inflight is not None]
-        await asyncio.gather(*inflight, return_exceptions=True)
+        """Commit what is queued and wait for every transaction in flight to end."""
+        while self._transaction is not None or self._shares:
+            self._start_transaction()
+            if self._transaction is not None:
+                await asyncio.gather(self._transaction, return_exceptions=True)
 
     def _count(self, batch: Batch) -> None:
         for d in batch.decisions:
@@ -376,25 +425,43 @@ class Processor:
                 extra={"code": letter.code},
             )
 
-    async def _recover(self, owned: Owned, offsets: dict[TopicPartition, int]) -> bool:
+    async def _recover(self, shares: list[Share]) -> list[Share]:
         """Step 6 on failure: learn from Kafka what the transaction did (``settle``).
 
-        True when it committed after all (the caller installs it); otherwise p
-        is back at what Kafka holds, and its records are read again from there.
+        Returns the shares it committed after all (the caller installs them);
+        every other partition is back at what Kafka holds, and its records are
+        read again from there.
         """
-        settled = await settle(owned, offsets, self.kafka, self._require_consumer(), self.client_id)
-        owned.producer = settled.producer
-        log.warning("the failed transaction on partition %d: %s", owned.partition, settled.outcome)
-        self.stats[f"transactions_{settled.outcome}"] += 1
-        if settled.outcome == "committed":
-            return True
-        if settled.states is not None:
-            owned.states = settled.states
-            owned.committed_request, owned.committed_event = settled.offsets
-            self.telemetry.restored(owned.partition, settled.states)
-        owned.rewound()
-        self._seek(owned)
-        return False
+        await self._replace_producer()
+        committed = []
+        for share in shares:
+            owned = share.owned
+            settled = await settle(
+                owned, share.offsets, self.kafka, self._require_consumer(), self.client_id
+            )
+            log.warning("the failed transaction on partition %d: %s", owned.partition,
+                        settled.outcome)
+            self.stats[f"transactions_{settled.outcome}"] += 1
+            if settled.outcome == "committed":
+                committed.append(share)
+                continue
+            if settled.states is not None:
+                owned.states = settled.states
+                owned.committed_request, owned.committed_event = settled.offsets
+                self.telemetry.restored(owned.partition, settled.states)
+            owned.rewound()
+            self._seek(owned)
+        return committed
+
+    async def _replace_producer(self) -> None:
+        """A new producer with the same id: its ``init_transactions`` settles the failed one."""
+        old, self._producer = self._producer, None
+        if old is not None:
+            with contextlib.suppress(Exception):  # a dead producer may fail to stop
+                await old.stop()
+        self._producer = await start_producer(
+            self.kafka, self.client_id, sorted(self._owned), retry=True
+        )
 
     def _read_again(self, partitions: Iterable[Owned]) -> None:
         """Step 1's recovery: drop what was routed and undecided, and read it again."""
@@ -428,22 +495,26 @@ class Processor:
             if not numbers:
                 return
             started = time.monotonic()
+            consumer = self._require_consumer()
             try:
-                producers = await asyncio.gather(
-                    *(start_producer(self.kafka, self.client_id, p) for p in numbers)
+                self._group = fenced_group(consumer)
+                self._producer = await start_producer(self.kafka, self.client_id, numbers)
+                positions = [
+                    (TopicPartition(self.topics.requests, p), TopicPartition(self.topics.events, p))
+                    for p in numbers
+                ]
+                committed = await committed_offsets(
+                    consumer, [tp for pair in positions for tp in pair]
                 )
                 restored = await restore(self.kafka, numbers, f"{self.client_id}-restore")
-                for p, producer in zip(numbers, producers, strict=True):
-                    requests = TopicPartition(self.topics.requests, p)
-                    events = TopicPartition(self.topics.events, p)
+                for p, (requests, events) in zip(numbers, positions, strict=True):
                     self._owned[p] = Owned(
                         p,
-                        producer,
                         requests,
                         events,
                         restored[p],
-                        await self._committed(requests),
-                        await self._committed(events),
+                        committed[requests],
+                        committed[events],
                         last_commit=time.monotonic(),
                     )
                     self.telemetry.restored(p, restored[p])
@@ -464,10 +535,6 @@ class Processor:
             )
             self.assigned.set()
 
-    async def _committed(self, tp: TopicPartition) -> int:
-        """The group's committed offset of ``tp``, or its first offset when there is none."""
-        return await committed_offset(self._require_consumer(), tp)
-
     async def revoke(self) -> None:
         """On revocation: the round in flight finishes first (the lock), then hand back."""
         async with self._lock:
@@ -477,22 +544,31 @@ class Processor:
             await self._release()
 
     async def _release(self) -> None:
-        """Commit offsets read past (when possible), stop every producer, forget all."""
+        """Commit offsets read past (when possible), stop the producer, forget all."""
         owned_all, self._owned = list(self._owned.values()), {}
+        producer, self._producer = self._producer, None
         self.telemetry.released([o.partition for o in owned_all])
-        for owned in owned_all:
-            if owned.advanced() and self._fatal is None:
-                try:
-                    await commit_outputs(owned.producer, [], owned.offsets(), self.group_id)
-                except Exception:
-                    log.warning(
-                        "could not commit offsets of partition %d on release",
-                        owned.partition,
-                        exc_info=True,
-                    )
-        await asyncio.gather(*(o.producer.stop() for o in owned_all), return_exceptions=True)
+        advanced = {tp: n for o in owned_all if o.advanced() for tp, n in o.offsets().items()}
+        if producer is not None and advanced and self._fatal is None:
+            try:
+                await commit_outputs(producer, [], advanced, self._fence())
+            except Exception:
+                log.warning("could not commit offsets read past on release", exc_info=True)
+        if producer is not None:
+            with contextlib.suppress(Exception):
+                await producer.stop()
         if owned_all:
             log.info("released partitions %s", [o.partition for o in owned_all])
+
+    def _require_producer(self) -> AIOKafkaProducer:
+        if self._producer is None:
+            raise RuntimeError("the gatekeeper owns no partitions: no producer")
+        return self._producer
+
+    def _fence(self) -> FencedGroup:
+        if self._group is None:
+            raise RuntimeError("the gatekeeper has not joined its group")
+        return self._group
 
     def _require_consumer(self) -> AIOKafkaConsumer:
         if self._consumer is None:
@@ -502,6 +578,13 @@ class Processor:
     def _raise_if_fatal(self) -> None:
         if self._fatal is not None:
             raise RuntimeError("the gatekeeper cannot continue") from self._fatal
+
+
+def _done(owned: Owned) -> None:
+    """The partition's batch has ended (committed, rewound or dropped): it may start another."""
+    if owned.inflight is not None and not owned.inflight.done():
+        owned.inflight.set_result(None)
+    owned.inflight = None
 
 
 class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]

@@ -1,18 +1,18 @@
 """What a failed transaction did, learned from Kafka once it is settled.
 
-When ``commit_outputs`` raises, partition p's transaction may have committed
+When ``commit_outputs`` raises, the instance's transaction may have committed
 after all (``commit_transaction`` raised while the broker had accepted the
 commit: the connection closed with the response in flight, the broker
 stopped) or not. Guessing either way breaks exactly-once: taking a committed
 batch for failed decides its requests again against the old thread states,
 dispatching their runs twice; taking a failed one for committed skips them.
 
-So the partition's producer is replaced first. The new producer's
-``init_transactions``, with the same transactional id, aborts the
+So the instance's producer is replaced first (by the processor). The new
+producer's ``init_transactions``, with the same transactional id, aborts the
 transaction if it is still open, and waits for a commit the broker had
-already accepted to complete. Then the group's committed offsets of
-``requests`` p and ``events`` p, which commit in the same transaction, say
-what happened (``judge``):
+already accepted to complete. Then, for every partition p the transaction
+carried, the group's committed offsets of ``requests`` p and ``events`` p,
+which commit in the same transaction, say what happened (``judge``):
 
 - ``committed``: they are the failed transaction's offsets; it is installed
   as if ``commit_outputs`` had returned;
@@ -26,20 +26,15 @@ what happened (``judge``):
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from dataclasses import dataclass
 from typing import Literal
 
 from contracts import ThreadState
-from services.gatekeeper.partition import Owned, start_producer
+from services.gatekeeper.partition import Owned
 from services.gatekeeper.store import restore
-from services.kafka.clients import (
-    AIOKafkaConsumer,
-    AIOKafkaProducer,
-    KafkaError,
-    TopicPartition,
-)
+from services.kafka.clients import AIOKafkaConsumer, KafkaError, TopicPartition
+from services.kafka.fencing import stable_committed
 from services.runtime.settings import KafkaSettings
 
 log = logging.getLogger(__name__)
@@ -66,11 +61,9 @@ def judge(before: Offsets, attempted: Offsets, found: Offsets) -> Outcome:
 
 @dataclass(frozen=True, slots=True)
 class Settled:
-    """What Kafka holds for partition p after its failed transaction was settled."""
+    """What Kafka holds for partition p after the failed transaction was settled."""
 
     outcome: Outcome
-    producer: AIOKafkaProducer
-    """p's new producer (the failed one is stopped)."""
     offsets: Offsets
     """The group's committed offsets of ``requests`` p and ``events`` p."""
     states: dict[str, ThreadState] | None = None
@@ -84,25 +77,20 @@ async def settle(
     consumer: AIOKafkaConsumer,
     client_id: str,
 ) -> Settled:
-    """Replace p's producer, then learn from the group's offsets what its transaction did."""
-    with contextlib.suppress(Exception):  # a dead producer may fail to stop; it is dropped
-        await owned.producer.stop()
-    producer = await start_producer(kafka, client_id, owned.partition, retry=True)
+    """Once the producer is replaced: learn from the group's offsets what p's share did."""
     before = (owned.committed_request, owned.committed_event)
     tried = (attempted[owned.requests], attempted[owned.events])
     backoff = 0.5
     while True:
         try:
-            found = (
-                await committed_offset(consumer, owned.requests),
-                await committed_offset(consumer, owned.events),
-            )
+            found_by_tp = await committed_offsets(consumer, [owned.requests, owned.events])
+            found = (found_by_tp[owned.requests], found_by_tp[owned.events])
             outcome = judge(before, tried, found)
             states = None
             if outcome == "unknown":
                 restored = await restore(kafka, [owned.partition], f"{client_id}-restore")
                 states = restored[owned.partition]
-            return Settled(outcome, producer, found, states)
+            return Settled(outcome, found, states)
         except KafkaError:
             log.warning(
                 "could not read back partition %d; retrying in %.1f s",
@@ -114,9 +102,15 @@ async def settle(
             backoff = min(backoff * 2, 5.0)
 
 
-async def committed_offset(consumer: AIOKafkaConsumer, tp: TopicPartition) -> int:
-    """The group's committed offset of ``tp``, or its first offset when there is none."""
-    offset = await consumer.committed(tp)
-    if offset is None:
-        offset = (await consumer.beginning_offsets([tp]))[tp]
-    return int(offset)
+async def committed_offsets(
+    consumer: AIOKafkaConsumer, partitions: list[TopicPartition]
+) -> dict[TopicPartition, int]:
+    """The group's committed offsets once stable, or a partition's first offset when none.
+
+    Stable: an open transaction holding offsets for one of them (a dead or
+    fenced owner's) has first committed, aborted or timed out (KIP-447).
+    """
+    found = await stable_committed(consumer, partitions)
+    missing = [tp for tp, offset in found.items() if offset is None]
+    first = await consumer.beginning_offsets(missing) if missing else {}
+    return {tp: int(offset if offset is not None else first[tp]) for tp, offset in found.items()}

@@ -73,6 +73,7 @@ def new_producer(
     linger_ms: int = 0,
     max_batch_size: int = 65536,
     retry_backoff_ms: int = 100,
+    transaction_timeout_ms: int = 60_000,
 ) -> AIOKafkaProducer:
     """An idempotent producer (transactional when ``transactional_id`` is given)."""
     return AIOKafkaProducer(
@@ -84,6 +85,7 @@ def new_producer(
         max_batch_size=max_batch_size,
         max_request_size=max(settings.max_record_bytes * 2, 1_048_576),
         retry_backoff_ms=retry_backoff_ms,
+        transaction_timeout_ms=transaction_timeout_ms,
     )
 
 

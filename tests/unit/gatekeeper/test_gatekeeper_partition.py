@@ -32,7 +32,7 @@ class Rec:
 
 
 def owned(committed_request: int = 10, committed_event: int = 20) -> Owned:
-    return Owned(2, None, REQUESTS, EVENTS, {}, committed_request, committed_event)
+    return Owned(2, REQUESTS, EVENTS, {}, committed_request, committed_event)
 
 
 def test_a_fresh_partition_reads_from_its_committed_offsets() -> None:
@@ -90,6 +90,12 @@ def test_a_transaction_writes_decision_dispatch_and_state_with_their_keys() -> N
     assert orjson.loads(by_topic["p.deadletter"].value)["offset"] == 6
 
 
-def test_each_partition_has_its_own_transactional_id() -> None:
-    assert transactional_id("agui", 3) == "agui.gatekeeper.p3"
-    assert len({transactional_id("agui", p) for p in range(8)}) == 8
+def test_the_transactional_id_names_the_owned_partitions() -> None:
+    assert transactional_id("agui", [3]) == "agui.gatekeeper.p3"
+    assert transactional_id("agui", range(8)) == "agui.gatekeeper.p0-7"
+    assert transactional_id("agui", [7, 0, 1, 2, 5, 2]) == "agui.gatekeeper.p0-2,5,7"
+
+
+def test_different_assignments_have_different_transactional_ids() -> None:
+    assignments = [frozenset(p for p in range(6) if mask >> p & 1) for mask in range(1, 64)]
+    assert len({transactional_id("agui", a) for a in assignments}) == len(assignments)
