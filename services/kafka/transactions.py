@@ -26,9 +26,11 @@ the same transactional id has settled the transaction. ``is_fenced`` tells a
 zombie (another producer took the transactional id) from an error worth
 retrying.
 
-Fencing is pre-KIP-447 (aiokafka sends TxnOffsetCommit v0, with no group
-generation): a transactional id must be derived from the input partition a
-producer owns, so the next owner's ``init_transactions`` fences the last.
+``group_id`` may be a ``fencing.FencedGroup``: the offsets then commit with
+the member's group generation (KIP-447), and a member the group has moved
+past cannot commit at all. With a plain group id, aiokafka sends
+TxnOffsetCommit v0 (no generation), and only a transactional id derived from
+the input partition a producer owns fences the last owner.
 """
 
 from __future__ import annotations
