@@ -245,7 +245,7 @@ class RunBook:
 
     def usage(self) -> list[TokenUsage] | None:
         """This run's usage per provider and model; None when nothing was reported."""
-        return aggregate_token_usage(self._usage) or None
+        return (aggregate_token_usage(self._usage) or None) if self._usage else None
 
     # ---- admitting events ----------------------------------------------
 

@@ -103,10 +103,15 @@ class Executor:
         self.options = RunOptions(uncovered_policy=settings.uncovered_policy,
                                   cancel_grace_s=settings.cancel_grace_s, clock=clock)
         self.partitions: int | None = None
+        self._same_count = False
+        """True when checkpoints has as many partitions as events: a thread's partition,
+        hashed once for its events, is then its checkpoint's too."""
 
     async def start(self) -> None:
         """Learn the events topic's partition count (runs then name partitions themselves)."""
         self.partitions = await event_partitions(self.producer, self.topic)
+        self._same_count = (await event_partitions(self.producer, self.store.topic)
+                            == self.partitions)
 
     def prepare(self, agent: str, definition: AgentDefinition, dispatch: Dispatch,
                 traceparent: str | None = None, *,
@@ -138,9 +143,11 @@ class Executor:
                            dispatch_warnings=dispatch.warnings or ())
         refused = bool(plan.uncovered) and self.settings.uncovered_policy == "reject"
         still_open = list(plan.prior.values()) if refused else list(plan.uncovered)
-        sink = KafkaRunSink(RunWriter(self.producer, self.topic, run_input.thread_id,
-                                      run_input.run_id, agent, self.partitions,
-                                      traceparent))
+        writer = RunWriter(self.producer, self.topic, run_input.thread_id, run_input.run_id,
+                           agent, self.partitions, traceparent)
+        if self._same_count and writer.partition is not None:
+            self.store.place(run_input.thread_id, writer.partition)
+        sink = KafkaRunSink(writer)
         runner = Runner(definition, run_input, plan, sink, options=self.options,
                         ledger=self.ledger, agent_name=agent,
                         request_id=dispatch.request_id, input_wire=input_wire)

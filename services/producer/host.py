@@ -187,26 +187,23 @@ class AgentHost:
 
     async def _run_dispatch(self, work: Dispatched) -> None:
         dispatch, trace = work.dispatch, work.trace
-        with bound_run(dispatch.input.thread_id, dispatch.input.run_id, dispatch.request_id,
+        run_input = dispatch.input
+        with bound_run(run_input.thread_id, run_input.run_id, dispatch.request_id,
                        trace.trace_id), tracing.within(trace):
-            await self._run_traced(work)
-
-    async def _run_traced(self, work: Dispatched) -> None:
-        dispatch = work.dispatch
-        prepared = self.executor.prepare(self.name, self.definition, dispatch,
-                                         work.trace.header(), input_wire=work.input_wire())
-        if prepared is None:
-            return
-        run_id = dispatch.input.run_id
-        self.active[run_id] = prepared.runner
-        try:
-            if self.take_cancel(run_id):
-                log.info("run %s was cancelled before it started", run_id,
-                         extra=run_fields(dispatch.input.thread_id, run_id, dispatch.request_id))
-                prepared.runner.cancel()
-            await self.executor.execute(prepared)
-        finally:
-            self.active.pop(run_id, None)
+            prepared = self.executor.prepare(self.name, self.definition, dispatch,
+                                             trace.header(), input_wire=work.input_wire())
+            if prepared is None:
+                return
+            run_id = run_input.run_id
+            self.active[run_id] = prepared.runner
+            try:
+                if self.take_cancel(run_id):
+                    log.info("run %s was cancelled before it started", run_id,
+                             extra=run_fields(run_input.thread_id, run_id, dispatch.request_id))
+                    prepared.runner.cancel()
+                await self.executor.execute(prepared)
+            finally:
+                self.active.pop(run_id, None)
 
     async def _dead_letter(self, record: ConsumerRecord[bytes, bytes], exc: DecodeError) -> None:
         raw = record.value or b""

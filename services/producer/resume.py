@@ -88,6 +88,8 @@ def plan_resume(
     dispatch_warnings: Sequence[str] = (),
 ) -> ResumePlan:
     """Sort the input's resume entries into answers and strangers; find the uncovered."""
+    if not (open_interrupts or run_input.resume or dispatch_warnings or gated_tools):
+        return ResumePlan()  # a fresh turn: nothing to answer, nothing open (most runs)
     prior = {i.id: i for i in open_interrupts}
     about_calls = {i.tool_call_id for i in open_interrupts if i.tool_call_id}
     for call_id, name in pending_gated_calls(run_input, gated_tools):

@@ -75,6 +75,7 @@ from services.producer.errors import (
     RunFailedError,
 )
 from services.producer.resume import ResumePlan
+from services.producer.wire import plain_wire
 from services.runtime.logging import run_fields
 
 log = logging.getLogger(__name__)
@@ -455,6 +456,16 @@ class Runner:
                                      code="invalid_event") from exc
         return event, wire
 
+    @staticmethod
+    def _validated_as(kind: type[BaseEvent], wire: dict[str, Any]) -> dict[str, Any]:
+        """Validate ``wire`` as a ``kind`` event; returns it (``AgentProtocolError`` if not)."""
+        try:
+            kind.__pydantic_validator__.validate_python(wire)
+        except ValidationError as exc:
+            raise AgentProtocolError(f"invalid event: {validation_detail(exc)}",
+                                     code="invalid_event") from exc
+        return wire
+
     def _validated(self, item: AgentItem) -> BaseEvent:
         return self._checked(item)[0]
 
@@ -481,9 +492,18 @@ class Runner:
         self._wake.set()
 
     def _record(self, event: BaseEvent, wire: dict[str, Any] | None = None) -> EventRecord:
-        """Number one event and fix its bytes (validating it unless ``wire`` already was)."""
+        """Number one event and fix its bytes (validating it unless ``wire`` already was).
+
+        A runtime-built event (closing, terminal) has its wire assembled from its parts
+        when they are plain (``wire.plain_wire``) and that is validated; else it takes
+        the agents' path (serialise, then validate).
+        """
         if wire is None:
-            event, wire = self._checked(event)
+            plain = plain_wire(event)
+            if plain is None:
+                event, wire = self._checked(event)
+            else:
+                wire = self._validated_as(type(event), plain)
         kind = wire["type"]
         return self._numbered(wire, kind if type(kind) is str else event.type.value)
 

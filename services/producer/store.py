@@ -142,9 +142,17 @@ class CheckpointStore:
         self._partition_of[thread_id] = metadata.partition
         return self.get(thread_id)
 
+    def place(self, thread_id: str, partition: int) -> None:
+        """Tell the store the partition the default partitioner gives ``thread_id`` here,
+        when the caller already hashed the key for a topic of as many partitions (the
+        producer then need not hash it again for the first write)."""
+        self._partition_of.setdefault(thread_id, partition)
+
     async def write(self, thread_id: str, change: Change) -> asyncio.Future[Any]:
         """Apply ``change`` and send it; the future resolves once it is durable."""
-        async with self._lock:
+        lock = self._lock
+        await lock.acquire()
+        try:
             value = change(self.get(thread_id))
             self._threads[thread_id] = value
             # The thread's partition once known (the key's, as the broker placed it): the
@@ -152,6 +160,8 @@ class CheckpointStore:
             return await self.producer.send(self.topic, cp.to_bytes(value),  # type: ignore[no-any-return]
                                             key=thread_id.encode(),
                                             partition=self._partition_of.get(thread_id))
+        finally:
+            lock.release()
 
 
 class ThreadLedger:

@@ -29,16 +29,19 @@ import, and registered once per process. The decision latency, observed
 for every decision on the gatekeeper's hot path, is a ``LoopHistogram``:
 the same exposition as a ``Histogram`` for a fifth of the cost per
 observation (no lock: it is fed and scraped from the event loop's thread).
+The labelled children a producer worker touches for every run (runs started,
+in flight, finished; per agent and outcome) are looked up once and kept:
+``labels()`` validates and locks on each call, a few microseconds per run.
 """
 
 from __future__ import annotations
 
 import bisect
 import functools
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from types import TracebackType
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import HistogramMetricFamily, Metric
@@ -170,24 +173,46 @@ def decision(verdict: str, code: str | None, submitted_at: datetime | None,
         m.decision_latency.observe(max((decided_at - submitted_at).total_seconds(), 0.0))
 
 
-@contextmanager
-def running(agent: str) -> Iterator[None]:
-    """Count a run as started and in flight for the duration of the block."""
+class _Running:
+    """The block of one run: counted as started on entry, in flight until it exits."""
+
+    __slots__ = ("_in_flight", "_started")
+
+    def __init__(self, agent: str) -> None:
+        self._started, self._in_flight = _run_children(agent)
+
+    def __enter__(self) -> None:
+        self._started.inc()
+        self._in_flight.inc()
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self._in_flight.dec()
+
+
+@functools.cache
+def _run_children(agent: str) -> tuple[Counter, Gauge]:
+    """``agent``'s started counter and in-flight gauge (looked up once per agent)."""
     m = instruments()
-    m.runs_started.labels(agent).inc()
-    gauge = m.runs_in_flight.labels(agent)
-    gauge.inc()
-    try:
-        yield
-    finally:
-        gauge.dec()
+    return m.runs_started.labels(agent), m.runs_in_flight.labels(agent)
+
+
+@functools.cache
+def _finished_child(agent: str, outcome: str) -> Counter:
+    """``agent``'s finished counter for ``outcome`` (looked up once per pair)."""
+    if outcome not in OUTCOMES:
+        raise ValueError(f"unknown run outcome {outcome!r}; expected one of {OUTCOMES}")
+    return instruments().runs_finished.labels(agent, outcome)
+
+
+def running(agent: str) -> _Running:
+    """Count a run as started and in flight for the duration of the ``with`` block."""
+    return _Running(agent)
 
 
 def run_finished(agent: str, outcome: str) -> None:
     """Count a run's end (``outcome`` one of ``OUTCOMES``)."""
-    if outcome not in OUTCOMES:
-        raise ValueError(f"unknown run outcome {outcome!r}; expected one of {OUTCOMES}")
-    instruments().runs_finished.labels(agent, outcome).inc()
+    _finished_child(agent, outcome).inc()
 
 
 def dead_letter(service: str, reason: str) -> None:
