@@ -22,7 +22,11 @@
    the ideal). ``--rounds`` rounds too, each on fresh topics with a fresh
    worker, as this machine is shared: the best round is the figure (as for
    throughput), every round's is shown with the median. Per-run durations
-   (of the best round) are reported too.
+   (of the best round) are reported too, and the worker's CPU per run: the
+   process's CPU time (user + system) while the worker served the round,
+   over the runs — a figure the other processes sharing the machine move
+   far less than the makespan (it includes the worker's start-up and group
+   join, a fixed ~0.1 s over the round).
 
 Everything runs on uvloop, the event loop ``agui-relay producer`` runs its worker
 on (``services.runtime.lifecycle``): the worker is measured as deployed, and the
@@ -37,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import resource
 import statistics
 import time
 import uuid
@@ -195,13 +200,21 @@ async def throughput(bootstrap: str, prefix: str, runs: int, events: int,
             "bytes_per_event": done[0]["bytes_per_event"]}
 
 
+def process_cpu_s() -> float:
+    """CPU time this process has used (user + system), in seconds."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 async def concurrency_round(bootstrap: str, prefix: str, runs: int) -> dict[str, Any]:
     settings = KafkaSettings(bootstrap_servers=bootstrap, topic_prefix=prefix,
                              partitions=PARTITIONS)
     await ensure_topics(settings, ("nap",))
     await preload(settings, "nap", runs, {})
     expected = runs * 5  # RUN_STARTED, START, CONTENT, END, RUN_FINISHED
+    cpu_before = process_cpu_s()
     await serve_until(settings, "nap", expected, max_runs=runs, limit_s=120)
+    cpu_per_run = (process_cpu_s() - cpu_before) / runs
     records = await read_events(settings, settings.topics.events)
     starts: dict[str, int] = {}
     ends: dict[str, int] = {}
@@ -218,7 +231,8 @@ async def concurrency_round(bootstrap: str, prefix: str, runs: int) -> dict[str,
     return {"runs": runs, "finished": len(ends), "ideal_s": ideal, "makespan_s": makespan,
             "makespan_over_ideal": makespan / ideal,
             "run_p50_s": statistics.median(durations),
-            "run_p99_s": durations[int(0.99 * (len(durations) - 1))]}
+            "run_p99_s": durations[int(0.99 * (len(durations) - 1))],
+            "cpu_per_run_s": cpu_per_run}
 
 
 async def concurrency(bootstrap: str, prefix: str, runs: int, rounds: int) -> dict[str, Any]:
@@ -227,11 +241,14 @@ async def concurrency(bootstrap: str, prefix: str, runs: int, rounds: int) -> di
     for i in range(rounds):
         done.append(await concurrency_round(bootstrap, f"{prefix}{i}", runs))
         console.print(f"[dim]round {i + 1}: makespan {done[-1]['makespan_s'] * 1000:,.0f} ms "
-                      f"({done[-1]['makespan_over_ideal']:.2f} x ideal)[/]")
+                      f"({done[-1]['makespan_over_ideal']:.2f} x ideal), worker CPU "
+                      f"{done[-1]['cpu_per_run_s'] * 1e6:,.0f} µs per run[/]")
     best = min(done, key=lambda d: d["makespan_s"])
     ratios = [d["makespan_over_ideal"] for d in done]
+    cpu = [d["cpu_per_run_s"] for d in done]
     return {**best, "round_makespans_over_ideal": ratios,
-            "median_makespan_over_ideal": statistics.median(ratios)}
+            "median_makespan_over_ideal": statistics.median(ratios),
+            "round_cpu_per_run_s": cpu, "median_cpu_per_run_s": statistics.median(cpu)}
 
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
@@ -263,6 +280,9 @@ def report(r: dict[str, Any]) -> None:
     table.add_row("makespan / ideal per round (median)",
                   " ".join(f"{x:.2f}" for x in c["round_makespans_over_ideal"])
                   + f" ({c['median_makespan_over_ideal']:.2f})", "")
+    table.add_row("worker CPU per run, per round (median)",
+                  " ".join(f"{x * 1e6:,.0f}" for x in c["round_cpu_per_run_s"])
+                  + f" ({c['median_cpu_per_run_s'] * 1e6:,.0f}) µs", "")
     table.add_row("one run, RUN_STARTED to its end, p50 / p99",
                   f"{c['run_p50_s'] * 1000:.0f} / {c['run_p99_s'] * 1000:.0f} ms",
                   f"≤ {2 * c['ideal_s'] * 1000:.0f} ms")
