@@ -24,7 +24,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import hypothesis  # noqa: F401  (see below)
 import pytest
+
+# Imported here, not first by hypothesis's own terminal-summary hook: that
+# import rewrites and compiles hypothesis's modules at the very end of a run,
+# and on Python 3.11 a compile during which the collector finalizes an object
+# that logs a traceback (whose caret positions are found with ast.parse)
+# fails with "SystemError: AST constructor recursion depth mismatch"
+# (cpython#106905): a passing run of integration tests alone then exits 1.
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:  # plain `pytest` without an installed package

@@ -39,9 +39,11 @@ Commit procedure, for each owned partition p, in every round:
    whether it committed after all (``settle``): if so it is installed as in
    a success; if not, each partition it carried is sought back to its
    committed offsets and the held requests dropped: the same records are
-   decided again. A fenced producer (a newer user of the id) stops the
-   process; offsets refused for a stale generation abort like any failure,
-   and the group's next assignment sorts out who owns what.
+   decided again. Offsets refused for a stale generation, or a producer
+   fenced by a successor that took its id, need no asking: the successor
+   decides from what Kafka holds, so the partitions are rewound and the
+   instance decides nothing more until the group has assigned it partitions
+   again.
 
 On assignment, before any decision: start the producer named by the new
 partitions (its ``init_transactions`` fences a predecessor and aborts what
@@ -81,7 +83,12 @@ from services.kafka.clients import (
     TopicPartition,
     new_consumer,
 )
-from services.kafka.fencing import FencedGroup, fenced_group
+from services.kafka.fencing import (
+    FencedGroup,
+    StaleGenerationError,
+    fenced_group,
+    request_rejoin,
+)
 from services.kafka.transactions import commit_outputs, is_fenced, shorten_commit_gap_backoff
 from services.runtime.logging import run_fields
 from services.runtime.settings import KafkaSettings
@@ -89,10 +96,6 @@ from services.runtime.settings import KafkaSettings
 log = logging.getLogger(__name__)
 
 Records = dict[TopicPartition, list[ConsumerRecord[Any, Any]]]
-
-
-class FencedError(RuntimeError):
-    """Another instance owns a partition this one still wrote to: stop, do not retry."""
 
 
 @dataclass(slots=True)
@@ -256,6 +259,8 @@ class Processor:
 
     def _launch(self) -> None:
         """Steps 2, 4, 5 for every partition with work and no batch in flight."""
+        if self._group is None:  # refused by the group: wait for the next assignment
+            return
         for owned in self._owned.values():
             self._prepare(owned)
         self._start_transaction()
@@ -288,9 +293,12 @@ class Processor:
         if self._transaction is not None or not self._shares:
             return
         shares, self._shares = self._shares, []
-        if self._fatal is not None:  # going down: nothing more is written
+        if self._fatal is not None or self._group is None:  # nothing more is written
             for share in shares:
+                share.owned.rewound()
                 _done(share.owned)
+                if self._fatal is None:
+                    self._seek(share.owned)
             return
         self._transaction = asyncio.create_task(self._commit(shares))
 
@@ -369,15 +377,13 @@ class Processor:
             try:
                 await commit_outputs(self._require_producer(), records, offsets, self._fence())
             except Exception as exc:
-                if is_fenced(exc):
-                    self._fatal = FencedError(
-                        f"partitions {self.partitions} have a newer owner"
-                    )
-                    return
-                log.exception("transaction on partitions %s failed; settling it",
-                              [s.owned.partition for s in shares])
-                self.stats["transactions_failed"] += 1
-                committed = await self._recover(shares)
+                if isinstance(exc, StaleGenerationError) or is_fenced(exc):
+                    committed = self._lost(shares, exc)
+                else:
+                    log.exception("transaction on partitions %s failed; settling it",
+                                  [s.owned.partition for s in shares])
+                    self.stats["transactions_failed"] += 1
+                    committed = await self._recover(shares)
             now = time.monotonic()
             for share in committed:
                 share.owned.committed(share.offsets, share.batch)
@@ -391,7 +397,7 @@ class Processor:
             for share in shares:
                 _done(share.owned)
             self._transaction = None
-        if self._accepting:
+        if self._accepting and self._group is not None:
             for owned in self._owned.values():
                 self._prepare(owned)  # what arrived meanwhile, without waiting for a poll
         self._start_transaction()
@@ -424,6 +430,29 @@ class Processor:
                 letter.reason,
                 extra={"code": letter.code},
             )
+
+    def _lost(self, shares: list[Share], exc: Exception) -> list[Share]:
+        """Another instance owns these partitions now: stop deciding until the group says.
+
+        Either the group refused the offsets (this member's generation is
+        over; the transaction aborted) or a newer producer took the
+        transactional id (a successor with the same assignment; its
+        ``init_transactions`` aborted or completed the transaction). Either
+        way the successor decides from what Kafka holds, so every partition
+        is rewound without asking Kafka, nothing more is decided, and the
+        consumer rejoins; the next assignment restores everything. The
+        producer is not replaced: that would fence the successor.
+        """
+        fenced = is_fenced(exc)
+        log.warning("%s; rejoining the group", "the transactional id was taken over" if fenced
+                    else exc)
+        self.stats["transactions_fenced" if fenced else "transactions_refused"] += 1
+        self._group = None
+        for share in shares:
+            share.owned.rewound()
+            self._seek(share.owned)
+        request_rejoin(self._require_consumer())
+        return []
 
     async def _recover(self, shares: list[Share]) -> list[Share]:
         """Step 6 on failure: learn from Kafka what the transaction did (``settle``).
@@ -549,7 +578,7 @@ class Processor:
         producer, self._producer = self._producer, None
         self.telemetry.released([o.partition for o in owned_all])
         advanced = {tp: n for o in owned_all if o.advanced() for tp, n in o.offsets().items()}
-        if producer is not None and advanced and self._fatal is None:
+        if producer is not None and advanced and self._fatal is None and self._group is not None:
             try:
                 await commit_outputs(producer, [], advanced, self._fence())
             except Exception:

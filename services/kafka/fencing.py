@@ -61,6 +61,7 @@ __all__ = [
     "Member",
     "StaleGenerationError",
     "fenced_group",
+    "request_rejoin",
     "stable_committed",
 ]
 
@@ -109,6 +110,11 @@ def fenced_group(consumer: AIOKafkaConsumer) -> FencedGroup:
             getattr(coordinator, "_group_instance_id", None),
         )
     )
+
+
+def request_rejoin(consumer: AIOKafkaConsumer) -> None:
+    """Have ``consumer`` join its group again (its offsets were refused: it is not a member)."""
+    _coordinator(consumer).request_rejoin()
 
 
 async def stable_committed(

@@ -74,13 +74,20 @@ async def commit_outputs(
 ) -> None:
     """Write ``records`` and commit ``offsets`` (next offsets to read) atomically."""
     await producer.begin_transaction()
+    sent: list[asyncio.Future[Any]] = []
     try:
         sent = await _send_batched(producer, records)
         if offsets:
             await producer.send_offsets_to_transaction(dict(offsets), group_id)
         await _delivered(sent)
         await producer.commit_transaction()
-    except BaseException:
+    except BaseException as exc:
+        for future in sent:  # their failures are this one: none is left unretrieved
+            future.add_done_callback(_retrieve)
+        _retrieve_transaction_failure(producer)
+        fenced = _fenced_by(producer)
+        if fenced is not None and not isinstance(exc, ProducerFenced):
+            raise fenced from exc  # surfaced as whatever call came next, e.g. IllegalOperation
         await _abort(producer)
         raise
 
@@ -111,6 +118,31 @@ async def _send_batched(
     for (topic, partition), batch in batches.items():
         sent.append(await producer.send_batch(batch, topic, partition=partition))
     return sent
+
+
+def _retrieve_transaction_failure(producer: AIOKafkaProducer) -> None:
+    """Mark aiokafka's internal futures that carry the transaction's failure as seen.
+
+    When its sender fails (a fenced producer), aiokafka sets the failure on
+    the "transaction ended" future and on every queued batch's drain waiter,
+    and nothing awaits them after a failed commit: unseen, each is logged as
+    "never retrieved" when collected, from whatever code the collector
+    happens to interrupt. Reached through aiokafka internals.
+    """
+    waiters = [getattr(getattr(producer, "_txn_manager", None), "_transaction_waiter", None)]
+    accumulator = getattr(producer, "_message_accumulator", None)
+    for queue in getattr(accumulator, "_batches", {}).values():
+        waiters.extend(getattr(batch, "_drain_waiter", None) for batch in queue)
+    for batch in getattr(accumulator, "_pending_batches", ()):
+        waiters.append(getattr(batch, "_drain_waiter", None))
+    for waiter in waiters:
+        if isinstance(waiter, asyncio.Future):
+            waiter.add_done_callback(_retrieve)
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 async def _delivered(sent: Sequence[asyncio.Future[object]]) -> None:
@@ -150,3 +182,17 @@ def shorten_commit_gap_backoff(seconds: float = 0.002) -> None:
 def is_fenced(exc: BaseException) -> bool:
     """True when another producer with the same transactional id took over."""
     return isinstance(exc, ProducerFenced)
+
+
+def _fenced_by(producer: AIOKafkaProducer) -> ProducerFenced | None:
+    """The ``ProducerFenced`` that stopped ``producer``'s sender, if that is what happened.
+
+    aiokafka raises it inside its background sender task, which then fails
+    the transaction; the caller's next call may only see "not in
+    transaction". The task is reached through aiokafka internals.
+    """
+    task = getattr(getattr(producer, "_sender", None), "sender_task", None)
+    if task is None or not task.done() or task.cancelled():
+        return None
+    error = task.exception()
+    return error if isinstance(error, ProducerFenced) else None

@@ -1,0 +1,104 @@
+"""A gatekeeper the group has moved past cannot commit what it decided.
+
+Gatekeeper A decides its first batch and is held just before committing it
+(as if frozen by a long pause). Meanwhile A's membership ends (it leaves the
+group, as an expired session would), and gatekeeper B takes every partition
+and decides the same requests. Then A wakes up and commits. Each instance
+commits all its partitions with one producer whose transactional id names
+them, so:
+
+- when B's id differs from A's (as whenever the successor's assignment
+  differs from the zombie's; made so here by giving B's producer another
+  prefix), only the group generation carried by A's offsets (KIP-447) tells
+  A's transaction from B's: the group must refuse A's offsets;
+- when B's id is A's (B owns exactly what A owned), B's ``init_transactions``
+  fences A's producer.
+
+Either way A's transaction must not commit, A must not fence B back, and
+every request must still be decided exactly once and every run dispatched
+once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from gatekeeper_harness import Topics, check_exactly_once, run_request
+
+from services.gatekeeper.partition import start_producer
+from services.gatekeeper.processor import Processor
+from services.kafka.clients import AIOKafkaProducer, TopicPartition
+from services.kafka.transactions import commit_outputs
+from services.runtime.settings import KafkaSettings
+
+pytestmark = pytest.mark.integration
+
+THREADS = 24
+
+
+@pytest.mark.parametrize(
+    ("successor_id", "stat"),
+    [("another", "transactions_refused"), ("the same", "transactions_fenced")],
+)
+async def test_a_gatekeeper_the_group_moved_past_cannot_commit(
+    successor_id: str,
+    stat: str,
+    kafka: KafkaSettings,
+    topics: Topics,
+    in_process: Callable[..., Any],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    held, wake = asyncio.Event(), asyncio.Event()
+    first: list[object] = []
+
+    async def paused_first_commit(
+        producer: AIOKafkaProducer, records: Any, offsets: dict[TopicPartition, int], group: Any
+    ) -> None:
+        if not first:  # A's first transaction, decided and about to commit
+            first.append(group)
+            held.set()
+            await wake.wait()
+        await commit_outputs(producer, records, offsets, group)
+
+    async def successor_producer(
+        settings: KafkaSettings, client_id: str, partitions: Any, *, retry: bool = False
+    ) -> AIOKafkaProducer:
+        if held.is_set() and successor_id == "another":
+            settings = settings.with_prefix(f"{settings.topic_prefix}.successor")
+        return await start_producer(settings, client_id, partitions, retry=retry)
+
+    monkeypatch.setattr("services.gatekeeper.processor.commit_outputs", paused_first_commit)
+    monkeypatch.setattr("services.gatekeeper.processor.start_producer", successor_producer)
+    requests = [run_request(f"q{n}", f"t{n}", f"r{n}") for n in range(THREADS)]
+    await topics.requests(requests)
+    a: Processor = await in_process(kafka)
+    await asyncio.wait_for(held.wait(), 30)
+    await a._require_consumer()._coordinator.maybe_leave_group()  # A's session is over
+
+    b: Processor = await in_process(kafka)
+    assert b.partitions == list(range(kafka.partitions))
+    await topics.until(
+        lambda: len(topics.decisions) >= THREADS and len(topics.dispatches) >= THREADS,
+        within=60,
+        what="B deciding and dispatching every request",
+    )
+    wake.set()  # A commits the batch it decided before the group moved on
+    await topics.until(lambda: a.stats[stat] >= 1, within=30, what=f"A's {stat}")
+    # A second request on every thread is decided after anything A could still
+    # bring: once all are seen, the topics are complete.
+    again = [run_request(f"q{n}-again", f"t{n}", f"r{n}-again") for n in range(THREADS)]
+    await topics.requests(again)
+    await topics.until(
+        lambda: all(r.request_id in topics.decisions for r in again),
+        within=60,
+        what="the second wave's decisions",
+    )
+    check_exactly_once(topics, requests + again)
+    assert [topics.decisions[r.request_id][0].code for r in again] == ["thread_busy"] * THREADS
+    assert a.stats[stat] == 1
+    assert a.stats["transactions_failed"] == 0
+    assert b.stats["transactions_failed"] == 0
+    assert b.stats["transactions_fenced"] == 0
