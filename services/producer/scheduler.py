@@ -59,6 +59,8 @@ class Scheduler(Generic[T]):
         self._queues: dict[str, deque[Job[T]]] = {}
         self._busy: set[str] = set()
         self._runnable: deque[str] = deque()
+        self._orphans: dict[int, set[Job[T]]] = {}
+        """Per partition, runs still going when it was forgotten (they outlived the drain)."""
         self.running = 0
 
     def offer(self, partition: int, offset: int, thread_id: str, payload: T) -> Job[T]:
@@ -98,6 +100,11 @@ class Scheduler(Generic[T]):
                 self._runnable.append(job.thread_id)
         if job.state != "dropped":
             job.state = "done"
+        orphans = self._orphans.get(job.partition)
+        if orphans is not None:
+            orphans.discard(job)
+            if not orphans:
+                del self._orphans[job.partition]
         part = self._partitions.get(job.partition)
         if part is not None:
             self._advance(part)
@@ -108,9 +115,19 @@ class Scheduler(Generic[T]):
             part.position = part.jobs.popleft().offset + 1
 
     def positions(self) -> dict[int, int]:
-        """Per partition, the offset to commit: everything before it has closed."""
-        return {p: part.position for p, part in self._partitions.items()
-                if part.position is not None}
+        """Per partition, the offset to commit: everything before it has closed.
+
+        Never past a run still going from before the partition was forgotten:
+        had the partition come back and the commit moved past it, a crash
+        would lose that run's input.
+        """
+        out: dict[int, int] = {}
+        for p, part in self._partitions.items():
+            if part.position is None:
+                continue
+            orphans = self._orphans.get(p)
+            out[p] = min(part.position, *(j.offset for j in orphans)) if orphans else part.position
+        return out
 
     def buffered(self, partition: int) -> int:
         """Jobs of ``partition`` not done yet (queued or running)."""
@@ -156,9 +173,16 @@ class Scheduler(Generic[T]):
         return running
 
     def forget(self, partitions: set[int]) -> None:
-        """Drop all tracking of ``partitions`` (after their last commit)."""
+        """Drop all tracking of ``partitions`` (after their last commit).
+
+        Runs still going (they outlived the drain) are remembered until they
+        finish, so that a partition coming back never commits past them.
+        """
         for p in partitions:
-            self._partitions.pop(p, None)
+            part = self._partitions.pop(p, None)
+            still = {j for j in part.jobs if j.state == "running"} if part is not None else set()
+            if still:
+                self._orphans.setdefault(p, set()).update(still)
 
     @property
     def idle(self) -> bool:

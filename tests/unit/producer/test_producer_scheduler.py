@@ -64,6 +64,22 @@ def test_revoke_drops_queued_jobs_drains_running_ones_and_stops_before_dropped()
     assert s.idle
 
 
+def test_a_partition_back_again_never_commits_past_a_run_that_outlived_its_drain() -> None:
+    s: Scheduler[str] = Scheduler(max_running=3, max_buffered=10)
+    first, second, third = (s.offer(0, n, f"t{n}", "x") for n in (1, 2, 3))
+    assert s.ready() == [first, second, third]
+    s.finish(first)
+    s.finish(second)
+    assert s.revoke({0}) == [third]  # the drain gave up on it; the partition is forgotten
+    s.forget({0})
+    again = s.offer(0, 4, "t4", "y")  # the partition is assigned back
+    assert s.ready() == [again]
+    s.finish(again)
+    assert s.positions() == {0: 3}  # not 5: the run of offset 3 is still going
+    s.finish(third)
+    assert s.positions() == {0: 5}
+
+
 def test_skipped_records_advance_the_position_in_order() -> None:
     s: Scheduler[str] = Scheduler(max_running=1, max_buffered=10)
     job = s.offer(0, 4, "t", "x")
