@@ -51,12 +51,6 @@ JVM_FLAGS = (
     "-Xmx1g",
     "-XX:+UseG1GC",
     "-XX:MaxGCPauseMillis=20",
-    # C1 only: a broker that lives for a test run or a benchmark spends its first
-    # minutes compiling with C2 on cores it shares with everything it serves. Measured
-    # at 1,000 gatekeeper decisions/s on 2 cores, three runs from a fresh start: broker
-    # CPU 936/836/846 µs per request with C1 only against 1,334/1,316/1,050 with C2,
-    # decision p99 166/80/87 against 273/130/122 ms (Parallel or Serial GC: no better).
-    "-XX:TieredStopAtLevel=1",
     "-Djava.awt.headless=true",
 )
 BROKER_JSON = "broker.json"
