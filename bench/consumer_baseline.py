@@ -19,6 +19,7 @@ from ag_ui.core import RunAgentInput
 from fastapi import FastAPI, Request
 from starlette.responses import StreamingResponse
 
+from services.consumer.app import NO_FASTAPI_TELEMETRY
 from services.producer.agents.scripted import agent as scripted
 from services.producer.resume import plan_resume
 from services.producer.runner import EventRecord, Runner, RunReport
@@ -41,7 +42,7 @@ class QueueSink:
 
 
 def baseline_app() -> FastAPI:
-    app = FastAPI()
+    app = FastAPI(telemetry=NO_FASTAPI_TELEMETRY)  # as the consumer service runs it
 
     @app.post("/agents/scripted")
     async def run(request: Request) -> StreamingResponse:
