@@ -100,8 +100,14 @@ class FencedGroup(str):
 
 
 def fenced_group(consumer: AIOKafkaConsumer) -> FencedGroup:
-    """The group id to commit with, fenced by ``consumer``'s current generation."""
+    """The group id to commit with, fenced by ``consumer``'s current generation.
+
+    Raises when the consumer is not a member now: the broker does not check
+    generation -1 with no member id, so such offsets would not be fenced.
+    """
     coordinator = _coordinator(consumer)
+    if coordinator.generation < 0 or not coordinator.member_id:
+        raise StaleGenerationError(f"not a member of group {coordinator.group_id!r} now")
     return FencedGroup(
         Member(
             coordinator.group_id,
@@ -138,12 +144,15 @@ async def stable_committed(
     while True:
         await coordinator.ensure_coordinator_known()
         try:
-            response = await coordinator._send_req(request)
-            found = _stable_offsets(response)
+            response = await coordinator._send_req(request)  # marks the coordinator dead on a
+            found = _stable_offsets(response)  # connection error, so it is looked up again
         except (GroupLoadInProgressError, GroupCoordinatorNotAvailableError, _UnstableError):
             pass
         except NotCoordinatorForGroupError:
             coordinator.coordinator_dead()
+        except KafkaError as exc:
+            if not exc.retriable:
+                raise
         else:
             return found
         if time.monotonic() > deadline:
@@ -381,12 +390,19 @@ def _fenced_handle_response(self: Any, response: Any) -> Any:
     if stale:
         member = self._group_id.member
         txn = self._sender._txn_manager
+        # error_transaction forgets what the transaction touched, and aiokafka then takes
+        # it for empty and ends it locally without EndTxn(ABORT): the broker would keep it
+        # open (its records pinning the last stable offset) until it times out, and the
+        # producer's next commit would commit them. Keep them, so the abort is sent.
+        touched, group = set(txn._txn_partitions), txn._txn_consumer_group
         txn.error_transaction(
             StaleGenerationError(
                 f"group {member.group_id!r} refused offsets of {', '.join(stale)} from member "
                 f"{member.member_id!r} of generation {member.generation_id}: the group moved on"
             )
         )
+        txn._txn_partitions.update(touched)
+        txn._txn_consumer_group = group
         txn._transaction_waiter.exception()  # the offsets' future reports it; no "never retrieved"
         return None
     rows_v0 = [(topic, [(p, code) for p, code, _ in rows]) for topic, rows, _ in response.errors]

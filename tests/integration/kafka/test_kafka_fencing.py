@@ -76,8 +76,29 @@ def source(kafka: KafkaSettings, partition: int) -> TopicPartition:
     return TopicPartition(f"{kafka.topic_prefix}.in", partition)
 
 
-def output(kafka: KafkaSettings) -> list[OutRecord]:
-    return [OutRecord(f"{kafka.topic_prefix}.out", b"decided", b"thread")]
+def output(kafka: KafkaSettings, value: bytes = b"decided") -> list[OutRecord]:
+    return [OutRecord(f"{kafka.topic_prefix}.out", value, b"thread")]
+
+
+async def out_topic(kafka: KafkaSettings) -> tuple[list[bytes], bool]:
+    """The committed values on ``out``, and whether no transaction is open on it."""
+    tps = [TopicPartition(f"{kafka.topic_prefix}.out", p) for p in range(2)]
+    committed = new_consumer(kafka, "fencing-test-committed", group_id=None)
+    everything = new_consumer(kafka, "fencing-test-all", group_id=None, read_committed=False)
+    await committed.start()
+    await everything.start()
+    try:
+        committed.assign(tps)
+        stable, ends = await committed.end_offsets(tps), await everything.end_offsets(tps)
+        await committed.seek_to_beginning(*tps)
+        values: list[bytes] = []
+        while any([await committed.position(tp) < stable[tp] for tp in tps]):
+            for records in (await committed.getmany(timeout_ms=500)).values():
+                values.extend(r.value for r in records)
+        return values, stable == ends
+    finally:
+        await committed.stop()
+        await everything.stop()
 
 
 async def test_the_current_member_commits_offsets_for_every_partition_in_one_transaction(
@@ -105,11 +126,13 @@ async def test_offsets_from_a_member_the_group_moved_past_are_refused_and_nothin
         else Member(current.group_id, "departed-member", current.generation_id)
     )
     with pytest.raises(StaleGenerationError, match="the group moved on"):
-        await commit_outputs(producer, output(kafka), {tp: 8}, FencedGroup(zombie))
+        await commit_outputs(producer, output(kafka, b"zombie"), {tp: 8}, FencedGroup(zombie))
     assert await stable_committed(member, [tp]) == {tp: 3}
-    # the producer aborted and goes on: the current member still commits with it
+    assert await out_topic(kafka) == ([], True)  # aborted on the broker, not left open
+    # the producer goes on: the current member still commits with it, and only its records
     await commit_outputs(producer, output(kafka), {tp: 4}, fenced_group(member))
     assert await stable_committed(member, [tp]) == {tp: 4}
+    assert await out_topic(kafka) == ([b"decided"], True)
 
 
 async def test_a_stable_fetch_waits_for_the_open_transaction_holding_the_offsets(
