@@ -87,6 +87,7 @@ from services.kafka.fencing import (
     FencedGroup,
     StaleGenerationError,
     fenced_group,
+    is_member,
     request_rejoin,
 )
 from services.kafka.transactions import commit_outputs, is_fenced, shorten_commit_gap_backoff
@@ -379,6 +380,10 @@ class Processor:
             except Exception as exc:
                 if isinstance(exc, StaleGenerationError) or is_fenced(exc):
                     committed = self._lost(shares, exc)
+                elif not is_member(self._require_consumer(), self._fence()):
+                    # the group moved on meanwhile: a new producer under this id could
+                    # fence a successor that owns the same partitions now
+                    committed = self._lost(shares, exc)
                 else:
                     log.exception("transaction on partitions %s failed; settling it",
                                   [s.owned.partition for s in shares])
@@ -393,6 +398,9 @@ class Processor:
                     self._count(share.batch)
             self.heap.settle()
             self.stats["transactions"] += 1
+        except Exception as exc:  # a share may be half installed: memory is not Kafka's
+            log.exception("installing a transaction's outcome failed; stopping")
+            self._fatal = exc
         finally:
             for share in shares:
                 _done(share.owned)

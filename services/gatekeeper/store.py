@@ -6,9 +6,13 @@ partition number as the ``requests``/``events`` partition it consumed, with
 the consumed offsets. So when a partition is assigned, reading that
 ``threads`` partition from the beginning to its last stable offset
 (``read_committed``) yields exactly the states that belong with the group's
-committed offsets, and deciding may start. The caller must have fenced the
-previous owner first (its transactional producer is started), so no
-transaction of a zombie is still open on the partition.
+committed offsets, and deciding may start — once no transaction is open on
+the partition: an open one (a zombie's, or a dead owner's under a
+transactional id nobody reuses) pins the last stable offset below records
+committed after it, so reading would pair older states with newer offsets.
+Restoring therefore first waits until the last stable offset is the end of
+the partition; only the owner writes there, and the broker aborts any
+transaction left open once it times out.
 
 A record that does not decode is logged and skipped (the thread restarts
 from a later record or from nothing); a tombstone forgets its thread.
@@ -16,8 +20,11 @@ from a later record or from nothing); a tombstone forgets its thread.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from collections.abc import Iterable
+from typing import Any
 
 from contracts import DecodeError, ThreadState, decode
 from services.kafka.clients import TopicPartition, new_consumer
@@ -26,6 +33,7 @@ from services.runtime.settings import KafkaSettings
 log = logging.getLogger(__name__)
 
 POLL_MS = 200
+OPEN_POLL_S = 0.05
 
 
 async def restore(
@@ -41,7 +49,7 @@ async def restore(
     await consumer.start()
     try:
         consumer.assign(tps)
-        ends: dict[TopicPartition, int] = await consumer.end_offsets(tps)
+        ends = await _closed_ends(settings, consumer, tps, client_id)
         await consumer.seek_to_beginning(*tps)
         remaining = {tp for tp in tps if ends.get(tp, 0) > 0}
         while remaining:
@@ -54,6 +62,31 @@ async def restore(
     finally:
         await consumer.stop()
     return states
+
+
+async def _closed_ends(
+    settings: KafkaSettings, committed: Any, tps: list[TopicPartition], client_id: str
+) -> dict[TopicPartition, int]:
+    """The partitions' last stable offsets, once each is its end (no transaction open)."""
+    everything = new_consumer(settings, f"{client_id}-ends", group_id=None, read_committed=False)
+    await everything.start()
+    try:
+        started = warned = time.monotonic()
+        while True:
+            stable: dict[TopicPartition, int] = await committed.end_offsets(tps)
+            ends: dict[TopicPartition, int] = await everything.end_offsets(tps)
+            if stable == ends:
+                return stable
+            if time.monotonic() - warned > 5:
+                warned = time.monotonic()
+                log.warning(
+                    "a transaction is still open on %s after %.0f s; restoring waits for it",
+                    sorted(tp.partition for tp in tps if stable[tp] != ends[tp]),
+                    warned - started,
+                )
+            await asyncio.sleep(OPEN_POLL_S)
+    finally:
+        await everything.stop()
 
 
 def _apply(

@@ -61,6 +61,7 @@ __all__ = [
     "Member",
     "StaleGenerationError",
     "fenced_group",
+    "is_member",
     "request_rejoin",
     "stable_committed",
 ]
@@ -116,6 +117,14 @@ def fenced_group(consumer: AIOKafkaConsumer) -> FencedGroup:
             getattr(coordinator, "_group_instance_id", None),
         )
     )
+
+
+def is_member(consumer: AIOKafkaConsumer, group: FencedGroup) -> bool:
+    """True while ``consumer`` is still the member, of the generation, ``group`` names."""
+    coordinator = _coordinator(consumer)
+    member = group.member
+    return (coordinator.member_id, coordinator.generation) == (member.member_id,
+                                                              member.generation_id)
 
 
 def request_rejoin(consumer: AIOKafkaConsumer) -> None:
