@@ -320,6 +320,29 @@ def check_exactly_once(topics: Topics, expected: Iterable[RunRequest]) -> None:
     assert not duplicated, f"dispatched more than once: {sorted(duplicated)[:10]}"
 
 
+async def check_after_a_second_wave(topics: Topics, first: list[RunRequest]) -> None:
+    """``check_exactly_once`` once nothing of the first wave can still arrive.
+
+    A second request on every first-wave thread is decided after anything the
+    first wave could still bring (a decision again from rewound offsets, or
+    from a zombie, precedes it on the thread's partition): once all are seen,
+    the topics are complete. Nothing finished the first wave's runs, so every
+    second request meets a busy thread.
+    """
+    again = [
+        run_request(f"{r.request_id}-again", r.input.thread_id, f"{r.input.run_id}-again")
+        for r in first
+    ]
+    await topics.requests(again)
+    await topics.until(
+        lambda: all(r.request_id in topics.decisions for r in again),
+        within=60,
+        what="the second wave's decisions",
+    )
+    check_exactly_once(topics, first + again)
+    assert [topics.decisions[r.request_id][0].code for r in again] == ["thread_busy"] * len(again)
+
+
 def final_decisions(topics: Topics) -> int:
     return sum(1 for ds in topics.decisions.values() if ds[-1].verdict != "queued")
 

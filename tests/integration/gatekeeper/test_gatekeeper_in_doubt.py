@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from gatekeeper_harness import Topics, check_exactly_once, run_request
+from gatekeeper_harness import Topics, check_after_a_second_wave, run_request
 
 from services.gatekeeper.processor import Processor
 from services.kafka.clients import AIOKafkaProducer, KafkaError
@@ -70,17 +70,6 @@ async def test_a_failed_commit_is_settled_exactly_once(
         what="every request decided and dispatched",
     )
     assert faults == [], "the fault was never injected"
-    # A second request on every thread is decided after anything the first wave
-    # could still bring (a decision again from rewound offsets precedes it on
-    # the thread's partition): once all are seen, the topics are complete.
-    again = [run_request(f"q{n}-again", f"t{n}", f"r{n}-again") for n in range(THREADS)]
-    await topics.requests(again)
-    await topics.until(
-        lambda: all(r.request_id in topics.decisions for r in again),
-        within=60,
-        what="the second wave's decisions",
-    )
-    check_exactly_once(topics, requests + again)
-    assert [topics.decisions[r.request_id][0].code for r in again] == ["thread_busy"] * THREADS
+    await check_after_a_second_wave(topics, requests)
     assert processor.stats["transactions_failed"] == 1
     assert processor.stats["transactions_committed" if how == "lost" else "transactions_aborted"]

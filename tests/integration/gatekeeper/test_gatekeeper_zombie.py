@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from gatekeeper_harness import Topics, check_exactly_once, run_request
+from gatekeeper_harness import Topics, check_after_a_second_wave, run_request
 
 from services.gatekeeper.partition import start_producer
 from services.gatekeeper.processor import Processor
@@ -87,17 +87,7 @@ async def test_a_gatekeeper_the_group_moved_past_cannot_commit(
     )
     wake.set()  # A commits the batch it decided before the group moved on
     await topics.until(lambda: a.stats[stat] >= 1, within=30, what=f"A's {stat}")
-    # A second request on every thread is decided after anything A could still
-    # bring: once all are seen, the topics are complete.
-    again = [run_request(f"q{n}-again", f"t{n}", f"r{n}-again") for n in range(THREADS)]
-    await topics.requests(again)
-    await topics.until(
-        lambda: all(r.request_id in topics.decisions for r in again),
-        within=60,
-        what="the second wave's decisions",
-    )
-    check_exactly_once(topics, requests + again)
-    assert [topics.decisions[r.request_id][0].code for r in again] == ["thread_busy"] * THREADS
+    await check_after_a_second_wave(topics, requests)
     assert a.stats[stat] == 1
     assert a.stats["transactions_failed"] == 0
     assert b.stats["transactions_failed"] == 0
