@@ -245,7 +245,9 @@ class RunBook:
 
     def usage(self) -> list[TokenUsage] | None:
         """This run's usage per provider and model; None when nothing was reported."""
-        return (aggregate_token_usage(self._usage) or None) if self._usage else None
+        if not self._usage:  # most runs report none: skip the aggregation
+            return None
+        return aggregate_token_usage(self._usage) or None
 
     # ---- admitting events ----------------------------------------------
 

@@ -150,9 +150,7 @@ class CheckpointStore:
 
     async def write(self, thread_id: str, change: Change) -> asyncio.Future[Any]:
         """Apply ``change`` and send it; the future resolves once it is durable."""
-        lock = self._lock
-        await lock.acquire()
-        try:
+        async with self._lock:
             value = change(self.get(thread_id))
             self._threads[thread_id] = value
             # The thread's partition once known (the key's, as the broker placed it): the
@@ -160,8 +158,6 @@ class CheckpointStore:
             return await self.producer.send(self.topic, cp.to_bytes(value),  # type: ignore[no-any-return]
                                             key=thread_id.encode(),
                                             partition=self._partition_of.get(thread_id))
-        finally:
-            lock.release()
 
 
 class ThreadLedger:
