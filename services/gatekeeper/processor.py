@@ -34,8 +34,9 @@ Commit procedure, for each owned partition p, in every round:
    that become ready meanwhile ride the next one.
 6. Only after the commit returns: each batch's thread states replace its
    partition's committed states and the committed offsets move. If step 5
-   fails the transaction is aborted (if it still can be) and the producer
-   replaced, which settles it; the group's committed offsets then tell
+   fails, or has not ended within ``transaction_deadline_s`` (a request the
+   broker never answers), the transaction is aborted (if it still can be)
+   and the producer replaced, which settles it; the group's committed offsets then tell
    whether it committed after all (``settle``): if so it is installed as in
    a success; if not, each partition it carried is sought back to its
    committed offsets and the held requests dropped: the same records are
@@ -58,7 +59,6 @@ records is paused until its batches catch up (bounded memory).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections import Counter
@@ -90,7 +90,13 @@ from services.kafka.fencing import (
     is_member,
     request_rejoin,
 )
-from services.kafka.transactions import commit_outputs, is_fenced, shorten_commit_gap_backoff
+from services.kafka.transactions import (
+    TransactionStalledError,
+    commit_outputs,
+    is_fenced,
+    shorten_commit_gap_backoff,
+    stop_producer,
+)
 from services.runtime.logging import run_fields
 from services.runtime.settings import KafkaSettings
 
@@ -376,7 +382,8 @@ class Processor:
             offsets = {tp: o for share in shares for tp, o in share.offsets.items()}
             committed = shares
             try:
-                await commit_outputs(self._require_producer(), records, offsets, self._fence())
+                await commit_outputs(self._require_producer(), records, offsets, self._fence(),
+                                     deadline_s=self.settings.transaction_deadline_s)
             except Exception as exc:
                 if isinstance(exc, StaleGenerationError) or is_fenced(exc):
                     committed = self._lost(shares, exc)
@@ -388,6 +395,8 @@ class Processor:
                     log.exception("transaction on partitions %s failed; settling it",
                                   [s.owned.partition for s in shares])
                     self.stats["transactions_failed"] += 1
+                    if isinstance(exc, TransactionStalledError):
+                        self.stats["transactions_stalled"] += 1
                     committed = await self._recover(shares)
             now = time.monotonic()
             for share in committed:
@@ -494,8 +503,7 @@ class Processor:
         """A new producer with the same id: its ``init_transactions`` settles the failed one."""
         old, self._producer = self._producer, None
         if old is not None:
-            with contextlib.suppress(Exception):  # a dead producer may fail to stop
-                await old.stop()
+            await stop_producer(old)  # a stuck or dead producer may never stop by itself
         self._producer = await start_producer(
             self.kafka, self.client_id, sorted(self._owned), retry=True
         )
@@ -588,12 +596,12 @@ class Processor:
         advanced = {tp: n for o in owned_all if o.advanced() for tp, n in o.offsets().items()}
         if producer is not None and advanced and self._fatal is None and self._group is not None:
             try:
-                await commit_outputs(producer, [], advanced, self._fence())
+                await commit_outputs(producer, [], advanced, self._fence(),
+                                     deadline_s=self.settings.transaction_deadline_s)
             except Exception:
                 log.warning("could not commit offsets read past on release", exc_info=True)
         if producer is not None:
-            with contextlib.suppress(Exception):
-                await producer.stop()
+            await stop_producer(producer)
         if owned_all:
             log.info("released partitions %s", [o.partition for o in owned_all])
 

@@ -32,6 +32,11 @@ class GatekeeperSettings(BaseSettings):
     """How long a request may wait for the events its partition already holds."""
     linger_ms: int = Field(0, alias="AGUI_GATEKEEPER_LINGER_MS", ge=0, le=1000)
     """How long a partition lets a small backlog grow before committing it."""
+    transaction_deadline_s: float = Field(20.0, alias="AGUI_GATEKEEPER_TRANSACTION_DEADLINE_S",
+                                          gt=0)
+    """A transaction not ended after this long is settled by a new producer, so a request
+    the broker never answers cannot hold the instance's partitions up; above the broker's
+    15 s transaction timeout, after which such a transaction could only abort."""
     agents_refresh_s: float = Field(60.0, alias="AGUI_GATEKEEPER_AGENTS_REFRESH_S", gt=0)
     """How often the set of agents (dispatch topics) is read again. Each read lists every
     topic in the cluster and blocks the loop while it is parsed (about 100 ms for

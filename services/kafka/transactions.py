@@ -26,6 +26,13 @@ the same transactional id has settled the transaction. ``is_fenced`` tells a
 zombie (another producer took the transactional id) from an error worth
 retrying.
 
+A transaction that hangs (a request the broker never answers, as once
+seen right after a broker restart) must not hold every partition it carries
+forever: with ``deadline_s`` it fails as ``TransactionStalledError`` when it has not
+ended in time, without an abort (the producer is to be replaced: the new
+producer's ``init_transactions`` ends it, and the caller settles it like a
+failed commit).
+
 ``group_id`` may be a ``fencing.FencedGroup``: the offsets then commit with
 the member's group generation (KIP-447), and a member the group has moved
 past cannot commit at all. With a plain group id, aiokafka sends
@@ -47,7 +54,14 @@ from aiokafka.partitioner import DefaultPartitioner
 
 from services.kafka.clients import AIOKafkaProducer, TopicPartition
 
-__all__ = ["OutRecord", "commit_outputs", "is_fenced", "shorten_commit_gap_backoff"]
+__all__ = [
+    "OutRecord",
+    "TransactionStalledError",
+    "commit_outputs",
+    "is_fenced",
+    "shorten_commit_gap_backoff",
+    "stop_producer",
+]
 
 log = logging.getLogger(__name__)
 
@@ -66,20 +80,48 @@ class OutRecord:
     headers: Sequence[tuple[str, bytes]] | None = None
 
 
+class TransactionStalledError(Exception):
+    """The transaction did not end by its deadline: its outcome is unknown."""
+
+
 async def commit_outputs(
     producer: AIOKafkaProducer,
     records: Sequence[OutRecord],
     offsets: Mapping[TopicPartition, int],
     group_id: str,
+    *,
+    deadline_s: float | None = None,
 ) -> None:
     """Write ``records`` and commit ``offsets`` (next offsets to read) atomically."""
+    step = ["beginning"]
+    try:
+        async with asyncio.timeout(deadline_s):
+            await _transact(producer, records, offsets, group_id, step)
+    except TimeoutError as exc:
+        raise TransactionStalledError(
+            f"the transaction did not end within {deadline_s:g} s (stuck {step[0]})"
+        ) from exc
+
+
+async def _transact(
+    producer: AIOKafkaProducer,
+    records: Sequence[OutRecord],
+    offsets: Mapping[TopicPartition, int],
+    group_id: str,
+    step: list[str],
+) -> None:
+    """``commit_outputs`` itself; ``step`` names what it waits for, for the stall message."""
     await producer.begin_transaction()
     sent: list[asyncio.Future[Any]] = []
     try:
+        step[0] = "sending records"
         sent = await _send_batched(producer, records)
         if offsets:
+            step[0] = "adding the offsets"
             await producer.send_offsets_to_transaction(dict(offsets), group_id)
+        step[0] = "waiting for the records' acknowledgements"
         await _delivered(sent)
+        step[0] = "committing"
         await producer.commit_transaction()
     except BaseException as exc:
         for future in sent:  # their failures are this one: none is left unretrieved
@@ -88,7 +130,8 @@ async def commit_outputs(
         fenced = _fenced_by(producer)
         if fenced is not None and not isinstance(exc, ProducerFenced):
             raise fenced from exc  # surfaced as whatever call came next, e.g. IllegalOperation
-        await _abort(producer)
+        if not isinstance(exc, asyncio.CancelledError):  # stalled: the next producer ends it
+            await _abort(producer)
         raise
 
 
@@ -159,6 +202,25 @@ async def _abort(producer: AIOKafkaProducer) -> None:
         await asyncio.wait_for(producer.abort_transaction(), timeout=10)
         return
     log.debug("abort_transaction failed; the next init_transactions will abort it")
+
+
+async def stop_producer(producer: AIOKafkaProducer, timeout_s: float = 5.0) -> None:
+    """Stop a producer that may be stuck; never raise, never wait past ``timeout_s``.
+
+    aiokafka's ``stop`` first waits for every queued batch to be delivered,
+    which never happens when the broker stopped answering; past the timeout
+    its sender task is cancelled and its connections are closed. Reached
+    through aiokafka internals.
+    """
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(producer.stop(), timeout_s)
+        return
+    sender = getattr(getattr(producer, "_sender", None), "sender_task", None)
+    if isinstance(sender, asyncio.Task):
+        sender.cancel()
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(producer.client.close(), timeout_s)
+    log.warning("a producer did not stop within %g s; its connections were closed", timeout_s)
 
 
 def shorten_commit_gap_backoff(seconds: float = 0.002) -> None:

@@ -3,8 +3,10 @@
 When ``commit_transaction`` raises, the broker may still have committed the
 transaction: the connection closed with the EndTxn response in flight, as
 when a broker stops. Here the real broker commits and the client is then
-told it failed (``lost``), or the commit is never sent (``unsent``); the
-fault is injected into the gatekeeper's own producer, the broker is real.
+told it failed (``lost``), or the commit is never sent (``unsent``), or the
+commit hangs, done or not (``stalled``: the transaction's deadline must end
+the wait); the fault is injected into the gatekeeper's own producer, the
+broker is real.
 Either way every request must be decided exactly once and every run
 dispatched once: a lost response must not make the gatekeeper decide the
 same requests again against the thread states it held before.
@@ -12,6 +14,7 @@ same requests again against the thread states it held before.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -43,6 +46,11 @@ def failing_first_commit(how: str, monkeypatch: pytest.MonkeyPatch) -> list[str]
                 raise KafkaError("connection closed before the EndTxn response arrived")
             if fault == "unsent":
                 raise KafkaError("connection closed before EndTxn was sent")
+            if fault == "stalled after committing":
+                await commit()
+                await asyncio.Event().wait()  # the EndTxn response never arrives
+            if fault == "stalled":
+                await asyncio.Event().wait()  # EndTxn is never answered (nor sent)
             await commit()
 
         producer.commit_transaction = commit_transaction
@@ -52,7 +60,7 @@ def failing_first_commit(how: str, monkeypatch: pytest.MonkeyPatch) -> list[str]
     return faults
 
 
-@pytest.mark.parametrize("how", ["lost", "unsent"])
+@pytest.mark.parametrize("how", ["lost", "unsent", "stalled after committing", "stalled"])
 async def test_a_failed_commit_is_settled_exactly_once(
     how: str,
     kafka: KafkaSettings,
@@ -63,7 +71,7 @@ async def test_a_failed_commit_is_settled_exactly_once(
     faults = failing_first_commit(how, monkeypatch)
     requests = [run_request(f"q{n}", f"t{n}", f"r{n}") for n in range(THREADS)]
     await topics.requests(requests)  # waiting before the gatekeeper starts: one batch each
-    processor: Processor = await in_process(kafka)
+    processor: Processor = await in_process(kafka, transaction_deadline_s=3.0)
     await topics.until(
         lambda: len(topics.decisions) >= THREADS and len(topics.dispatches) >= THREADS,
         within=60,
@@ -72,4 +80,6 @@ async def test_a_failed_commit_is_settled_exactly_once(
     assert faults == [], "the fault was never injected"
     await check_after_a_second_wave(topics, requests)
     assert processor.stats["transactions_failed"] == 1
-    assert processor.stats["transactions_committed" if how == "lost" else "transactions_aborted"]
+    committed = how in ("lost", "stalled after committing")
+    assert processor.stats["transactions_committed" if committed else "transactions_aborted"]
+    assert processor.stats["transactions_stalled"] == how.startswith("stalled")

@@ -10,6 +10,7 @@ input whose outputs are half written.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
@@ -23,7 +24,12 @@ from services.kafka.clients import (
     new_consumer,
     new_producer,
 )
-from services.kafka.transactions import OutRecord, commit_outputs
+from services.kafka.transactions import (
+    OutRecord,
+    TransactionStalledError,
+    commit_outputs,
+    stop_producer,
+)
 from services.runtime.settings import KafkaSettings
 
 pytestmark = pytest.mark.integration
@@ -99,6 +105,32 @@ async def test_a_record_the_broker_refuses_aborts_the_whole_transaction(
     # the producer is usable again: the next transaction commits, alone
     await commit_outputs(producer, [OutRecord(f"{prefix}.out", b"whole")], {source: 7}, group)
     assert await committed_view(kafka, group) == ([b"whole"], 7)
+
+
+async def test_a_transaction_that_hangs_fails_at_its_deadline_and_the_next_producer_ends_it(
+    kafka: KafkaSettings, producer: AIOKafkaProducer
+) -> None:
+    """A commit the broker never answers (its request is never sent here) cannot hang forever."""
+    prefix, group = kafka.topic_prefix, f"{kafka.topic_prefix}.group"
+    source = TopicPartition(f"{prefix}.in", 0)
+
+    async def never_answered() -> None:
+        await asyncio.Event().wait()
+
+    producer.commit_transaction = never_answered  # type: ignore[method-assign]
+    with pytest.raises(TransactionStalledError, match=r"within 1 s \(stuck committing\)"):
+        await commit_outputs(producer, [OutRecord(f"{prefix}.out", b"stuck")], {source: 3}, group,
+                             deadline_s=1.0)
+    await stop_producer(producer, timeout_s=2.0)
+    successor = new_producer(kafka, "txn-test", transactional_id=f"{prefix}.txn")
+    await successor.start()  # init_transactions aborts what the stuck producer left open
+    try:
+        assert await committed_view(kafka, group) == ([], None)
+        await commit_outputs(successor, [OutRecord(f"{prefix}.out", b"next")], {source: 4}, group,
+                             deadline_s=10.0)
+        assert await committed_view(kafka, group) == ([b"next"], 4)
+    finally:
+        await successor.stop()
 
 
 async def test_keyed_records_land_where_a_plain_send_puts_them_in_order(
