@@ -82,13 +82,11 @@ async def start_producer(
         )
         try:
             await producer.start()
-        except KafkaError:
+        except KafkaError as exc:
             await producer.stop()
             if not retry:
                 raise
-            log.warning(
-                "producer %s did not start; retrying in %.1f s", txn_id, backoff, exc_info=True
-            )
+            log.warning("producer %s did not start (%s); retrying in %.1f s", txn_id, exc, backoff)
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, 5.0)
             continue

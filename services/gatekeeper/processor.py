@@ -392,11 +392,11 @@ class Processor:
                     # fence a successor that owns the same partitions now
                     committed = self._lost(shares, exc)
                 else:
-                    log.exception("transaction on partitions %s failed; settling it",
-                                  [s.owned.partition for s in shares])
+                    stalled = isinstance(exc, TransactionStalledError)  # no trace to show
+                    log.error("transaction on partitions %s failed (%s); settling it",
+                              [s.owned.partition for s in shares], exc, exc_info=not stalled)
                     self.stats["transactions_failed"] += 1
-                    if isinstance(exc, TransactionStalledError):
-                        self.stats["transactions_stalled"] += 1
+                    self.stats["transactions_stalled"] += stalled
                     committed = await self._recover(shares)
             now = time.monotonic()
             for share in committed:
