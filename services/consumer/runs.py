@@ -204,7 +204,7 @@ class RunService:
 
         body = run_body(stream, outcome, keepalive_s=self.settings.keepalive_s, after=after,
                         preface=preface)
-        return EventStreamResponse(body, on_close)
+        return EventStreamResponse(body, on_close, outcome)
 
     def _disconnected(self, stream: RunStream, requested_by: str) -> None:
         fields = run_fields(stream.thread_id, stream.run_id)

@@ -15,7 +15,11 @@ never finished.
 
 ``EventStreamResponse`` runs a synchronous ``on_close`` when the response
 ends for any reason (terminal, disconnect, drop), which is where the route
-unsubscribes and, if configured, cancels the run.
+unsubscribes and, if configured, cancels the run. It streams without
+Starlette's per-response anyio task group (two tasks and cancel scopes, about
+a tenth of the service's CPU per run under load): one plain task waits for
+the client's disconnect and cancels the response if it comes first, and the
+chunk carrying the terminal event also ends the body (one write, not two).
 """
 
 from __future__ import annotations
@@ -35,6 +39,10 @@ GAP_WAIT_S = 0.5
 """How long a stream holds records behind a sequence gap before giving up on it."""
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+_RAW_HEADERS = (*((k.lower().encode("latin-1"), v.encode("latin-1"))
+                  for k, v in SSE_HEADERS.items()),
+                (b"content-type", b"text/event-stream; charset=utf-8"))
+"""What Starlette would send for them, built once."""
 
 
 @dataclass
@@ -44,6 +52,8 @@ class StreamOutcome:
     terminal: bool = False
     dropped: bool = False
     frames: int = 0
+    last_chunk: bool = False
+    """Set just before the body yields its final chunk (the live terminal one)."""
 
 
 async def run_body(
@@ -91,6 +101,7 @@ async def run_body(
                 ready += sequencer.offer(more.seq, more)
         chunk = _frames(ready, outcome, with_ids, stop=True)
         if chunk:
+            outcome.last_chunk = outcome.terminal
             yield chunk
         if outcome.terminal:
             return
@@ -115,13 +126,65 @@ class EventStreamResponse(StreamingResponse):
 
     media_type = "text/event-stream"
 
-    def __init__(self, body: AsyncIterator[bytes], on_close: Callable[[], None]) -> None:
-        super().__init__(body, status_code=200, headers=SSE_HEADERS,
-                         media_type=self.media_type)
+    def __init__(self, body: AsyncIterator[bytes], on_close: Callable[[], None],
+                 outcome: StreamOutcome | None = None) -> None:
+        # StreamingResponse.__init__ is skipped on purpose: the headers never vary.
+        self.body_iterator = body
+        self.status_code = 200
+        self.background = None
+        self.raw_headers = list(_RAW_HEADERS)
         self._on_close = on_close
+        self._outcome = outcome
+        """Read after each chunk: ``last_chunk`` makes that chunk end the body too."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        watch = _Watch(task)
+        watcher = asyncio.get_running_loop().create_task(_disconnected(receive))
+        watcher.add_done_callback(watch.on_disconnect)
+        outcome = self._outcome
         try:
-            await super().__call__(scope, receive, send)
+            await send({"type": "http.response.start", "status": 200,
+                        "headers": self.raw_headers})
+            async for chunk in self.body_iterator:
+                last = outcome is not None and outcome.last_chunk
+                await send({"type": "http.response.body", "body": chunk, "more_body": not last})
+                if last:
+                    break
+            else:
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except asyncio.CancelledError:
+            if not watch.fired or task.uncancel() > 0:
+                raise
+            # the client went away first: the response just ends, as Starlette's does
         finally:
+            watch.done = True
+            watcher.cancel()
+            aclose = getattr(self.body_iterator, "aclose", None)
+            if aclose is not None:
+                await aclose()
             self._on_close()
+
+
+class _Watch:
+    """Cancels the response's task when the client disconnects first."""
+
+    __slots__ = ("done", "fired", "task")
+
+    def __init__(self, task: asyncio.Task[object]) -> None:
+        self.task = task
+        self.done = False
+        self.fired = False
+
+    def on_disconnect(self, watcher: asyncio.Task[None]) -> None:
+        if self.done or watcher.cancelled() or watcher.exception() is not None:
+            return
+        self.fired = True
+        self.task.cancel()
+
+
+async def _disconnected(receive: Receive) -> None:
+    """Return once the server reports the client gone (or the response complete)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
