@@ -81,24 +81,20 @@ async def run_body(
                 yield chunk
         if outcome.terminal:
             return
-    queue = stream.queue
+    buffer = stream.buffer
     while True:
-        if stream.dropped and queue.empty():
+        if stream.dropped and not buffer:
             outcome.dropped = True
             return
-        try:
-            async with asyncio.timeout(GAP_WAIT_S if sequencer.waiting else keepalive_s):
-                first = await queue.get()
-        except TimeoutError:
-            if not sequencer.waiting:
-                yield KEEPALIVE
-                continue
-            ready = sequencer.release()
+        if await buffer.wait(GAP_WAIT_S if sequencer.waiting else keepalive_s):
+            ready = []
+            for delivery in buffer.take_all():
+                ready += sequencer.offer(delivery.seq, delivery)
+        elif not sequencer.waiting:
+            yield KEEPALIVE
+            continue
         else:
-            ready = sequencer.offer(first.seq, first)
-            while not queue.empty():
-                more = queue.get_nowait()
-                ready += sequencer.offer(more.seq, more)
+            ready = sequencer.release()
         chunk = _frames(ready, outcome, with_ids, stop=True)
         if chunk:
             outcome.last_chunk = outcome.terminal

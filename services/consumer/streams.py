@@ -33,6 +33,7 @@ from pydantic import ValidationError
 
 from contracts import Decision
 from contracts.headers import EVENT_TYPE, RUN_ID, SEQ, header_value
+from services.consumer.mailbox import Mailbox
 from services.consumer.metrics import ConsumerMetrics
 from services.consumer.problems import Unavailable
 from services.consumer.reading import BackgroundReader, wait_for_partitions
@@ -103,7 +104,7 @@ class RunStream:
     """A subscription to one run's events, with a bounded buffer."""
 
     key: RunKey
-    queue: asyncio.Queue[Delivery]
+    buffer: Mailbox[Delivery]
     dropped: bool = False
 
     @property
@@ -118,9 +119,7 @@ class RunStream:
         """Buffer a delivery; False (and marked dropped) when the buffer is full."""
         if self.dropped:
             return False
-        try:
-            self.queue.put_nowait(delivery)
-        except asyncio.QueueFull:
+        if not self.buffer.put(delivery):
             self.dropped = True
             return False
         return True
@@ -131,12 +130,13 @@ class DecisionWaiter:
     """Collects the decisions for one requestId (``queued`` may precede the final one)."""
 
     request_id: str
-    queue: asyncio.Queue[Decision] = field(default_factory=lambda: asyncio.Queue(16))
+    decisions: Mailbox[Decision] = field(default_factory=lambda: Mailbox(16))
 
     async def next(self, within_s: float) -> Decision:
         """The next decision; TimeoutError after ``within_s`` seconds."""
-        async with asyncio.timeout(within_s):
-            return await self.queue.get()
+        if not await self.decisions.wait(within_s):
+            raise TimeoutError
+        return self.decisions.take()
 
 
 class FanOut(BackgroundReader):
@@ -172,7 +172,7 @@ class FanOut(BackgroundReader):
             self.metrics.streams_dropped.labels("too_many_streams").inc()
             raise Unavailable("too_many_streams",
                               f"this instance already serves {self.max_streams} streams")
-        stream = RunStream((thread_id, run_id), asyncio.Queue(self.stream_queue))
+        stream = RunStream((thread_id, run_id), Mailbox(self.stream_queue))
         self._streams.setdefault(stream.key, set()).add(stream)
         self._stream_count += 1
         self.metrics.streams_open.inc()
@@ -264,9 +264,7 @@ class FanOut(BackgroundReader):
             log.warning("invalid decision for request %s: %s", waiter.request_id, exc,
                         extra=fields)
             return
-        try:
-            waiter.queue.put_nowait(decision)
-        except asyncio.QueueFull:
+        if not waiter.decisions.put(decision):
             log.error("decision queue full for request %s", waiter.request_id, extra=fields)
 
     def _on_event(self, partition: int, record: ConsumerRecord) -> None:
