@@ -55,13 +55,17 @@ async def test_a_gatekeeper_the_group_moved_past_cannot_commit(
     first: list[object] = []
 
     async def paused_first_commit(
-        producer: AIOKafkaProducer, records: Any, offsets: dict[TopicPartition, int], group: Any
+        producer: AIOKafkaProducer,
+        records: Any,
+        offsets: dict[TopicPartition, int],
+        group: Any,
+        **options: Any,
     ) -> None:
         if not first:  # A's first transaction, decided and about to commit
             first.append(group)
             held.set()
             await wake.wait()
-        await commit_outputs(producer, records, offsets, group)
+        await commit_outputs(producer, records, offsets, group, **options)
 
     async def successor_producer(
         settings: KafkaSettings, client_id: str, partitions: Any, *, retry: bool = False
