@@ -18,9 +18,9 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from fastapi.telemetry import TelemetryConfig
 
-from services.consumer import auth, problems
+from services.consumer import auth, direct, problems
 from services.consumer.relay import Relay
-from services.consumer.routes import router
+from services.consumer.routes import router, run_agent
 from services.consumer.settings import ConsumerSettings
 from services.runtime.settings import KafkaSettings
 
@@ -67,6 +67,7 @@ def create_app(settings: ConsumerSettings | None = None,
     app.state.relay = relay
     problems.install(app)
     app.include_router(router)
+    direct.install(app, router, run_agent, "agent")
     auth.install(app, settings, keys, relay.metrics.registry)
 
     def openapi() -> dict[str, Any]:

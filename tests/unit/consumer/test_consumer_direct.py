@@ -1,0 +1,97 @@
+"""The run route served by ``direct.DirectRoute``: still FastAPI's route to everyone outside.
+
+The app is the real one from ``create_app``, never started (no broker): the
+route answers from what it checks before publishing, so each request below
+shows who served it and in which order — authentication first, then the
+route's own problems, and FastAPI's for anything the route does not match.
+The full run on the real broker is in ``tests/integration/consumer``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+
+import httpx
+import orjson
+import pytest
+from fastapi import FastAPI
+
+from services.consumer import direct
+from services.consumer.app import create_app
+from services.consumer.routes import router, run_agent
+from services.consumer.settings import ConsumerSettings
+from services.runtime.settings import KafkaSettings
+
+pytestmark = pytest.mark.unit
+
+TOKEN = "tok-direct-0123456789abcdef"
+UNREACHABLE = KafkaSettings(KAFKA_BOOTSTRAP_SERVERS="127.0.0.1:1")
+
+
+def app(**settings: object) -> FastAPI:
+    return create_app(ConsumerSettings(AGUI_AGENTS="scripted=x:y", **settings), UNREACHABLE)
+
+
+@pytest.fixture
+async def http(caplog: pytest.LogCaptureFixture) -> AsyncIterator[httpx.AsyncClient]:
+    caplog.set_level(logging.CRITICAL)
+    transport = httpx.ASGITransport(app=app())
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        yield client
+
+
+def problem(response: httpx.Response) -> dict[str, object]:
+    assert response.headers["content-type"] == "application/problem+json"
+    doc: dict[str, object] = orjson.loads(response.content)
+    return doc
+
+
+async def test_the_route_renders_its_problems(http: httpx.AsyncClient) -> None:
+    unknown = await http.post("/agents/nobody", content=b"{}")
+    assert unknown.status_code == 404
+    assert problem(unknown)["code"] == "unknown_agent"
+    decoded = await http.post("/agents/a%20b", content=b"{}")
+    assert problem(decoded)["detail"] == "no agent named 'a b' is served here"
+    not_ready = await http.post("/agents/scripted", content=b"{}")
+    assert not_ready.status_code == 503
+    assert problem(not_ready)["code"] == "not_ready"
+
+
+async def test_what_the_route_does_not_match_is_fastapis(http: httpx.AsyncClient) -> None:
+    wrong_method = await http.get("/agents/scripted")
+    assert wrong_method.status_code == 405
+    assert problem(wrong_method)["code"] == "method_not_allowed"
+    no_agent = await http.post("/agents/", content=b"{}")
+    assert problem(no_agent)["code"] == "not_found"
+    slash = await http.post("/agents/scripted/", content=b"{}")
+    assert slash.status_code == 307
+    assert slash.headers["location"] == "http://test/agents/scripted"
+
+
+async def test_authentication_runs_before_the_route(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.CRITICAL)
+    transport = httpx.ASGITransport(app=app(AGUI_API_KEYS=f"{TOKEN}=tenant-a"))
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        refused = await client.post("/agents/nobody", content=b"{}")
+        admitted = await client.post("/agents/nobody", content=b"{}",
+                                     headers={"Authorization": f"Bearer {TOKEN}"})
+    assert refused.status_code == 401
+    assert problem(refused)["code"] == "unauthorized"
+    assert problem(admitted)["code"] == "unknown_agent"
+
+
+def test_the_route_stays_in_the_openapi_document() -> None:
+    doc = app().openapi()
+    operation = doc["paths"]["/agents/{agent}"]["post"]
+    assert [p["name"] for p in operation["parameters"]] == ["agent"]
+    assert operation["requestBody"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/RunAgentInput"}
+
+
+def test_installing_needs_the_endpoints_route() -> None:
+    with pytest.raises(LookupError):
+        direct.install(FastAPI(), router, test_installing_needs_the_endpoints_route, "agent")
+    served = FastAPI()
+    direct.install(served, router, run_agent, "agent")
+    assert [m.cls for m in served.user_middleware] == [direct.DirectRoute]
