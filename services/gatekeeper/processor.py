@@ -46,14 +46,17 @@ Commit procedure, for each owned partition p, in every round:
    instance decides nothing more until the group has assigned it partitions
    again.
 
-On assignment, before any decision: start the producer named by the new
-partitions (its ``init_transactions`` fences a predecessor and aborts what
-it left open), read the group's committed offsets once stable (a transaction
-of a previous owner still holding some has ended), restore each partition's
-thread states from ``threads`` (``store.restore``). On revocation: wait for
+On assignment, before any decision, in a task of its own (aiokafka sends no
+heartbeat while its rebalance callback runs, and this can outlast the
+session): start the producer named by the new partitions (its
+``init_transactions`` fences a predecessor and aborts what it left open),
+read the group's committed offsets once stable (a transaction of a previous
+owner still holding some has ended), restore each partition's thread states
+from ``threads`` (``store.restore``). On revocation: wait for the takeover,
 the round and the transactions in flight, commit any offsets read past, stop
-the producer, forget every partition. A partition whose routed backlog outgrows twice ``max_batch``
-records is paused until its batches catch up (bounded memory).
+the producer, forget every partition. A partition whose routed backlog
+outgrows twice ``max_batch`` records is paused until its batches catch up
+(bounded memory).
 """
 
 from __future__ import annotations
@@ -146,6 +149,8 @@ class Processor:
         self._shares: list[Share] = []
         """Batches ready for the next transaction."""
         self._transaction: asyncio.Task[None] | None = None
+        self._takeover: asyncio.Task[None] | None = None
+        """Partitions being taken over (``assign``), outside the rebalance callback."""
         self._accepting = True
         """False while partitions are being handed back: no new transaction starts."""
         self._lock = asyncio.Lock()
@@ -204,6 +209,7 @@ class Processor:
                 await self._agents.refresh(consumer)
                 await self.telemetry.tick(consumer, self.clock())
         finally:
+            await self.settle_takeover()
             async with self._lock:
                 self._accepting = False
                 await self._settle()
@@ -521,8 +527,43 @@ class Processor:
 
     # -- rebalancing ---------------------------------------------------------
 
-    async def acquire(self, assigned: set[TopicPartition]) -> None:
-        """On assignment: fence, restore, position, before anything is decided.
+    def assign(self, assigned: set[TopicPartition]) -> None:
+        """On assignment: start taking the partitions over, in the background.
+
+        aiokafka sends no heartbeat while a rebalance callback runs, and a
+        takeover can outlast the session: the group's offsets become stable
+        only once a transaction the last owner left open has ended (up to the
+        transaction timeout, when the successor's transactional id does not
+        fence it). Done inside the callback, that wait would cost the
+        membership and hand the partitions round again. The member's
+        generation is taken now, while it is the one that was assigned them.
+        """
+        try:
+            group: FencedGroup | Exception = fenced_group(self._require_consumer())
+        except Exception as exc:  # not a member any more: the next assignment comes soon
+            group = exc
+        previous = self._takeover
+        self._takeover = asyncio.create_task(self._take_over(previous, assigned, group))
+
+    async def settle_takeover(self) -> None:
+        """Wait until a takeover in progress has ended (before giving partitions back)."""
+        while (task := self._takeover) is not None:
+            await asyncio.gather(task, return_exceptions=True)
+            if self._takeover is task:  # not followed by another assignment meanwhile
+                self._takeover = None
+
+    async def _take_over(
+        self,
+        previous: asyncio.Task[None] | None,
+        assigned: set[TopicPartition],
+        group: FencedGroup | Exception,
+    ) -> None:
+        if previous is not None:
+            await asyncio.gather(previous, return_exceptions=True)
+        await self.acquire(assigned, group)
+
+    async def acquire(self, assigned: set[TopicPartition], group: FencedGroup | Exception) -> None:
+        """Fence, restore, position, before anything is decided (``assign``'s task).
 
         The loop may poll the new assignment while this runs (it is not
         blocked by the lock until it has records), so positions come from the
@@ -539,10 +580,15 @@ class Processor:
             numbers = sorted({tp.partition for tp in assigned})
             if not numbers:
                 return
+            if isinstance(group, Exception):
+                log.warning("assigned partitions %s but %s; waiting for the next assignment",
+                            numbers, group)
+                self._group = None
+                return
             started = time.monotonic()
             consumer = self._require_consumer()
             try:
-                self._group = fenced_group(consumer)
+                self._group = group
                 self._producer = await start_producer(self.kafka, self.client_id, numbers)
                 positions = [
                     (TopicPartition(self.topics.requests, p), TopicPartition(self.topics.events, p))
@@ -571,6 +617,7 @@ class Processor:
                 self._generation += 1
             self._read_again(self._owned.values())
             self.heap.freeze()  # the restored states stay: keep them out of every pass
+            self.stats["takeovers"] += 1
             threads = sum(len(o.states) for o in self._owned.values())
             log.info(
                 "assigned partitions %s: %d threads restored in %.0f ms",
@@ -581,7 +628,8 @@ class Processor:
             self.assigned.set()
 
     async def revoke(self) -> None:
-        """On revocation: the round in flight finishes first (the lock), then hand back."""
+        """On revocation: the takeover and the round in flight finish first, then hand back."""
+        await self.settle_takeover()
         async with self._lock:
             self._generation += 1
             self._accepting = False
@@ -642,4 +690,4 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
         await self._processor.revoke()
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
-        await self._processor.acquire(assigned)
+        self._processor.assign(assigned)
