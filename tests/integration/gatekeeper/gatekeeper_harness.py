@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -51,8 +51,9 @@ from contracts import (
     encode,
     encode_event,
 )
+from services.gatekeeper.partition import start_producer
 from services.kafka.admin import ensure_topics
-from services.kafka.clients import TopicPartition, new_consumer, new_producer
+from services.kafka.clients import AIOKafkaProducer, TopicPartition, new_consumer, new_producer
 from services.runtime.settings import KafkaSettings
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -437,3 +438,22 @@ class GatekeeperProcess:
 
     def cleanup(self) -> None:
         self.kill()
+
+
+def successor_producers(monkeypatch: Any, another_id: Callable[[], bool]) -> None:
+    """Gatekeepers started while ``another_id()`` holds use another transactional id.
+
+    The id names the partitions an instance owns, so a successor taking over
+    exactly what its predecessor owned would fence it; under another id
+    (another prefix) only the group generation, or the broker's transaction
+    timeout, can stop the predecessor's transaction.
+    """
+
+    async def start(
+        settings: KafkaSettings, client_id: str, partitions: Any, *, retry: bool = False
+    ) -> AIOKafkaProducer:
+        if another_id():
+            settings = settings.with_prefix(f"{settings.topic_prefix}.successor")
+        return await start_producer(settings, client_id, partitions, retry=retry)
+
+    monkeypatch.setattr("services.gatekeeper.processor.start_producer", start)

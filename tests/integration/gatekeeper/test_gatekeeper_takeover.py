@@ -20,9 +20,13 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from gatekeeper_harness import Topics, check_after_a_second_wave, run_request
+from gatekeeper_harness import (
+    Topics,
+    check_after_a_second_wave,
+    run_request,
+    successor_producers,
+)
 
-from services.gatekeeper.partition import start_producer
 from services.gatekeeper.processor import Processor
 from services.kafka.clients import AIOKafkaProducer, KafkaError
 from services.kafka.clients import new_producer as real_new_producer
@@ -57,15 +61,8 @@ async def test_a_long_takeover_keeps_the_membership(
         producer.commit_transaction = commit_transaction  # type: ignore[method-assign]
         return producer
 
-    async def successor_producer(
-        settings: KafkaSettings, client_id: str, partitions: Any, *, retry: bool = False
-    ) -> AIOKafkaProducer:
-        if frozen.is_set():  # B: a transactional id that does not fence A's
-            settings = settings.with_prefix(f"{settings.topic_prefix}.successor")
-        return await start_producer(settings, client_id, partitions, retry=retry)
-
     monkeypatch.setattr("services.gatekeeper.partition.new_producer", new_producer)
-    monkeypatch.setattr("services.gatekeeper.processor.start_producer", successor_producer)
+    successor_producers(monkeypatch, frozen.is_set)  # B's id does not fence A's transaction
     requests = [run_request(f"q{n}", f"t{n}", f"r{n}") for n in range(THREADS)]
     await topics.requests(requests)
     a: Processor = await in_process(kafka, transaction_deadline_s=300.0)

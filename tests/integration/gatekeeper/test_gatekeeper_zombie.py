@@ -26,9 +26,13 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from gatekeeper_harness import Topics, check_after_a_second_wave, run_request
+from gatekeeper_harness import (
+    Topics,
+    check_after_a_second_wave,
+    run_request,
+    successor_producers,
+)
 
-from services.gatekeeper.partition import start_producer
 from services.gatekeeper.processor import Processor
 from services.kafka.clients import AIOKafkaProducer, TopicPartition
 from services.kafka.transactions import commit_outputs
@@ -67,15 +71,8 @@ async def test_a_gatekeeper_the_group_moved_past_cannot_commit(
             await wake.wait()
         await commit_outputs(producer, records, offsets, group, **options)
 
-    async def successor_producer(
-        settings: KafkaSettings, client_id: str, partitions: Any, *, retry: bool = False
-    ) -> AIOKafkaProducer:
-        if held.is_set() and successor_id == "another":
-            settings = settings.with_prefix(f"{settings.topic_prefix}.successor")
-        return await start_producer(settings, client_id, partitions, retry=retry)
-
     monkeypatch.setattr("services.gatekeeper.processor.commit_outputs", paused_first_commit)
-    monkeypatch.setattr("services.gatekeeper.processor.start_producer", successor_producer)
+    successor_producers(monkeypatch, lambda: held.is_set() and successor_id == "another")
     requests = [run_request(f"q{n}", f"t{n}", f"r{n}") for n in range(THREADS)]
     await topics.requests(requests)
     a: Processor = await in_process(kafka)
