@@ -26,7 +26,13 @@
    process's CPU time (user + system) while the worker served the round,
    over the runs — a figure the other processes sharing the machine move
    far less than the makespan (it includes the worker's start-up and group
-   join, a fixed ~0.1 s over the round).
+   join, a fixed ~0.1 s over the round). In every round a **plain
+   baseline** serves the same 1,000 dispatches with no runtime at all: plain
+   aiokafka, one task per record that writes the same five events (with
+   the same headers) around the same three naps, no validation, no
+   checkpoint, no bookkeeping, offsets committed once at the end. Its
+   makespan is what this machine allows any Python worker; the worker's is
+   also shown as a ratio to it.
 
 Everything runs on uvloop, the event loop ``agui-relay producer`` runs its worker
 on (``services.runtime.lifecycle``): the worker is measured as deployed, and the
@@ -58,7 +64,7 @@ from rich.table import Table
 from bench.broker import broker
 from contracts import Dispatch, EventHeaders, encode
 from services.kafka.admin import ensure_topics
-from services.kafka.clients import ConsumerRecord, new_producer
+from services.kafka.clients import ConsumerRecord, new_consumer, new_producer
 from services.kafka.reader import TopicReader
 from services.producer.agent import AgentDefinition, agent_definition
 from services.producer.context import RunContext
@@ -215,6 +221,78 @@ async def concurrency_round(bootstrap: str, prefix: str, runs: int) -> dict[str,
     cpu_before = process_cpu_s()
     await serve_until(settings, "nap", expected, max_runs=runs, limit_s=120)
     cpu_per_run = (process_cpu_s() - cpu_before) / runs
+    return {**await timeline(settings, runs), "cpu_per_run_s": cpu_per_run}
+
+
+async def plain_round(bootstrap: str, prefix: str, runs: int) -> dict[str, Any]:
+    """The same round served by ``plain_worker``: the makespan with no runtime at all."""
+    settings = KafkaSettings(bootstrap_servers=bootstrap, topic_prefix=prefix,
+                             partitions=PARTITIONS)
+    await ensure_topics(settings, ("nap",))
+    await preload(settings, "nap", runs, {})
+    cpu_before = process_cpu_s()
+    await asyncio.wait_for(plain_worker(settings, "nap", runs), 120)
+    cpu_per_run = (process_cpu_s() - cpu_before) / runs
+    return {**await timeline(settings, runs), "cpu_per_run_s": cpu_per_run}
+
+
+async def plain_worker(settings: KafkaSettings, agent: str, runs: int) -> None:
+    """Serve ``runs`` dispatches of the napper with plain aiokafka and no runtime.
+
+    One task per dispatch record writes RUN_STARTED, naps three times,
+    writes the text message's three events and RUN_FINISHED, each with the
+    worker's five headers, on the thread's partition (by key); the producer
+    is the worker's (idempotent, acks=all, the same linger). Nothing is
+    validated or checkpointed, and the offsets are committed once, at the end.
+    """
+    consumer = new_consumer(settings, "bench-plain", settings.topics.dispatch(agent),
+                            group_id=f"{settings.topic_prefix}.plain")
+    producer = new_producer(settings, "bench-plain", linger_ms=ProducerSettings().linger_ms)
+    topic, finished, tasks = settings.topics.events, 0, set()
+
+    async def serve(record: ConsumerRecord[Any, Any]) -> None:
+        nonlocal finished
+        run_input = orjson.loads(record.value)["input"]
+        thread_id, run_id, seq = run_input["threadId"], run_input["runId"], 0
+
+        async def emit(event: dict[str, Any]) -> asyncio.Future[Any]:
+            nonlocal seq
+            seq += 1
+            headers = EventHeaders(run_id=run_id, event_type=event["type"], agent=agent, seq=seq)
+            event["timestamp"] = int(time.time() * 1000)
+            sent: asyncio.Future[Any] = await producer.send(
+                topic, orjson.dumps(event), key=record.key, headers=headers.encode())
+            return sent
+
+        await emit({"type": "RUN_STARTED", "threadId": thread_id, "runId": run_id,
+                    "input": run_input})
+        for _ in range(NAPS):
+            await asyncio.sleep(NAP_S)
+        message = {"messageId": f"{run_id}-m"}
+        await asyncio.gather(
+            await emit({"type": "TEXT_MESSAGE_START", **message, "role": "assistant"}),
+            await emit({"type": "TEXT_MESSAGE_CONTENT", **message, "delta": "rested"}),
+            await emit({"type": "TEXT_MESSAGE_END", **message}),
+            await emit({"type": "RUN_FINISHED", "threadId": thread_id, "runId": run_id}))
+        finished += 1
+
+    await consumer.start()
+    await producer.start()
+    try:
+        while finished < runs:
+            for records in (await consumer.getmany(timeout_ms=50)).values():
+                for record in records:
+                    task = asyncio.create_task(serve(record))
+                    tasks.add(task)
+                    task.add_done_callback(tasks.discard)
+        await consumer.commit()
+    finally:
+        await producer.stop()
+        await consumer.stop()
+
+
+async def timeline(settings: KafkaSettings, runs: int) -> dict[str, Any]:
+    """Makespan (first RUN_STARTED to last end, broker timestamps) and per-run durations."""
     records = await read_events(settings, settings.topics.events)
     starts: dict[str, int] = {}
     ends: dict[str, int] = {}
@@ -231,24 +309,31 @@ async def concurrency_round(bootstrap: str, prefix: str, runs: int) -> dict[str,
     return {"runs": runs, "finished": len(ends), "ideal_s": ideal, "makespan_s": makespan,
             "makespan_over_ideal": makespan / ideal,
             "run_p50_s": statistics.median(durations),
-            "run_p99_s": durations[int(0.99 * (len(durations) - 1))],
-            "cpu_per_run_s": cpu_per_run}
+            "run_p99_s": durations[int(0.99 * (len(durations) - 1))]}
 
 
 async def concurrency(bootstrap: str, prefix: str, runs: int, rounds: int) -> dict[str, Any]:
     """The best of ``rounds`` rounds (the shared machine makes single rounds noisy)."""
-    done = []
-    for i in range(rounds):
-        done.append(await concurrency_round(bootstrap, f"{prefix}{i}", runs))
-        console.print(f"[dim]round {i + 1}: makespan {done[-1]['makespan_s'] * 1000:,.0f} ms "
-                      f"({done[-1]['makespan_over_ideal']:.2f} x ideal), worker CPU "
-                      f"{done[-1]['cpu_per_run_s'] * 1e6:,.0f} µs per run[/]")
+    done, plain = [], []
+    for i in range(rounds):  # alternating which side goes first
+        sides = [("worker", concurrency_round, done), ("plain", plain_round, plain)]
+        for name, serve, into in sides if i % 2 == 0 else sides[::-1]:
+            into.append(await serve(bootstrap, f"{prefix}{name[0]}{i}", runs))
+            console.print(f"[dim]round {i + 1}, {name}: makespan "
+                          f"{into[-1]['makespan_s'] * 1000:,.0f} ms "
+                          f"({into[-1]['makespan_over_ideal']:.2f} x ideal), CPU "
+                          f"{into[-1]['cpu_per_run_s'] * 1e6:,.0f} µs per run[/]")
     best = min(done, key=lambda d: d["makespan_s"])
+    best_plain = min(plain, key=lambda d: d["makespan_s"])
     ratios = [d["makespan_over_ideal"] for d in done]
     cpu = [d["cpu_per_run_s"] for d in done]
     return {**best, "round_makespans_over_ideal": ratios,
             "median_makespan_over_ideal": statistics.median(ratios),
-            "round_cpu_per_run_s": cpu, "median_cpu_per_run_s": statistics.median(cpu)}
+            "round_cpu_per_run_s": cpu, "median_cpu_per_run_s": statistics.median(cpu),
+            "plain": {**best_plain,
+                      "round_makespans_over_ideal": [d["makespan_over_ideal"] for d in plain],
+                      "round_cpu_per_run_s": [d["cpu_per_run_s"] for d in plain]},
+            "makespan_over_plain": best["makespan_s"] / best_plain["makespan_s"]}
 
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
@@ -283,6 +368,14 @@ def report(r: dict[str, Any]) -> None:
     table.add_row("worker CPU per run, per round (median)",
                   " ".join(f"{x * 1e6:,.0f}" for x in c["round_cpu_per_run_s"])
                   + f" ({c['median_cpu_per_run_s'] * 1e6:,.0f}) µs", "")
+    plain = c["plain"]
+    table.add_row("plain aiokafka worker, no runtime: makespan / ideal (best round)",
+                  f"{plain['makespan_over_ideal']:.2f}", "")
+    table.add_row("plain, per round; its CPU per run (median)",
+                  " ".join(f"{x:.2f}" for x in plain["round_makespans_over_ideal"])
+                  + f"; {statistics.median(plain['round_cpu_per_run_s']) * 1e6:,.0f} µs", "")
+    table.add_row("worker makespan / plain makespan (best of each)",
+                  f"{c['makespan_over_plain']:.2f}", "")
     table.add_row("one run, RUN_STARTED to its end, p50 / p99",
                   f"{c['run_p50_s'] * 1000:.0f} / {c['run_p99_s'] * 1000:.0f} ms",
                   f"≤ {2 * c['ideal_s'] * 1000:.0f} ms")
