@@ -136,12 +136,12 @@ class Rejected(Problem):
         return cls(decision.code or "rejected", decision.message, decision.interrupt_ids or ())
 
 
-def _problem(_: Request, exc: Exception) -> Response:
+async def _problem(_: Request, exc: Exception) -> Response:
     assert isinstance(exc, Problem)
     return exc.response()
 
 
-def _validation(_: Request, exc: Exception) -> Response:
+async def _validation(_: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError)
     parts = []
     for err in exc.errors()[:3]:
@@ -150,7 +150,7 @@ def _validation(_: Request, exc: Exception) -> Response:
     return InvalidInput("invalid_input", "; ".join(parts) or "invalid request").response()
 
 
-def _http(_: Request, exc: Exception) -> Response:
+async def _http(_: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
     code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
     problem = Problem(code, str(exc.detail))
@@ -158,13 +158,14 @@ def _http(_: Request, exc: Exception) -> Response:
     return problem.response()
 
 
-def _unexpected(request: Request, exc: Exception) -> Response:
+async def _unexpected(request: Request, exc: Exception) -> Response:
     log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
     return Problem("internal_error", "the service failed to handle the request").response()
 
 
 def install(app: FastAPI) -> None:
-    """Register the handlers on ``app``."""
+    """Register the handlers on ``app`` (coroutines: Starlette would run plain functions
+    in its thread pool, a thread hop for every 404)."""
     app.add_exception_handler(Problem, _problem)
     app.add_exception_handler(RequestValidationError, _validation)
     app.add_exception_handler(StarletteHTTPException, _http)
