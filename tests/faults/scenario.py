@@ -13,8 +13,12 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
 
 from faults.checker import Report
+from faults.hanging import explains, skipped_partitions
 from faults.harness import Stack
 from faults.snapshot import check
 
@@ -80,10 +84,24 @@ def seconds(values: list[float | None]) -> str:
 
 
 async def verify(stack: Stack, summary: Callable[[str], None], title: str, detail: str,
-                 settle_s: float = 60.0) -> Report:
-    """Run the checker until the topics settle; record the summary line; fail on violations."""
+                 settle_s: float = 60.0, broker_log: Path | None = None) -> Report:
+    """Run the checker until the topics settle; record the summary line; fail on violations.
+
+    With ``broker_log`` (a broker the scenario restarted), violations that
+    the broker's own skipped transaction markers account for (``hanging``)
+    end the test as an expected failure naming the broker's fault.
+    """
     stack.check_alive()
     report = await check(stack.settings, executions=stack.executions, settle_s=settle_s)
     summary(f"{title}: {detail} | checker: {report.summary()}")
+    if broker_log is not None and not report.ok:
+        skipped = skipped_partitions(broker_log)
+        settings = stack.settings
+        if explains(report, skipped, settings.topic_prefix, settings.partitions):
+            pytest.xfail(
+                f"{title}: the broker completed a transaction on restart without writing its "
+                f"markers on {sorted((t, sorted(n)) for t, n in skipped.items())} (Kafka's "
+                f"TransactionMarkerChannelManager: 'likely deleted already and hence can be "
+                f"skipped'); records behind it were not yet visible: {report.describe()}")
     assert report.ok, f"{title}: invariant violations\n{report.describe()}\n{stack.logs()}"
     return report

@@ -70,7 +70,7 @@ async def test_broker_stopped_and_restarted_under_load(
                 f"down {outage['up_at'] - outage['stopped_at']:.1f} s (broker start "
                 f"{outage['broker_start_s']:.1f} s), a new run served end to end "
                 f"{outage['recovered_s']:.1f} s after the broker was back; {stats.line()}",
-                settle_s=90.0)
+                settle_s=90.0, broker_log=broker.log_path)
             assert stats.gave_up == 0, stats.line()
     finally:
         await asyncio.to_thread(broker.stop)
