@@ -84,6 +84,9 @@ HEADLINES: tuple[Headline, ...] = (
      lambda r: _overhead(r["consumer"], "p50_ms"), "{:.1f}", "≤ 10"),
     ("consumer", "POST → RUN_STARTED p99 overhead vs no-Kafka FastAPI (ms)",
      lambda r: _overhead(r["consumer"], "p99_ms"), "{:.1f}", "≤ 40"),
+    ("consumer", "floor: the relay's two Kafka hops alone, p50 / p99 (ms)",
+     lambda r: (_get(r["consumer"], "kafka_floor", "p50_ms"),
+                _get(r["consumer"], "kafka_floor", "p99_ms")), "{:.1f} / {:.1f}", ""),
     ("consumer", "1,000 concurrent SSE streams: errors",
      lambda r: _get(r["consumer"], "streams", "errors"), "{}", "0"),
 )

@@ -16,7 +16,10 @@
    service's own share: a second consumer-service instance (its own topics)
    in front of ``bench.consumer_standin``, which admits every request at once
    and writes the run's events without transactions or logic. CPU time per
-   run of every process is reported for each phase.
+   run of every process is reported for each phase. Last, with the relay
+   stopped, ``bench.relay_floor`` puts the same rate through the relay's two
+   Kafka hops done in plain aiokafka with no logic and no HTTP: the floor
+   under any relay's overhead on this machine.
 2. **Streams**: ``--streams`` runs of the ``scripted`` agent that each wait
    ``--hold`` seconds before finishing are started at ``--rate``; every one
    must get its RUN_STARTED, all must be open at once on the one consumer
@@ -51,6 +54,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bench.broker import broker
+from bench.relay_floor import floor
 from deploy.kafka import launcher
 from services.kafka.admin import ensure_topics
 from services.runtime.settings import KafkaSettings
@@ -280,6 +284,8 @@ async def bench(bootstrap: str, args: argparse.Namespace, log_dir: Path) -> dict
         results["streams"] = {**percentiles(streams), "requested": args.streams,
                               "open_peak": streams.open_peak,
                               "finished": sum(s.finished for s in streams.samples)}
+    results["kafka_floor"] = await floor(bootstrap, args.rate, args.seconds)
+    console.print(f"[dim]kafka floor: {results['kafka_floor']}[/]")
     base = results["baseline"]
     for name in ("relay", "consumer_alone"):
         if "p50_ms" in base and "p50_ms" in results[name]:
@@ -311,6 +317,12 @@ def report(r: dict[str, Any]) -> None:
                   f"{relay['runs']} / {relay['errors']}", "",
                   f"{alone['runs']} / {alone['errors']}", "", "0 errors")
     console.print(table)
+    f = r["kafka_floor"]
+    console.print(f"Kafka floor at {f['rate']:g} requests/s (the relay's transactional and worker "
+                  f"hops in plain aiokafka, no logic, no HTTP; bench.relay_floor): p50 "
+                  f"{f['p50_ms']:.1f} / p90 {f['p90_ms']:.1f} / p99 {f['p99_ms']:.1f} ms, "
+                  f"{f['seen']} of {f['requests']} seen: no relay on these hops can have a "
+                  "lower overhead")
     cpu = Table(title="CPU time per run (ms), by process")
     cpu.add_column("phase")
     cpu.add_column("processes")
