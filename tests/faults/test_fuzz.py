@@ -49,7 +49,7 @@ from faults.fuzzcases import (
     kafka_record,
 )
 from faults.harness import Stack, StackConfig, growth_mib, unique_prefix
-from faults.load import HttpRun, KafkaLoad, post_run, run_input
+from faults.load import HttpRun, KafkaLoad, pool_limits, post_run, run_input
 from faults.scenario import verify
 from services.kafka.clients import new_producer
 
@@ -121,7 +121,7 @@ async def push_http(url: str, cases: list[Case], targets: Targets,
     for case in cases:
         queue.put_nowait(case)
     async with httpx.AsyncClient(timeout=httpx.Timeout(60.0),
-                                 limits=httpx.Limits(max_connections=concurrency)) as client:
+                                 limits=pool_limits(concurrency)) as client:
 
         async def worker() -> None:
             while not queue.empty():

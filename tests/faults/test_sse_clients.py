@@ -30,7 +30,7 @@ import pytest
 
 from faults.follower import Follower
 from faults.harness import Stack, StackConfig, growth_mib, unique_prefix
-from faults.load import HttpLoad, run_input
+from faults.load import HttpLoad, pool_limits, run_input
 from faults.scenario import verify
 from faults.sse import read_stream
 
@@ -117,7 +117,7 @@ async def test_slow_and_disconnecting_sse_clients(
     async with Stack(kafka_bootstrap, unique_prefix("sse"), tmp_path, config) as stack:
         url = stack.consumer_urls[0]
         async with Follower(stack.settings) as follower, httpx.AsyncClient(
-                timeout=60.0, limits=httpx.Limits(max_connections=200)) as client:
+                timeout=60.0, limits=pool_limits(200)) as client:
             before = stack.rss_kib()
 
             # Disconnecting clients, with ordinary flows beside them.
