@@ -62,8 +62,10 @@ class Start:
 class TopicReader:
     """One group-less consumer over partitions the caller assigns."""
 
-    def __init__(self, settings: KafkaSettings, client_id: str = "agui-relay-reader") -> None:
-        self._consumer: AIOKafkaConsumer = new_consumer(settings, client_id, group_id=None)
+    def __init__(self, settings: KafkaSettings, client_id: str = "agui-relay-reader", *,
+                 read_committed: bool = True) -> None:
+        self._consumer: AIOKafkaConsumer = new_consumer(settings, client_id, group_id=None,
+                                                        read_committed=read_committed)
         self._admin: AIOKafkaAdminClient = new_admin(settings, client_id)
         self._admin_started = False
         self._assigned: list[TopicPartition] = []
@@ -130,7 +132,8 @@ class TopicReader:
     async def end_offsets(
         self, partitions: Sequence[TopicPartition] | None = None
     ) -> dict[TopicPartition, int]:
-        """End offsets (last stable offsets) now, of ``partitions`` or the assigned ones."""
+        """End offsets now, of ``partitions`` or the assigned ones: the last stable offsets
+        (the high watermarks for a reader made with ``read_committed=False``)."""
         wanted = list(partitions) if partitions is not None else self._assigned
         ends: dict[TopicPartition, int] = await self._consumer.end_offsets(wanted)
         return ends

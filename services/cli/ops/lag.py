@@ -4,7 +4,12 @@ For every consumer group with offsets committed on this deployment's topics
 (the gatekeeper's, the producer workers', the consumer service's), the
 committed offset of each partition is set against its end offset (the last
 stable offset, which is what a ``read_committed`` consumer can reach) and
-the difference is the lag; a per-group total follows. ``--group`` keeps the
+the difference is the lag; a per-group total follows. ``held`` counts the
+records past that end, up to the high watermark: records of a transaction
+still open. A transaction commits in milliseconds, so ``held`` that stays
+above zero names a partition whose transaction hangs, holding every
+``read_committed`` reader at ``end`` (``deploy/kafka/README.md`` says how a
+single broker restarted mid-commit can leave one). ``--group`` keeps the
 named groups only; ``--json`` prints NDJSON rows.
 """
 
@@ -35,21 +40,33 @@ class LagRow:
     partition: int
     committed: int
     end: int
+    high: int
+    """The high watermark: ``end`` plus what an open transaction holds back."""
 
     @property
     def lag(self) -> int:
         return max(self.end - self.committed, 0)
 
+    @property
+    def held(self) -> int:
+        return max(self.high - self.end, 0)
+
     def to_json(self) -> dict[str, object]:
         return {"group": self.group, "topic": self.topic, "partition": self.partition,
-                "committed": self.committed, "end": self.end, "lag": self.lag}
+                "committed": self.committed, "end": self.end, "lag": self.lag,
+                "held": self.held}
 
 
 def lag_rows(committed: Mapping[str, Mapping[TopicPartition, int]],
-             ends: Mapping[TopicPartition, int]) -> list[LagRow]:
+             ends: Mapping[TopicPartition, int],
+             highs: Mapping[TopicPartition, int] | None = None) -> list[LagRow]:
     """Rows sorted by group, topic, partition (pure)."""
-    rows = [LagRow(group, tp.topic, tp.partition, offset, ends.get(tp, offset))
-            for group, offsets in committed.items() for tp, offset in offsets.items()]
+    highs = highs or {}
+    rows = []
+    for group, offsets in committed.items():
+        for tp, offset in offsets.items():
+            end = ends.get(tp, offset)
+            rows.append(LagRow(group, tp.topic, tp.partition, offset, end, highs.get(tp, end)))
     return sorted(rows, key=lambda r: (r.group, r.topic, r.partition))
 
 
@@ -60,23 +77,30 @@ async def _lag(settings: KafkaSettings, groups: list[str], as_json: bool) -> int
         committed = {g: o for g, o in committed.items() if g in groups}
     partitions = sorted({tp for offsets in committed.values() for tp in offsets})
     ends: dict[TopicPartition, int] = {}
+    highs: dict[TopicPartition, int] = {}
     if partitions:
         async with TopicReader(settings, "agui-relay-lag") as reader:
             ends = await reader.end_offsets(partitions)
-    rows = lag_rows(committed, ends)
+        async with TopicReader(settings, "agui-relay-lag", read_committed=False) as reader:
+            highs = await reader.end_offsets(partitions)
+    rows = lag_rows(committed, ends, highs)
     if as_json:
         for row in rows:
             sys.stdout.write(orjson.dumps(row.to_json()).decode() + "\n")
         return EXIT_OK
-    table = Table("group", "topic", "partition", "committed", "end", "lag",
-                  title=f"consumer-group lag on {prefix}*", title_justify="left")
+    table = Table("group", "topic", "partition", "committed", "end", "lag", "held",
+                  title=f"consumer-group lag on {prefix}*", title_justify="left",
+                  caption="held: records of a transaction still open (past 'end'); if it "
+                          "stays, the transaction hangs", caption_justify="left")
     for group in sorted(committed):
         mine = [r for r in rows if r.group == group]
         for row in mine:
             table.add_row(row.group, row.topic, str(row.partition), str(row.committed),
-                          str(row.end), f"[{'red' if row.lag else 'green'}]{row.lag}[/]")
+                          str(row.end), f"[{'red' if row.lag else 'green'}]{row.lag}[/]",
+                          f"[yellow]{row.held}[/]" if row.held else "0")
         table.add_row(f"[bold]{group}[/]", "", "", "", "total",
-                      f"[bold]{sum(r.lag for r in mine)}[/]", end_section=True)
+                      f"[bold]{sum(r.lag for r in mine)}[/]", str(sum(r.held for r in mine)),
+                      end_section=True)
     if not committed:
         stdout().print(f"no consumer group has committed offsets on {prefix}* topics")
         return EXIT_OK
@@ -90,6 +114,7 @@ def lag(
     as_json: Annotated[bool, typer.Option("--json", help="NDJSON: one object per partition.")
                        ] = False,
 ) -> None:
-    """Consumer-group lag per service: committed vs end offsets per partition."""
+    """Consumer-group lag per service: committed vs end offsets per partition, and what
+    open transactions hold back."""
     settings = KafkaSettings()
     raise typer.Exit(run_command(lambda _stop: _lag(settings, list(groups or []), as_json)))

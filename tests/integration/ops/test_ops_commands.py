@@ -11,7 +11,7 @@ from ag_ui.core import Interrupt
 from ops_support import Writer, run_cli, wait_for_records
 
 from contracts import ControlCommand, ThreadState, decode
-from services.kafka.clients import TopicPartition, new_consumer
+from services.kafka.clients import TopicPartition, new_consumer, new_producer
 from services.runtime.settings import KafkaSettings
 
 pytestmark = pytest.mark.integration
@@ -179,9 +179,42 @@ async def test_lag_sets_committed_against_end_offsets(
     assert result.code == 0, result.stderr
     rows = [r for r in result.json_lines() if r["group"] == group]
     assert rows == [{"group": group, "topic": topic, "partition": partition, "committed": 1,
-                     "end": in_partition, "lag": in_partition - 1}]
+                     "end": in_partition, "lag": in_partition - 1, "held": 0}]
     table = await run_cli(ops_settings, "lag", "--group", group)
     assert group in table.stdout
     assert "total" in table.stdout
     none = await run_cli(ops_settings, "lag", "--group", "no-such-group")
     assert "no consumer group" in none.stdout
+
+
+async def test_lag_shows_what_an_open_transaction_holds_back(
+    ops_settings: KafkaSettings, writer: Writer
+) -> None:
+    topic = ops_settings.topics.requests
+    partition, offset = await writer.send(topic, "thread-held", b"{}")
+    tp = TopicPartition(topic, partition)
+    group = f"{ops_settings.topic_prefix}.held"
+    consumer = new_consumer(ops_settings, "ops-test-held", group_id=group)
+    await consumer.start()
+    try:
+        consumer.assign([tp])
+        await consumer.commit({tp: offset + 1})
+    finally:
+        await consumer.stop()
+    producer = new_producer(ops_settings, "ops-test-held", transactional_id=f"{group}.tx")
+    await producer.start()
+    try:
+        await producer.begin_transaction()
+        await (await producer.send(topic, b"{}", key=b"thread-held", partition=partition))
+        result = await run_cli(ops_settings, "lag", "--json", "--group", group)
+        assert result.code == 0, result.stderr
+        assert result.json_lines() == [{
+            "group": group, "topic": topic, "partition": partition, "committed": offset + 1,
+            "end": offset + 1, "lag": 0, "held": 1}]
+        table = await run_cli(ops_settings, "lag", "--group", group)
+        assert "held" in table.stdout
+        await producer.abort_transaction()
+        ended = await run_cli(ops_settings, "lag", "--json", "--group", group)
+        assert [r["held"] for r in ended.json_lines()] == [0]
+    finally:
+        await producer.stop()

@@ -22,7 +22,13 @@ def test_lag_is_end_minus_committed_never_negative() -> None:
     assert [(r.group, r.partition, r.lag) for r in rows] == [
         ("cs", 0, 0), ("gk", 0, 5), ("gk", 1, 0)]
     assert rows[1].to_json() == {"group": "gk", "topic": "p.requests", "partition": 0,
-                                 "committed": 2, "end": 7, "lag": 5}
+                                 "committed": 2, "end": 7, "lag": 5, "held": 0}
+
+
+def test_held_is_what_an_open_transaction_keeps_past_the_end() -> None:
+    a0, a1 = TopicPartition("p.dispatch.x", 0), TopicPartition("p.dispatch.x", 1)
+    rows = lag_rows({"w": {a0: 39, a1: 5}}, {a0: 39, a1: 5}, {a0: 41, a1: 5})
+    assert [(r.partition, r.lag, r.held) for r in rows] == [(0, 0, 2), (1, 0, 0)]
 
 
 def letter(partition: int, offset: int, value: str, encoding: str = "utf-8") -> OpsRecord:
