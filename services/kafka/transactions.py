@@ -94,10 +94,13 @@ async def commit_outputs(
 ) -> None:
     """Write ``records`` and commit ``offsets`` (next offsets to read) atomically."""
     step = ["beginning"]
+    deadline = asyncio.timeout(deadline_s)
     try:
-        async with asyncio.timeout(deadline_s):
+        async with deadline:
             await _transact(producer, records, offsets, group_id, step)
     except TimeoutError as exc:
+        if not deadline.expired():  # a timeout of the client's own, not the deadline
+            raise
         raise TransactionStalledError(
             f"the transaction did not end within {deadline_s:g} s (stuck {step[0]})"
         ) from exc
