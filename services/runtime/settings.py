@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from contracts.limits import DEFAULT_MAX_ID_LENGTH, DEFAULT_MAX_JSON_DEPTH, InputLimits
 from contracts.topics import DEFAULT_PARTITIONS, DEFAULT_PREFIX, TopicCatalog
 
 LOCAL_BOOTSTRAP = "127.0.0.1:9092"
@@ -74,3 +75,23 @@ class KafkaSettings(BaseSettings):
     def with_prefix(self, prefix: str) -> KafkaSettings:
         """A copy under another topic prefix (tests isolate themselves this way)."""
         return self.model_copy(update={"topic_prefix": prefix})
+
+
+class LimitSettings(BaseSettings):
+    """The input limits every service enforces (``contracts.limits``), from the environment.
+
+    One object for all services, so the consumer service's ``400`` at the edge
+    and the gatekeeper's and producer's checks of records other clients wrote
+    agree on the numbers.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="", extra="ignore", populate_by_name=True)
+
+    max_id_length: int = Field(DEFAULT_MAX_ID_LENGTH, alias="AGUI_MAX_ID_LENGTH", ge=8,
+                               le=65_536)
+    max_json_depth: int = Field(DEFAULT_MAX_JSON_DEPTH, alias="AGUI_MAX_JSON_DEPTH", ge=4,
+                                le=200)
+
+    @property
+    def limits(self) -> InputLimits:
+        return InputLimits(self.max_id_length, self.max_json_depth)

@@ -1,0 +1,177 @@
+"""Input limits: how long an id or a name, and how deep a JSON document, may be.
+
+Every id a client chooses travels further than the request that carried it:
+a ``threadId`` is the key of every record of its thread and is quoted in
+decisions and thread states; a ``runId`` is repeated by every open interrupt
+and every remembered decision; ids appear in log lines. An unbounded id lets
+one request make records the broker refuses (a partition then stops deciding
+for every tenant) or log lines that freeze a pipe. A document nested deeper
+than a serialiser handles fails where nothing expects it. So the limits are
+stated once, here, and enforced at the edge (the consumer service answers a
+``400`` naming the field and the limit) and again by every service that
+reads a record another client may have written (the gatekeeper rejects, the
+producer ends the run).
+
+Pure: the checks look at parsed JSON and return what is wrong, or None.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+DEFAULT_MAX_ID_LENGTH = 256
+"""Characters an id or a name may have (``AGUI_MAX_ID_LENGTH``)."""
+DEFAULT_MAX_JSON_DEPTH = 64
+"""Levels of nesting a JSON document may have, the top object being level 1
+(``AGUI_MAX_JSON_DEPTH``). orjson itself parses up to 1,024 and serialises up to 255."""
+
+FIELD_SHOWN = 120
+"""Characters of a field's path a detail quotes (a path is made of client keys)."""
+
+LimitCode = Literal["id_too_long", "json_too_deep"]
+
+
+@dataclass(frozen=True, slots=True)
+class InputLimits:
+    """The limits in force (the defaults unless configured)."""
+
+    max_id_length: int = DEFAULT_MAX_ID_LENGTH
+    max_json_depth: int = DEFAULT_MAX_JSON_DEPTH
+
+
+@dataclass(frozen=True, slots=True)
+class LimitExceeded:
+    """One limit broken: which field, by how much, and the variable that sets it."""
+
+    code: LimitCode
+    field: str
+    """Where, as a slash-separated path into the document (``messages/3/id``)."""
+    actual: int
+    limit: int
+
+    @property
+    def variable(self) -> str:
+        return "AGUI_MAX_ID_LENGTH" if self.code == "id_too_long" else "AGUI_MAX_JSON_DEPTH"
+
+    @property
+    def detail(self) -> str:
+        """A sentence for a problem's ``detail`` or a decision's message (bounded length)."""
+        field = self.field if len(self.field) <= FIELD_SHOWN else f"{self.field[:FIELD_SHOWN]}…"
+        if self.code == "id_too_long":
+            return (f"{field} is {self.actual} characters long; ids and names may have "
+                    f"at most {self.limit} ({self.variable})")
+        return (f"the JSON is nested deeper than {self.limit} levels (at {field}); "
+                f"this service takes at most {self.limit} ({self.variable})")
+
+
+def check_id(field: str, value: object, limits: InputLimits) -> LimitExceeded | None:
+    """``value`` (an id or a name) when it is a string longer than the limit."""
+    if isinstance(value, str) and len(value) > limits.max_id_length:
+        return LimitExceeded("id_too_long", field, len(value), limits.max_id_length)
+    return None
+
+
+def json_depth_exceeded(document: Any, limits: InputLimits, *, size_hint: int | None = None,
+                        base: str = "") -> LimitExceeded | None:
+    """Where ``document`` (parsed JSON) is nested deeper than the limit, or None.
+
+    ``size_hint``: the number of ``[`` and ``{`` bytes of the raw text, when
+    known; a document with no more brackets than the limit cannot be too deep,
+    so the walk is skipped (the common case costs two ``bytes.count``).
+    Iterative, so no document can exhaust the interpreter's stack.
+    """
+    limit = limits.max_json_depth
+    if size_hint is not None and size_hint <= limit:
+        return None
+    stack: list[tuple[Any, int, str]] = [(document, 1, base)]
+    while stack:
+        node, depth, path = stack.pop()
+        if depth > limit:
+            return LimitExceeded("json_too_deep", path or "/", depth, limit)
+        children: Iterator[tuple[str, Any]]
+        if isinstance(node, Mapping):
+            children = iter(node.items())
+        elif isinstance(node, list):
+            children = ((str(i), v) for i, v in enumerate(node))
+        else:
+            continue
+        for name, child in children:
+            if isinstance(child, (Mapping, list)):
+                stack.append((child, depth + 1, f"{path}/{name}" if path else str(name)))
+    return None
+
+
+def bracket_count(raw: bytes) -> int:
+    """The ``size_hint`` of ``json_depth_exceeded`` for raw JSON bytes."""
+    return raw.count(b"[") + raw.count(b"{")
+
+
+def _items(raw: Mapping[str, Any], member: str) -> Iterator[tuple[int, Mapping[str, Any]]]:
+    items = raw.get(member)
+    if isinstance(items, list):
+        for i, item in enumerate(items):
+            if isinstance(item, Mapping):
+                yield i, item
+
+
+def run_input_ids(raw: Mapping[str, Any], base: str = "") -> Iterator[tuple[str, object]]:
+    """Every id and name of a ``RunAgentInput`` (wire JSON), with its path."""
+    prefix = f"{base}/" if base else ""
+    for member in ("threadId", "runId", "parentRunId"):
+        yield f"{prefix}{member}", raw.get(member)
+    for i, message in _items(raw, "messages"):
+        at = f"{prefix}messages/{i}"
+        for member in ("id", "toolCallId", "name"):
+            yield f"{at}/{member}", message.get(member)
+        for j, call in _items(message, "toolCalls"):
+            yield f"{at}/toolCalls/{j}/id", call.get("id")
+            function = call.get("function")
+            if isinstance(function, Mapping):
+                yield f"{at}/toolCalls/{j}/function/name", function.get("name")
+    for i, entry in _items(raw, "resume"):
+        yield f"{prefix}resume/{i}/interruptId", entry.get("interruptId")
+    for i, tool in _items(raw, "tools"):
+        yield f"{prefix}tools/{i}/name", tool.get("name")
+
+
+def check_run_input(raw: Mapping[str, Any], limits: InputLimits, *, size_hint: int | None = None,
+                    base: str = "") -> LimitExceeded | None:
+    """The first limit a ``RunAgentInput`` (wire JSON) breaks, or None.
+
+    Depth first (a deep document is refused before anything walks it), then
+    every id and name in document order.
+    """
+    deep = json_depth_exceeded(raw, limits, size_hint=size_hint, base=base)
+    if deep is not None:
+        return deep
+    for path, value in run_input_ids(raw, base):
+        broken = check_id(path, value, limits)
+        if broken is not None:
+            return broken
+    return None
+
+
+def check_run_request(raw: Mapping[str, Any], limits: InputLimits, *,
+                      size_hint: int | None = None) -> LimitExceeded | None:
+    """The first limit a ``RunRequest`` record (wire JSON) breaks, or None."""
+    deep = json_depth_exceeded(raw, limits, size_hint=size_hint)
+    if deep is not None:
+        return deep
+    for member in ("requestId", "agent", "principal"):
+        broken = check_id(member, raw.get(member), limits)
+        if broken is not None:
+            return broken
+    run_input = raw.get("input")
+    if isinstance(run_input, Mapping):
+        return check_run_input(run_input, limits, size_hint=0, base="input")
+    return None
+
+
+def interrupt_ids(outcome: Mapping[str, Any], base: str = "outcome"
+                  ) -> Iterator[tuple[str, object]]:
+    """The ids of an interrupt outcome (wire JSON), with their paths."""
+    for i, interrupt in _items(outcome, "interrupts"):
+        for member in ("id", "toolCallId"):
+            yield f"{base}/interrupts/{i}/{member}", interrupt.get(member)
