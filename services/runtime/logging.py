@@ -8,12 +8,23 @@ task and the tasks it starts — the agent's own included — then carries them
 (and the run's ``traceId``), unless the line names its own.
 ``AGUI_LOG_FORMAT=json|text`` chooses the form (default: JSON unless stderr
 is a terminal), ``AGUI_LOG_LEVEL`` the level.
+
+Input cannot steer the logs. Ids and other strings a client chose reach log
+lines as arguments and ``extra`` fields; each string is cut to
+``AGUI_LOG_FIELD_MAX`` characters (200) with a mark saying how much was cut,
+the message to eight times that, a traceback to ``EXC_MAX``. In text form
+control characters are escaped (``\\n`` stays two characters) and a traceback's
+lines are indented, so an id that holds a newline and a fake ``CRITICAL``
+line stays inside its own line; JSON escapes them by itself. One line is
+therefore bounded whatever a client sends, and a reader of the pipe
+(``agui-relay up``) never meets a line it must buffer without end.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -25,6 +36,46 @@ import orjson
 
 RUN_KEYS = ("threadId", "runId", "requestId", "traceId", "agent", "service")
 _STD = set(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
+FIELD_MAX = 200
+"""Characters of one string argument or field a line keeps (``AGUI_LOG_FIELD_MAX``)."""
+EXC_MAX = 16_384
+"""Characters of a traceback a line keeps."""
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, saying how many were cut."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}…(+{len(text) - limit} chars)"
+
+
+def escape_controls(text: str) -> str:
+    """Control characters as escapes (``\\n``, ``\\x1b``): one record stays one line."""
+    if _CONTROL.search(text) is None:
+        return text
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+
+
+def bounded_message(record: logging.LogRecord, field_max: int) -> str:
+    """The record's message with every string argument clipped, and the whole bounded."""
+    args = record.args
+    if not args:
+        return clip(str(record.msg), field_max * 8)
+    clipped: object
+    if isinstance(args, Mapping):
+        clipped = {k: clip(v, field_max) if isinstance(v, str) else v for k, v in args.items()}
+    else:
+        clipped = tuple(clip(a, field_max) if isinstance(a, str) else a for a in args)
+    try:
+        text = str(record.msg) % clipped
+    except (TypeError, ValueError, KeyError):  # a bad format string still logs, plainly
+        text = f"{record.msg} {clipped!r}"
+    return clip(text, field_max * 8)
+
+
+def _field(value: object, field_max: int) -> object:
+    return clip(value, field_max) if isinstance(value, str) else value
 
 
 def run_fields(
@@ -100,9 +151,10 @@ class RunContextFilter(logging.Filter):
 class JsonFormatter(logging.Formatter):
     """One JSON object per record, with any ``extra`` fields kept."""
 
-    def __init__(self, service: str) -> None:
+    def __init__(self, service: str, field_max: int = FIELD_MAX) -> None:
         super().__init__()
         self.service = service
+        self.field_max = field_max
 
     def format(self, record: logging.LogRecord) -> str:
         doc: dict[str, Any] = {
@@ -110,26 +162,37 @@ class JsonFormatter(logging.Formatter):
             "level": record.levelname.lower(),
             "service": self.service,
             "logger": record.name,
-            "msg": record.getMessage(),
+            "msg": bounded_message(record, self.field_max),
         }
         for key, value in record.__dict__.items():
             if key not in _STD and not key.startswith("_"):
-                doc[key] = value
+                doc[key] = _field(value if isinstance(value, (str, int, float, bool))
+                                  or value is None else str(value), self.field_max)
         if record.exc_info:
-            doc["exc"] = self.formatException(record.exc_info)
+            doc["exc"] = clip(self.formatException(record.exc_info), EXC_MAX)
         return orjson.dumps(doc, default=str).decode()
 
 
 class TextFormatter(logging.Formatter):
     """Readable lines for a terminal, run fields appended as key=value."""
 
-    def __init__(self, service: str) -> None:
+    def __init__(self, service: str, field_max: int = FIELD_MAX) -> None:
         super().__init__("%(asctime)s %(levelname)-7s " + f"[{service}]" + " %(message)s",
                          "%H:%M:%S")
+        self.field_max = field_max
+
+    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's name
+        record.message = escape_controls(bounded_message(record, self.field_max))
+        return super().formatMessage(record)
+
+    def formatException(self, ei: Any) -> str:  # noqa: N802 - logging's name
+        return clip(super().formatException(ei), EXC_MAX)
 
     def format(self, record: logging.LogRecord) -> str:
-        line = super().format(record)
-        extras = [f"{k}={record.__dict__[k]}" for k in RUN_KEYS if k in record.__dict__]
+        # A traceback's lines are indented: no line but a record's first starts with a time.
+        line = super().format(record).replace("\n", "\n    ")
+        extras = [f"{k}={escape_controls(str(_field(str(record.__dict__[k]), self.field_max)))}"
+                  for k in RUN_KEYS if k in record.__dict__]
         return f"{line} {' '.join(extras)}" if extras else line
 
 
@@ -137,8 +200,10 @@ def configure(service: str, level: str | None = None, fmt: str | None = None) ->
     """Install the root handler for ``service`` (called once by the CLI)."""
     level = (level or os.environ.get("AGUI_LOG_LEVEL", "INFO")).upper()
     fmt = fmt or os.environ.get("AGUI_LOG_FORMAT") or ("text" if sys.stderr.isatty() else "json")
+    field_max = int(os.environ.get("AGUI_LOG_FIELD_MAX") or FIELD_MAX)
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter(service) if fmt == "json" else TextFormatter(service))
+    handler.setFormatter(JsonFormatter(service, field_max) if fmt == "json"
+                         else TextFormatter(service, field_max))
     handler.addFilter(RunContextFilter())
     root = logging.getLogger()
     root.handlers[:] = [handler]

@@ -1,0 +1,102 @@
+"""Log lines cannot be steered by input: bounded length, one record per line, no forged lines."""
+
+from __future__ import annotations
+
+import io
+import logging
+from collections.abc import Iterator
+
+import orjson
+import pytest
+
+from services.runtime.logging import (
+    EXC_MAX,
+    FIELD_MAX,
+    JsonFormatter,
+    TextFormatter,
+    clip,
+    escape_controls,
+)
+
+pytestmark = pytest.mark.unit
+
+FORGED = "t1\n12:00:00 CRITICAL [gatekeeper] the database is gone"
+
+
+@pytest.fixture(params=["text", "json"])
+def captured(request: pytest.FixtureRequest) -> Iterator[tuple[str, logging.Logger, io.StringIO]]:
+    buffer = io.StringIO()
+    handler = logging.StreamHandler(buffer)
+    handler.setFormatter(TextFormatter("svc") if request.param == "text" else JsonFormatter("svc"))
+    logger = logging.getLogger(f"test-logging-{request.param}")
+    logger.handlers[:] = [handler]
+    logger.propagate = False
+    logger.setLevel(logging.DEBUG)
+    yield request.param, logger, buffer
+    logger.handlers.clear()
+
+
+def test_clip_says_how_much_was_cut() -> None:
+    assert clip("abc", 3) == "abc"
+    assert clip("abcdef", 3) == "abc…(+3 chars)"
+
+
+def test_escape_controls_keeps_a_record_on_one_line() -> None:
+    assert escape_controls("a\nb\x1b[31m\x00") == "a\\nb\\x1b[31m\\x00"
+    assert escape_controls("plain") == "plain"
+
+
+def test_a_huge_id_argument_makes_a_bounded_line(
+        captured: tuple[str, logging.Logger, io.StringIO]) -> None:
+    _, logger, buffer = captured
+    logger.warning("request on thread %r rejected", "x" * 400_000)
+    lines = buffer.getvalue().splitlines()
+    assert len(lines) == 1
+    assert len(lines[0]) < FIELD_MAX * 8 + 500
+    assert "(+399800 chars)" in lines[0]
+
+
+def test_huge_extra_fields_are_clipped(captured: tuple[str, logging.Logger, io.StringIO]) -> None:
+    _, logger, buffer = captured
+    logger.info("rejected", extra={"threadId": "t" * 100_000, "runId": "r" * 50_000})
+    line = buffer.getvalue().splitlines()
+    assert len(line) == 1
+    assert len(line[0]) < 3 * FIELD_MAX + 500
+
+
+def test_an_id_holding_a_newline_cannot_forge_a_line(
+        captured: tuple[str, logging.Logger, io.StringIO]) -> None:
+    form, logger, buffer = captured
+    logger.info("thread %s rejected", FORGED, extra={"threadId": FORGED})
+    lines = buffer.getvalue().splitlines()
+    assert len(lines) == 1
+    assert not any(line.startswith("12:00:00 CRITICAL") for line in lines)
+    if form == "json":
+        doc = orjson.loads(lines[0])
+        assert doc["msg"] == f"thread {FORGED} rejected"  # the text is kept, escaped by JSON
+        assert doc["threadId"] == FORGED
+
+
+def test_a_traceback_is_bounded_and_cannot_forge_a_line(
+        captured: tuple[str, logging.Logger, io.StringIO]) -> None:
+    form, logger, buffer = captured
+    try:
+        raise ValueError(FORGED + "z" * 100_000)
+    except ValueError:
+        logger.exception("failed")
+    out = buffer.getvalue()
+    assert len(out) < EXC_MAX + 2_000
+    lines = out.splitlines()
+    if form == "json":
+        assert len(lines) == 1
+    else:  # the record's first line carries the time; every other line is indented
+        assert all(line.startswith("    ") for line in lines[1:])
+    assert not any(line.startswith("12:00:00 CRITICAL") for line in lines)
+
+
+def test_mapping_arguments_are_clipped(captured: tuple[str, logging.Logger, io.StringIO]) -> None:
+    _, logger, buffer = captured
+    logger.info("%(a)s and %(b)s", {"a": "q" * 1_000, "b": 2})
+    lines = buffer.getvalue().splitlines()
+    assert len(lines) == 1
+    assert "(+800 chars) and 2" in lines[0]
