@@ -3,9 +3,13 @@
 Starts (or reuses) the local broker when ``KAFKA_BOOTSTRAP_SERVERS`` is unset,
 creates the topics, then runs the gatekeeper, one producer worker hosting the
 sample agents, and the consumer service as child processes. Each child's log
-lines are shown prefixed with its name and kept in ``.run/logs/<service>.log``.
-Ctrl-C stops the children (SIGTERM, then SIGKILL after a grace period) and
-the broker if this command started it.
+lines are shown prefixed with its name and kept in ``.run/logs/<service>.log``
+(``AGUI_UP_LOG_DIR`` to put them elsewhere), whatever their length
+(``childlog``). Ctrl-C or SIGTERM stops the children (SIGTERM, then SIGKILL
+once ``GRACE_S`` has passed for all of them, or at once on a second signal)
+and the broker if this command started it. With ``AGUI_UP_HEALTH_PORT_BASE``
+set, the gatekeeper serves ``/healthz``, ``/readyz`` and ``/metrics`` on that
+port and the producer on the next one.
 """
 
 from __future__ import annotations
@@ -22,8 +26,10 @@ from pathlib import Path
 import httpx
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from deploy.kafka import launcher
+from services.cli import childlog
 from services.kafka.admin import ensure_topics
 from services.runtime.settings import KafkaSettings
 
@@ -74,35 +80,51 @@ def ensure_broker() -> tuple[str, launcher.Broker | None]:
     return broker.bootstrap, broker
 
 
+def log_dir() -> Path:
+    """Where the children's log files go (``AGUI_UP_LOG_DIR``, else ``.run/logs``)."""
+    given = os.environ.get("AGUI_UP_LOG_DIR")
+    return Path(given) if given else LOG_DIR
+
+
+def health_ports() -> dict[str, str]:
+    """Each service's ``AGUI_HEALTH_PORT`` under ``AGUI_UP_HEALTH_PORT_BASE`` (else none)."""
+    base = os.environ.get("AGUI_UP_HEALTH_PORT_BASE", "")
+    if not base.isdigit():
+        return {}
+    return {"gatekeeper": base, "producer": str(int(base) + 1)}
+
+
 async def spawn(name: str, module: str, env: dict[str, str]) -> Child:
     """Start ``python -m module`` with its output piped to us."""
-    LOG_DIR.mkdir(parents=True, exist_ok=True)
+    directory = log_dir()
+    directory.mkdir(parents=True, exist_ok=True)
+    port = health_ports().get(name)
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", module, env=env,
+        sys.executable, "-m", module, env={**env, "AGUI_HEALTH_PORT": port} if port else env,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
         start_new_session=True,
     )
-    return Child(name, process, LOG_DIR / f"{name}.log")
+    return Child(name, process, directory / f"{name}.log")
 
 
 async def relay_output(child: Child) -> None:
-    """Copy a child's lines to its log file and, prefixed, to the terminal."""
+    """Copy a child's output to its log file and, line by line and prefixed, to the terminal."""
     assert child.process.stdout is not None
-    colour = COLOURS.get(child.name, "white")
-    with child.log.open("ab") as log:
-        async for line in child.process.stdout:
-            log.write(line)
-            log.flush()
-            text = line.decode("utf-8", "replace").rstrip()
-            console.print(f"[{colour}]{child.name:>10}[/] | {text}", markup=True,
-                          soft_wrap=True, emoji=False)
+    prefix = Text(f"{child.name:>10}", style=COLOURS.get(child.name, "white"))
+
+    def show(text: str) -> None:
+        console.print(Text.assemble(prefix, " | ", text), soft_wrap=True, emoji=False,
+                      markup=False, highlight=False)
+
+    await childlog.relay(child.process.stdout, child.log, show)
 
 
-async def wait_ready(url: str, children: list[Child], within_s: float = 60.0) -> bool:
-    """Poll the consumer service's /readyz until it answers 200 or a child dies."""
+async def wait_ready(url: str, children: list[Child], stop: asyncio.Event,
+                     within_s: float = 60.0) -> bool:
+    """Poll the consumer service's /readyz until it answers 200, a child dies or we stop."""
     deadline = time.monotonic() + within_s
     async with httpx.AsyncClient(timeout=2.0) as client:
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not stop.is_set():
             if any(c.process.returncode is not None for c in children):
                 return False
             with contextlib.suppress(httpx.HTTPError):
@@ -112,19 +134,29 @@ async def wait_ready(url: str, children: list[Child], within_s: float = 60.0) ->
     return False
 
 
-async def stop_children(children: list[Child]) -> None:
-    """SIGTERM every child, SIGKILL whoever outlives the grace period."""
+async def stop_children(children: list[Child], hurry: asyncio.Event | None = None,
+                        grace_s: float = GRACE_S) -> None:
+    """SIGTERM every child; SIGKILL whoever outlives ``grace_s`` (all children together), or
+    everyone left at once when ``hurry`` is set (a second Ctrl-C)."""
     for child in children:
         if child.process.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 child.process.send_signal(signal.SIGTERM)
+    waits = [asyncio.ensure_future(c.process.wait()) for c in children]
+    hurried = asyncio.ensure_future((hurry or asyncio.Event()).wait())
+    deadline = time.monotonic() + grace_s
+    while not hurried.done() and (left := [w for w in waits if not w.done()]):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        await asyncio.wait([*left, hurried], timeout=remaining,
+                           return_when=asyncio.FIRST_COMPLETED)
+    hurried.cancel()
     for child in children:
-        try:
-            await asyncio.wait_for(child.process.wait(), GRACE_S)
-        except TimeoutError:
+        if child.process.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 child.process.kill()
-            await child.process.wait()
+    await asyncio.gather(*waits)
 
 
 async def supervise(bootstrap: str, agents: str) -> int:
@@ -144,15 +176,22 @@ async def supervise(bootstrap: str, agents: str) -> int:
         await spawn("consumer", "services.consumer", env),
     ]
     relays = [asyncio.create_task(relay_output(c)) for c in children]
-    stop = asyncio.Event()
+    stop, hurry = asyncio.Event(), asyncio.Event()
+
+    def signalled() -> None:
+        if stop.is_set():
+            console.print("[yellow]Second signal: killing the services[/]")
+            hurry.set()
+        stop.set()
+
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, signalled)
     host = os.environ.get("AGUI_HTTP_HOST", "127.0.0.1")
     url = f"http://{host}:{os.environ.get('AGUI_HTTP_PORT', '8000')}"
-    if await wait_ready(url, children):
+    if await wait_ready(url, children, stop):
         console.print(f"\n[bold green]agui-relay is up[/]: {url}  (agents: "
-                      f"{', '.join(agent_names(agents))}; logs in {LOG_DIR}; Ctrl-C stops)\n")
+                      f"{', '.join(agent_names(agents))}; logs in {log_dir()}; Ctrl-C stops)\n")
     exits = [asyncio.create_task(c.process.wait()) for c in children]
     stopper = asyncio.create_task(stop.wait())
     await asyncio.wait([stopper, *exits], return_when=asyncio.FIRST_COMPLETED)
@@ -160,7 +199,7 @@ async def supervise(bootstrap: str, agents: str) -> int:
     if crashed:
         console.print(f"[red]{', '.join(crashed)} exited; stopping the rest[/]")
     console.print("Stopping services...")
-    await stop_children(children)
+    await stop_children(children, hurry)
     await asyncio.gather(*relays, return_exceptions=True)
     stopper.cancel()
     return 1 if crashed and not stop.is_set() else 0
