@@ -10,6 +10,7 @@ import pytest
 from ag_ui.core import Interrupt
 from ops_support import PARTITIONS, Writer, cli_process, read_line, run_cli
 
+from contracts.headers import RUN_ID
 from services.kafka.partitioning import partition_for
 from services.runtime.settings import KafkaSettings
 
@@ -100,6 +101,42 @@ async def test_since_starts_at_a_timestamp(ops_settings: KafkaSettings, writer: 
     bad = await run_cli(ops_settings, "tail", "--since", "last week", "--exit")
     assert bad.code == 2
     assert "--since" in bad.stderr
+    one = await run_cli(ops_settings, "tail", "--thread", "t", "--since", "10m", "--exit",
+                        "--json")
+    assert [r["value"]["runId"] for r in one.json_lines()] == ["new-run"]
+
+
+async def test_one_thread_shows_its_history_by_default_then_stops_with_exit(
+    ops_settings: KafkaSettings, writer: Writer
+) -> None:
+    partition = partition_for("t-h", PARTITIONS)
+    neighbour = next(f"t-h-{i}" for i in range(1000)
+                     if partition_for(f"t-h-{i}", PARTITIONS) == partition)
+    await writer.run("t-h", "run-h1", text="first")
+    await writer.run(neighbour, "run-n1")  # same partition, another thread
+    await writer.run("t-h", "run-h2")
+    await writer.decision("t-h", "req-h2", "admitted", run="run-h2")
+
+    history = await run_cli(ops_settings, "tail", "--thread", "t-h", "--exit", "--json")
+    assert history.code == 0, history.stderr
+    records = history.json_lines()
+    assert {r["key"] for r in records} == {"t-h"}
+    assert [(r["headers"][RUN_ID], r["value"]["type"]) for r in records] == [
+        ("run-h1", "RUN_STARTED"), ("run-h1", "TEXT_MESSAGE_START"),
+        ("run-h1", "TEXT_MESSAGE_CONTENT"), ("run-h1", "TEXT_MESSAGE_END"),
+        ("run-h1", "RUN_FINISHED"), ("run-h2", "RUN_STARTED"), ("run-h2", "RUN_FINISHED")]
+    assert "from the beginning" in history.stderr
+
+    with_decisions = await run_cli(ops_settings, "tail", "--thread", "t-h", "--exit",
+                                   "--decisions")
+    assert with_decisions.code == 0, with_decisions.stderr
+    assert "run-h1" in with_decisions.stdout
+    assert "DECISION admitted" in with_decisions.stdout
+    assert "run-n1" not in with_decisions.stdout
+
+    everything = await run_cli(ops_settings, "tail", "--exit", "--json")
+    assert everything.code == 0, everything.stderr
+    assert everything.json_lines() == []  # without --thread: from now, as before
 
 
 async def test_pretty_lines_expand_interrupts_and_show_rejection_codes(
@@ -135,6 +172,8 @@ async def test_follows_live_and_stops_cleanly_on_ctrl_c(
     async with cli_process(ops_settings, "tail", "--thread", "t-live", "--json") as process:
         banner = await read_line(process.stderr)
         assert "tail" in banner
+        history = await read_line(process.stdout)  # the thread's past comes first
+        assert '"runId":"before"' in history
         await writer.event("t-live", "after", {"type": "RUN_STARTED", "threadId": "t-live",
                                                "runId": "after"})
         await writer.event("t-other", "x", {"type": "RUN_STARTED", "threadId": "t-other",

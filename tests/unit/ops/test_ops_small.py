@@ -62,3 +62,13 @@ def test_start_position_from_flags() -> None:
     assert start_of(False, "1970-01-01T00:00:01Z", now) == Start.at(1000)
     with pytest.raises(ValueError, match="not both"):
         start_of(True, "10m", now)
+
+
+def test_one_thread_starts_at_its_history_unless_since_says_otherwise() -> None:
+    from datetime import UTC, datetime
+
+    now = datetime(2026, 11, 30, tzinfo=UTC)
+    assert start_of(False, None, now, "t1") == Start.beginning()
+    assert start_of(True, None, now, "t1") == Start.beginning()
+    assert start_of(False, "1970-01-01T00:00:01Z", now, "t1") == Start.at(1000)
+    assert start_of(False, None, now, None) == Start.end()
