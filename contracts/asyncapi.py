@@ -40,7 +40,8 @@ SERVICES: dict[str, tuple[tuple[str, str], ...]] = {
         ("receive", "decisions"), ("receive", "threads"), ("receive", "deadletter"),
     ),
 }
-"""Who sends and receives on which topic role (ARCHITECTURE.md, topics table)."""
+"""Who sends and receives on which topic role: the same table as the README's architecture
+section and the topic catalog (``contracts.topics``) describe."""
 
 KEYS: dict[str, str] = {
     "requests": "threadId of the input",
