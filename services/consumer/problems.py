@@ -2,15 +2,22 @@
 
 Every error the consumer service answers with is ``application/problem+json``
 (RFC 9457) with the members ``type``, ``title``, ``status``, ``detail``,
-``code`` and ``interruptIds`` (the last omitted when empty). Routes raise;
-``install`` registers the handlers that render. The tree::
+``code`` and ``interruptIds`` (the last omitted when empty), plus the
+extension members a problem carries (``field`` and ``limit`` of a broken
+input limit, ``limit_problem``). Routes raise; ``install`` registers the
+handlers that render; the HTTP protocol (``protocol``) writes the two it
+answers itself (431, 408) from the same classes. The tree::
 
     Problem                       status from the subclass
-    ├── InvalidInput              400 invalid_json / invalid_input / invalid_header
+    ├── InvalidInput              400 invalid_json / invalid_input / invalid_header /
+    │                                 id_too_long / json_too_deep / duplicate_header
     ├── Unauthorized              401 unauthorized (with ``WWW-Authenticate: Bearer``)
     ├── NotFound                  404 unknown_agent / unknown_thread / unknown_run
+    ├── RequestTimeout            408 request_timeout (head or body too slow)
     ├── Rejected                  409 or 422: the gatekeeper's rejection, by code
     ├── PayloadTooLarge           413 payload_too_large
+    ├── UnsupportedMediaType      415 unsupported_media_type
+    ├── HeadersTooLarge           431 headers_too_large
     ├── Unavailable               503 not_ready / too_many_streams / broker_unavailable
     └── DecisionTimeout           504 decision_timeout
 
@@ -21,7 +28,7 @@ FastAPI's own request validation errors (path/query parameters) become 400
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import orjson
 from fastapi import FastAPI, Request
@@ -30,6 +37,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
 from contracts import Decision
+from contracts.limits import FIELD_SHOWN, LimitExceeded
 
 PROBLEM_TYPE = "application/problem+json"
 TYPE_BASE = "urn:agui-relay:problem:"
@@ -50,11 +58,14 @@ class Problem(Exception):  # noqa: N818 - RFC 9457 names it "problem"
     status = 500
     title = "Internal error"
 
-    def __init__(self, code: str, detail: str, interrupt_ids: Sequence[str] = ()) -> None:
+    def __init__(self, code: str, detail: str, interrupt_ids: Sequence[str] = (), *,
+                 extra: Mapping[str, object] | None = None) -> None:
         super().__init__(f"{code}: {detail}")
         self.code = code
         self.detail = detail
         self.interrupt_ids = list(interrupt_ids)
+        self.extra = dict(extra) if extra else {}
+        """Extension members (RFC 9457 section 3.2), added after the standard ones."""
 
     def body(self) -> dict[str, object]:
         """The problem document."""
@@ -67,12 +78,17 @@ class Problem(Exception):  # noqa: N818 - RFC 9457 names it "problem"
         }
         if self.interrupt_ids:
             doc["interruptIds"] = self.interrupt_ids
+        for name, value in self.extra.items():
+            doc.setdefault(name, value)
         return doc
+
+    def encoded(self) -> bytes:
+        """The problem document's bytes."""
+        return orjson.dumps(self.body())
 
     def response(self) -> Response:
         """The HTTP response carrying it."""
-        return Response(orjson.dumps(self.body()), status_code=self.status,
-                        media_type=PROBLEM_TYPE)
+        return Response(self.encoded(), status_code=self.status, media_type=PROBLEM_TYPE)
 
 
 class InvalidInput(Problem):
@@ -103,9 +119,24 @@ class NotFound(Problem):
     title = "Not found"
 
 
+class RequestTimeout(Problem):
+    status = 408
+    title = "Request timeout"
+
+
 class PayloadTooLarge(Problem):
     status = 413
     title = "Payload too large"
+
+
+class UnsupportedMediaType(Problem):
+    status = 415
+    title = "Unsupported media type"
+
+
+class HeadersTooLarge(Problem):
+    status = 431
+    title = "Request header fields too large"
 
 
 class Unavailable(Problem):
@@ -134,6 +165,16 @@ class Rejected(Problem):
     def from_decision(cls, decision: Decision) -> Rejected:
         """The problem for a rejecting decision."""
         return cls(decision.code or "rejected", decision.message, decision.interrupt_ids or ())
+
+
+def limit_problem(exceeded: LimitExceeded) -> InvalidInput:
+    """The 400 of a broken input limit, naming the field (cut as the detail cuts it: a
+    path is made of client keys) and the limit."""
+    field = exceeded.field
+    if len(field) > FIELD_SHOWN:
+        field = f"{field[:FIELD_SHOWN]}…"
+    return InvalidInput(exceeded.code, exceeded.detail,
+                        extra={"field": field, "limit": exceeded.limit})
 
 
 async def _problem(_: Request, exc: Exception) -> Response:

@@ -9,7 +9,10 @@ and never cancels its run even with ``AGUI_CANCEL_ON_DISCONNECT``: the
 client replays it from another instance), then the lifespan closes the
 Kafka clients.
 No access log: every request line would otherwise be logged twice over
-under load; the metrics count requests instead.
+under load; the metrics count requests instead. The HTTP protocol is
+uvicorn's httptools one bounded by ``protocol`` (head size and count, head
+and body clocks), with the idle keep-alive of ``AGUI_HTTP_KEEPALIVE_S`` and
+no WebSocket upgrades (no route takes one).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from services.consumer.app import create_app
+from services.consumer.protocol import HttpLimits, bounded_protocol
 from services.consumer.relay import Relay
 from services.consumer.settings import ConsumerSettings
 from services.runtime.settings import KafkaSettings
@@ -46,7 +50,10 @@ def config(settings: ConsumerSettings, app: FastAPI) -> uvicorn.Config:
         access_log=False,
         log_config=None,
         lifespan="on",
-        http="httptools",
+        http=bounded_protocol(HttpLimits.of(settings)),
+        ws="none",
+        # uvicorn hands it to call_later, which takes any number of seconds
+        timeout_keep_alive=settings.http_keepalive_s,  # type: ignore[arg-type]
         loop="none",
         server_header=False,
         timeout_graceful_shutdown=GRACE_S,

@@ -52,6 +52,17 @@ class ConsumerSettings(BaseSettings):
     """How long startup waits for the Kafka readers before serving anyway (not ready)."""
     principal: str = Field("anonymous", alias="AGUI_PRINCIPAL")
     """Who requests come from when authentication is off (no API keys configured)."""
+    http_max_header_bytes: int = Field(16_384, alias="AGUI_HTTP_MAX_HEADER_BYTES",
+                                       ge=1024, le=1_048_576)
+    """Bytes of a request head (request line and header lines); more: 431 and close."""
+    http_max_headers: int = Field(100, alias="AGUI_HTTP_MAX_HEADERS", ge=8, le=10_000)
+    """Header fields one request may have; more: 431 and close."""
+    http_header_timeout_s: float = Field(10.0, alias="AGUI_HTTP_HEADER_TIMEOUT_S", gt=0, le=600)
+    """Time from a request's first byte to its complete head; later: 408 and close."""
+    http_body_timeout_s: float = Field(30.0, alias="AGUI_HTTP_BODY_TIMEOUT_S", gt=0, le=3600)
+    """Time from a complete head to the complete body; later: 408 and close."""
+    http_keepalive_s: float = Field(5.0, alias="AGUI_HTTP_KEEPALIVE_S", gt=0, le=600)
+    """How long an idle connection (no request under way) stays open."""
 
     def agent_names(self) -> tuple[str, ...]:
         """The agent names listed in ``AGUI_AGENTS``."""

@@ -1,0 +1,247 @@
+"""The HTTP/1.1 protocol the service is served with: uvicorn's httptools one, bounded.
+
+uvicorn's ``HttpToolsProtocol`` puts no limit on a request head and no clock
+on a slow client: a head of 64 headers of 1 MiB each is parsed, kept and
+handed to the app, and a head or a body that never finishes holds its
+connection forever. ``BoundedHttpToolsProtocol`` keeps uvicorn's parser and
+request cycle and adds, per connection:
+
+- a size and a count for the head (``AGUI_HTTP_MAX_HEADER_BYTES``,
+  ``AGUI_HTTP_MAX_HEADERS``): the parser's callbacks measure the request
+  line and each header line as it completes (``name: value`` and CRLF, the
+  usual form; the blank line ending the head is not counted), and the bytes
+  received while a head is incomplete are counted as they arrive, so a single
+  header that never ends is refused before it can grow the process. Over
+  either limit: ``431 headers_too_large``;
+- a clock for the head (``AGUI_HTTP_HEADER_TIMEOUT_S``, from a request's
+  first byte until its head is complete) and one for the body
+  (``AGUI_HTTP_BODY_TIMEOUT_S``, from the complete head until the complete
+  body; it waits while the server itself has paused reading): late, ``408
+  request_timeout``;
+- an idle clock from the moment a connection opens (uvicorn arms its
+  keep-alive timeout only after a response), and no keep-alive timeout while
+  a request is arriving (the head clock is the one that counts then).
+
+A refusal is written by the protocol itself, as a problem document (the
+app never sees the request; when a response to an earlier request is still
+under way, the connection is only closed), then the connection stops reading
+for good: what the client still sends is discarded unparsed for ``LINGER_S``
+(so it can read the answer rather than a reset) and the connection closes.
+Timers are only armed when a request is still incomplete after the bytes at
+hand are parsed, so a request that arrives in one read costs no timer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import ClassVar
+
+import httptools
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+
+from services.consumer.problems import (
+    PROBLEM_TYPE,
+    HeadersTooLarge,
+    InvalidInput,
+    Problem,
+    RequestTimeout,
+)
+from services.consumer.settings import ConsumerSettings
+
+REQUEST_LINE_EXTRA = len(b"  HTTP/1.1\r\n")
+"""Bytes of a request line besides its method and URL."""
+HEADER_LINE_EXTRA = len(b": \r\n")
+"""Bytes of a header line besides its name and value."""
+RAW_SLACK = 1024
+"""Bytes of an incomplete head allowed past the limit before the raw count refuses it
+(room for the whitespace and line ends the measured count leaves out)."""
+LINGER_S = 2.0
+"""How long a refused connection keeps reading (and discarding) before it closes."""
+
+
+@dataclass(frozen=True, slots=True)
+class HttpLimits:
+    """What one request head may be, and how long a head and a body may take."""
+
+    max_header_bytes: int = 16_384
+    max_headers: int = 100
+    header_timeout_s: float = 10.0
+    body_timeout_s: float = 30.0
+
+    @classmethod
+    def of(cls, settings: ConsumerSettings) -> HttpLimits:
+        return cls(settings.http_max_header_bytes, settings.http_max_headers,
+                   settings.http_header_timeout_s, settings.http_body_timeout_s)
+
+
+class _Refused(Exception):  # noqa: N818 - a signal, not an error
+    """Raised from a parser callback once the protocol has answered: stops the parse."""
+
+
+class BoundedHttpToolsProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol with the module docstring's limits."""
+
+    limits: ClassVar[HttpLimits] = HttpLimits()
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        self._in_head = True
+        """No head is complete since the last message (or the connection) began."""
+        self._receiving = False
+        """A message has begun and is not complete."""
+        self._raw_head = 0
+        self._head_bytes = 0
+        self._header_count = 0
+        self._head_timer: asyncio.TimerHandle | None = None
+        self._body_timer: asyncio.TimerHandle | None = None
+        self._answered = False
+        super().connection_made(transport)
+        self.timeout_keep_alive_task = self.loop.call_later(
+            self.timeout_keep_alive, self.timeout_keep_alive_handler)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._stop_timers()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self._answered:
+            return
+        self._unset_keepalive_if_required()
+        if self._in_head:
+            self._raw_head += len(data)
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self._unsupported_upgrade_warning()
+        except httptools.HttpParserError:
+            if not self._answered:
+                self.send_400_response("the request is not valid HTTP/1.1")
+            return
+        if self._answered or self.transport.is_closing():
+            return
+        limits = self.limits
+        if self._in_head:
+            if self._raw_head > limits.max_header_bytes + RAW_SLACK:
+                self._refuse(self._too_large())
+            elif self._head_timer is None and (self._raw_head or self._receiving):
+                self._head_timer = self.loop.call_later(limits.header_timeout_s,
+                                                        self._head_timed_out)
+        elif self._receiving and self._body_timer is None:
+            self._body_timer = self.loop.call_later(limits.body_timeout_s, self._body_timed_out)
+
+    def send_400_response(self, msg: str) -> None:
+        self._refuse(InvalidInput("invalid_request", msg))
+
+    # Parser callbacks
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._receiving = True
+        self._head_bytes = 0
+        self._header_count = 0
+
+    def on_url(self, url: bytes) -> None:
+        self._head_bytes += len(url)
+        if self._head_bytes + REQUEST_LINE_EXTRA > self.limits.max_header_bytes:
+            self._refuse(self._too_large())
+            raise _Refused
+        super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._header_count += 1
+        self._head_bytes += len(name) + len(value) + HEADER_LINE_EXTRA
+        limits = self.limits
+        if (self._header_count > limits.max_headers
+                or self._head_bytes + REQUEST_LINE_EXTRA > limits.max_header_bytes):
+            self._refuse(self._too_large())
+            raise _Refused
+        super().on_header(name, value)
+
+    def on_headers_complete(self) -> None:
+        size = self._head_bytes + len(self.parser.get_method()) + REQUEST_LINE_EXTRA
+        if size > self.limits.max_header_bytes:
+            self._refuse(self._too_large())
+            raise _Refused
+        self._in_head = False
+        self._raw_head = 0
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        super().on_message_complete()
+        self._receiving = False
+        self._in_head = True
+        if self._body_timer is not None:
+            self._body_timer.cancel()
+            self._body_timer = None
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if self._receiving or self._raw_head:  # the next request is arriving: its clock runs
+            self._unset_keepalive_if_required()
+
+    # Refusals
+    def _too_large(self) -> HeadersTooLarge:
+        limits = self.limits
+        return HeadersTooLarge(
+            "headers_too_large",
+            f"the request head exceeds {limits.max_header_bytes} bytes or "
+            f"{limits.max_headers} header fields (AGUI_HTTP_MAX_HEADER_BYTES, "
+            "AGUI_HTTP_MAX_HEADERS)")
+
+    def _head_timed_out(self) -> None:
+        self._head_timer = None
+        self._refuse(RequestTimeout(
+            "request_timeout", f"the request head did not arrive within "
+            f"{self.limits.header_timeout_s:g} s (AGUI_HTTP_HEADER_TIMEOUT_S)"))
+
+    def _body_timed_out(self) -> None:
+        self._body_timer = None
+        if self.flow.read_paused:  # the server is not reading: not the client's delay
+            self._body_timer = self.loop.call_later(self.limits.body_timeout_s,
+                                                    self._body_timed_out)
+            return
+        self._refuse(RequestTimeout(
+            "request_timeout", f"the request body did not arrive within "
+            f"{self.limits.body_timeout_s:g} s (AGUI_HTTP_BODY_TIMEOUT_S)"))
+
+    def _refuse(self, problem: Problem) -> None:
+        """Answer ``problem`` unless a response is already under way; stop reading."""
+        if self._answered:
+            return
+        self._answered = True
+        self._stop_timers()
+        self._unset_keepalive_if_required()
+        transport = self.transport
+        if transport.is_closing():
+            return
+        cycle = self.cycle
+        ongoing = cycle is not None and cycle.response_started and not cycle.response_complete
+        if cycle is not None and not cycle.response_complete:
+            cycle.disconnected = True  # the app, if it runs, now reads a disconnect
+            cycle.message_event.set()
+        if ongoing:
+            transport.close()
+            return
+        body = problem.encoded()
+        head = [STATUS_LINE[problem.status]]
+        for name, value in self.server_state.default_headers:
+            head += [name, b": ", value, b"\r\n"]
+        head.append(b"content-type: %s\r\ncontent-length: %d\r\nconnection: close\r\n\r\n"
+                    % (PROBLEM_TYPE.encode("ascii"), len(body)))
+        transport.write(b"".join(head) + body)
+        if transport.can_write_eof():
+            transport.write_eof()
+        self.loop.call_later(LINGER_S, transport.close)
+
+    def _stop_timers(self) -> None:
+        for timer in (self._head_timer, self._body_timer):
+            if timer is not None:
+                timer.cancel()
+        self._head_timer = self._body_timer = None
+
+
+def bounded_protocol(limits: HttpLimits) -> type[BoundedHttpToolsProtocol]:
+    """The protocol class uvicorn instantiates per connection, bound to ``limits``."""
+    return type("BoundedHttpToolsProtocol", (BoundedHttpToolsProtocol,), {"limits": limits})
