@@ -6,7 +6,10 @@ the end offsets captured at start: status, agent, open interrupts, the
 oldest expiry and last activity, filtered by ``--status``, ``--expired``
 and ``--agent``. ``show`` reads the one partition the thread's key maps to
 on ``threads``, ``events`` and ``decisions`` and prints its runs, its
-decisions and its open interrupts with their ``responseSchema``.
+decisions and its open interrupts with their ``responseSchema``. Ids are
+what an operator copies into ``resume`` and ``cancel``, so the tables
+print them whole at any width, boxed in a terminal and as plain aligned
+columns in a pipe (``columns``); the count of threads goes to stderr.
 """
 
 from __future__ import annotations
@@ -18,11 +21,13 @@ from typing import Annotated, Any
 
 import orjson
 import typer
+from rich.console import Console
 from rich.json import JSON
 from rich.padding import Padding
-from rich.table import Table
+from rich.text import Text
 
 from contracts.codec import to_wire
+from services.cli.ops.columns import Column, Grid, print_grid
 from services.cli.ops.kafka_io import (
     EXIT_OK,
     EXIT_REFUSED,
@@ -34,7 +39,14 @@ from services.cli.ops.kafka_io import (
 )
 from services.cli.ops.records import from_kafka
 from services.cli.ops.render import clock, duration, interrupt_line, time_left
-from services.cli.ops.threadview import RunSummary, latest_states, row_of, select, summarize_runs
+from services.cli.ops.threadview import (
+    RunSummary,
+    ThreadRow,
+    latest_states,
+    row_of,
+    select,
+    summarize_runs,
+)
 from services.kafka.reader import TopicReader
 from services.runtime.settings import KafkaSettings
 
@@ -53,6 +65,22 @@ def _print_json(value: Any) -> None:
     sys.stdout.write(orjson.dumps(value).decode() + "\n")
 
 
+def thread_grid(rows: list[ThreadRow], now: datetime) -> Grid:
+    """The ``threads`` table: ids (thread, agent, run, open interrupts) printed whole."""
+    grid = Grid([Column("thread", ids=True), Column("status"), Column("agent", ids=True),
+                 Column("run", ids=True), Column("open interrupts", ids=True),
+                 Column("oldest expiry"), Column("last activity")])
+    for row in rows:
+        opened = Text(", ".join(row.open_interrupts) or "-")
+        if row.expired:
+            opened.append(f" ({len(row.expired)} expired)", style="red")
+        grid.add(row.thread_id, Text(row.status, style=_STATUS_STYLE.get(row.status, "white")),
+                 row.agent or "-", row.run_id or "-", opened,
+                 time_left(row.oldest_expiry, now) if row.oldest_expiry else "-",
+                 _ago(row.last_activity, now))
+    return grid
+
+
 async def _list(settings: KafkaSettings, status: str | None, expired: bool, agent: str | None,
                 as_json: bool) -> int:
     async with TopicReader(settings, "agui-relay-threads") as reader:
@@ -67,18 +95,8 @@ async def _list(settings: KafkaSettings, status: str | None, expired: bool, agen
         for row in rows:
             _print_json(row.to_json())
         return EXIT_OK
-    table = Table("thread", "status", "agent", "run", "open interrupts", "oldest expiry",
-                  "last activity", title=f"{len(rows)} of {len(states)} threads",
-                  title_justify="left")
-    for row in rows:
-        opened = ", ".join(row.open_interrupts) or "-"
-        if row.expired:
-            opened += f" [red]({len(row.expired)} expired)[/]"
-        table.add_row(row.thread_id, f"[{_STATUS_STYLE.get(row.status, 'white')}]{row.status}[/]",
-                      row.agent or "-", row.run_id or "-", opened,
-                      time_left(row.oldest_expiry, now) if row.oldest_expiry else "-",
-                      _ago(row.last_activity, now))
-    stdout().print(table)
+    stderr().print(f"[dim]{len(rows)} of {len(states)} threads[/]")
+    print_grid(stdout(), thread_grid(rows, now))
     return EXIT_OK
 
 
@@ -122,39 +140,58 @@ def show_json(found: ThreadRecords) -> dict[str, Any]:
     }
 
 
-def _print_show(found: ThreadRecords, now: datetime) -> None:
-    console = stdout()
+def _state_line(found: ThreadRecords, now: datetime) -> Text:
     state = found.state
     if state is None:
-        console.print(f"[bold]{found.thread_id}[/]: no thread state (the gatekeeper has not "
-                      "recorded this thread)")
-    else:
-        console.print(f"[bold]{state.thread_id}[/]  "
-                      f"[{_STATUS_STYLE.get(state.status, 'white')}]{state.status}[/]  "
-                      f"agent={state.agent or '-'}  run={state.run_id or '-'}  "
-                      f"updated {_ago(state.updated_at, now)}")
-    runs = Table("run", "agent", "started", "ended", "outcome", "interrupts", "resumed with",
-                 "events", title="runs", title_justify="left")
+        line = Text(found.thread_id, style="bold")
+        line.append(": no thread state (the gatekeeper has not recorded this thread)")
+        return line
+    line = Text(state.thread_id, style="bold")
+    line.append("  ")
+    line.append(state.status, style=_STATUS_STYLE.get(state.status, "white"))
+    line.append(f"  agent={state.agent or '-'}  run={state.run_id or '-'}  "
+                f"updated {_ago(state.updated_at, now)}")
+    return line
+
+
+def run_grid(found: ThreadRecords) -> Grid:
+    """``threads show``'s runs: run, agent and interrupt ids printed whole."""
+    grid = Grid([Column("run", ids=True), Column("agent", ids=True), Column("started"),
+                 Column("ended"), Column("outcome"), Column("interrupts", ids=True),
+                 Column("resumed with", ids=True), Column("events")])
     for run in summarize_runs(found.events):
-        runs.add_row(run.run_id, run.agent or "-",
-                     clock(run.started_ms) if run.started_ms else "-",
-                     clock(run.ended_ms) if run.ended_ms else "-", run.outcome,
-                     ", ".join(run.interrupt_ids) or "-", ", ".join(run.resume) or "-",
-                     str(run.events))
-    console.print(runs)
-    decisions = Table("time", "request", "run", "verdict", "code", "message",
-                      title="decisions", title_justify="left")
+        grid.add(run.run_id, run.agent or "-", clock(run.started_ms) if run.started_ms else "-",
+                 clock(run.ended_ms) if run.ended_ms else "-", run.outcome,
+                 ", ".join(run.interrupt_ids) or "-", ", ".join(run.resume) or "-",
+                 str(run.events))
+    return grid
+
+
+def decision_grid(found: ThreadRecords) -> Grid:
+    """``threads show``'s decisions: request and run ids printed whole."""
+    grid = Grid([Column("time"), Column("request", ids=True), Column("run", ids=True),
+                 Column("verdict"), Column("code"), Column("message")])
     for rec in found.decisions:
         body = rec.fields
-        decisions.add_row(clock(rec.timestamp_ms), str(body.get("requestId")),
-                          str(body.get("runId") or "-"), str(body.get("verdict")),
-                          str(body.get("code") or "-"), str(body.get("message", "")))
-    console.print(decisions)
+        grid.add(clock(rec.timestamp_ms), str(body.get("requestId")),
+                 str(body.get("runId") or "-"), str(body.get("verdict")),
+                 str(body.get("code") or "-"), str(body.get("message", "")))
+    return grid
+
+
+def print_show(console: Console, found: ThreadRecords, now: datetime) -> None:
+    """``threads show`` for a person: state line, runs, decisions, open interrupts."""
+    console.print(_state_line(found, now), soft_wrap=True)
+    for heading, grid in (("runs", run_grid(found)), ("decisions", decision_grid(found))):
+        console.print(Text(f"{heading} ({len(grid.rows)})", style="bold"), soft_wrap=True)
+        print_grid(console, grid)
+    state = found.state
     opened = state.open_interrupts if state else []
-    console.print(f"[bold]open interrupts[/] ({len(opened)})")
+    console.print(Text(f"open interrupts ({len(opened)})", style="bold"), soft_wrap=True)
     for item in opened:
         wire = to_wire(item.interrupt)
-        console.print(interrupt_line(wire, now, indent="  "), f"[dim]run={item.run_id}[/]")
+        console.print(interrupt_line(wire, now, indent="  "),
+                      Text(f"run={item.run_id}", style="dim"), soft_wrap=True)
         if wire.get("responseSchema"):
             console.print("    responseSchema:")
             schema = JSON.from_data(wire["responseSchema"], indent=2)
@@ -173,7 +210,7 @@ async def _show(settings: KafkaSettings, thread_id: str, as_json: bool) -> int:
     if as_json:
         _print_json(show_json(found))
     else:
-        _print_show(found, datetime.now(UTC))
+        print_show(stdout(), found, datetime.now(UTC))
     return EXIT_OK
 
 

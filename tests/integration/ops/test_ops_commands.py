@@ -96,6 +96,48 @@ async def test_threads_show_prints_runs_decisions_and_open_interrupts(
     assert "unknown thread" in unknown.stderr
 
 
+BOX = set("─━│┃┏┓┗┛┌┐└┘├┤┬┴┼┡┩╇╈╍")
+
+
+async def test_threads_print_ids_whole_in_plain_columns_when_piped_to_a_narrow_width(
+    ops_settings: KafkaSettings, writer: Writer
+) -> None:
+    long_thread = "imm-448-" + "t" * 112
+    long_run = "run-448-" + "r" * 72
+    assert len(long_thread) == 120
+    await writer.run(long_thread, long_run, interrupts=[Interrupt(id="approve-448", reason="x")])
+    await writer.decision(long_thread, "req-448-" + "q" * 60, "admitted", run=long_run)
+    await writer.interrupted(long_thread, long_run, [Interrupt(id="approve-448", reason="x")])
+    await writer.state(ThreadState(thread_id="t-short", status="idle", agent="scripted",
+                                   run_id="r-short", updated_at=datetime.now(UTC)))
+
+    listed = await run_cli(ops_settings, "threads", COLUMNS="80")
+    assert listed.code == 0, listed.stderr
+    assert long_thread in listed.stdout
+    assert long_run in listed.stdout
+    assert not BOX & set(listed.stdout)
+    assert "…" not in listed.stdout
+    header, *rows = listed.stdout.splitlines()
+    assert header.split() == ["THREAD", "STATUS", "AGENT", "RUN", "OPEN", "INTERRUPTS",
+                              "OLDEST", "EXPIRY", "LAST", "ACTIVITY"]
+    by_thread = {row.split()[0]: row for row in rows}
+    assert set(by_thread) == {long_thread, "t-short"}
+    for column in ("STATUS", "RUN"):  # aligned: each column starts where its header does
+        at = header.index(column)
+        assert {row[at - 1] for row in rows} == {" "}
+        assert all(row[at] != " " for row in rows)
+    assert "2 of 2 threads" in listed.stderr
+
+    shown = await run_cli(ops_settings, "threads", "show", long_thread, COLUMNS="80")
+    assert shown.code == 0, shown.stderr
+    assert not BOX & set(shown.stdout)
+    lines = shown.stdout.splitlines()
+    assert long_thread in lines[0]
+    assert any(line.startswith(long_run) for line in lines)  # the runs table's row
+    assert any("req-448-" + "q" * 60 in line and long_run in line for line in lines)
+    assert "…" not in shown.stdout
+
+
 async def test_cancel_sends_a_control_command_for_the_current_run(
     ops_settings: KafkaSettings, writer: Writer
 ) -> None:

@@ -1,0 +1,94 @@
+"""Tables of ids an operator copies: every id whole, boxed in a terminal, plain in a pipe.
+
+The ``threads`` tables exist so an operator can copy a thread id or a run
+id into ``resume`` or ``cancel``; a table that folds or ellipsizes an id
+(rich's way of fitting a narrow terminal) defeats them. A ``Grid`` names
+its columns and which of them hold ids, and ``print_grid`` prints it: as a rich
+table when the console is a terminal wide enough to hold every id on one
+line (the id columns never wrap, the others fold to fit), and otherwise as
+plain columns aligned with spaces under upper-case headers, with no box
+drawing, like ``kubectl get``: the form for pipes, files, ``grep`` and
+``awk``, and for a terminal too narrow for the ids (it wraps the long
+lines, which leaves each id in one piece to copy). Cells are ``Text``, so
+an id is never read as rich markup.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from rich.console import Console
+from rich.measure import Measurement
+from rich.table import Table
+from rich.text import Text
+
+GAP = 3
+"""Spaces between plain columns, as ``kubectl get`` leaves."""
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """A column's header, and whether it holds ids (printed whole, never wrapped)."""
+
+    header: str
+    ids: bool = False
+
+
+@dataclass(slots=True)
+class Grid:
+    """Rows of cells under named columns."""
+
+    columns: Sequence[Column]
+    rows: list[tuple[Text, ...]] = field(default_factory=list)
+
+    def add(self, *cells: str | Text) -> None:
+        """Append a row; plain strings become unstyled ``Text`` on one line."""
+        if len(cells) != len(self.columns):
+            raise ValueError(f"a row of {len(cells)} cells under {len(self.columns)} columns")
+        self.rows.append(tuple(c if isinstance(c, Text) else Text(" ".join(c.splitlines()))
+                               for c in cells))
+
+
+def table_of(grid: Grid) -> Table:
+    """The rich table: id columns never wrap, the others fold rather than cut."""
+    table = Table()
+    for column in grid.columns:
+        table.add_column(column.header, no_wrap=column.ids, overflow="fold")
+    for row in grid.rows:
+        table.add_row(*row)
+    return table
+
+
+def plain_lines(grid: Grid) -> list[Text]:
+    """Upper-case headers and rows, each column padded to its widest cell."""
+    header = tuple(Text(c.header.upper()) for c in grid.columns)
+    lines = [header, *grid.rows]
+    widths = [max(line[i].cell_len for line in lines) for i in range(len(grid.columns))]
+    out: list[Text] = []
+    for line in lines:
+        text = Text()
+        for i, cell in enumerate(line):
+            text.append_text(cell)
+            if i < len(line) - 1:
+                text.append(" " * (widths[i] - cell.cell_len + GAP))
+        text.rstrip()
+        out.append(text)
+    return out
+
+
+def fits(console: Console, table: Table) -> bool:
+    """True when ``table`` with its id columns whole fits the console's width."""
+    unbounded = console.options.update(width=1 << 20, max_width=1 << 20)
+    return Measurement.get(console, unbounded, table).minimum <= console.width
+
+
+def print_grid(console: Console, grid: Grid) -> None:
+    """Print ``grid`` boxed when the console is a terminal that fits it, else plain."""
+    if console.is_terminal:
+        table = table_of(grid)
+        if fits(console, table):
+            console.print(table)
+            return
+    for line in plain_lines(grid):
+        console.print(line, soft_wrap=True, crop=False)
