@@ -10,7 +10,8 @@ turns how the agent ended (``Completed``, ``Cancelled``, ``Failed``) into the
 closing events and the one terminal event, applying the run guarantees:
 
 * everything opened is closed, innermost first, before ``RUN_FINISHED``
-  (``RUN_ERROR`` implicitly ends whatever is open, so nothing is added);
+  (``RUN_ERROR`` implicitly ends whatever is open, so nothing is added —
+  unless the runtime stopped the run for a limit: ``Failed.close_open``);
 * any interrupt known to be open — raised in this run, or carried over
   uncovered from an earlier run — makes the outcome ``interrupt`` (never
   success), ids unique;
@@ -100,6 +101,8 @@ class Failed:
 
     message: str
     code: str | None = None
+    close_open: bool = False
+    """Close what is open before the RUN_ERROR (a run the runtime stopped for a limit)."""
 
 
 Ending = Completed | Cancelled | Failed
@@ -422,8 +425,9 @@ class RunBook:
         if self._ended:
             raise AgentProtocolError("the run already ended")
         if isinstance(ending, Failed):
+            closing = tuple(self._close_all("error")) if ending.close_open else ()
             self._ended = True
-            return Terminal((), RunErrorEvent(message=ending.message, code=ending.code,
+            return Terminal(closing, RunErrorEvent(message=ending.message, code=ending.code,
                                               usage=self.usage()),
                             "error", tuple(self._carried.values()))
         if isinstance(ending, Cancelled):
@@ -449,7 +453,7 @@ class RunBook:
             outcome=RunFinishedSuccessOutcome(pending_tool_call_ids=pending or None),
             usage=self.usage()), "success", ())
 
-    def _close_all(self, why: Literal["success", "interrupt", "cancelled"]) -> list[BaseEvent]:
+    def _close_all(self, why: Outcome) -> list[BaseEvent]:
         self._chunk.clear()
         out: list[BaseEvent] = []
         for item in reversed(list(self._open.values())):
@@ -458,8 +462,7 @@ class RunBook:
             out.append(event)
         return out
 
-    def _closing_event(self, item: OpenItem,
-                       why: Literal["success", "interrupt", "cancelled"]) -> BaseEvent:
+    def _closing_event(self, item: OpenItem, why: Outcome) -> BaseEvent:
         if item.kind == "message":
             return TextMessageEndEvent(message_id=item.id, subagent_run_id=item.owner)
         if item.kind == "tool_call":
@@ -470,9 +473,9 @@ class RunBook:
             return ReasoningEndEvent(message_id=item.id, subagent_run_id=item.owner)
         if item.kind == "reasoning_message":
             return ReasoningMessageEndEvent(message_id=item.id, subagent_run_id=item.owner)
-        if why == "cancelled":
-            return SubagentErrorEvent(subagent_run_id=item.id, message="the run was cancelled",
-                                      code="cancelled")
+        if why in ("cancelled", "error"):
+            return SubagentErrorEvent(subagent_run_id=item.id, code=why, message=(
+                "the run was cancelled" if why == "cancelled" else "the run failed"))
         ids = self.suspension_of(item.id) if why == "interrupt" else None
         if why == "interrupt":
             return SubagentFinishedEvent(subagent_run_id=item.id,

@@ -69,6 +69,10 @@ class RunPort(Protocol):
     @property
     def input(self) -> RunAgentInput: ...
     @property
+    def request_id(self) -> str | None: ...
+    @property
+    def principal(self) -> str | None: ...
+    @property
     def answers(self) -> Mapping[str, ResumeEntry]: ...
     @property
     def prior_interrupts(self) -> Mapping[str, Interrupt]: ...
@@ -160,6 +164,16 @@ class RunContext:
     @property
     def forwarded_props(self) -> Any:
         return self._port.input.forwarded_props
+
+    @property
+    def request_id(self) -> str | None:
+        """The admitted request this run came from (a server-made id no client chooses)."""
+        return self._port.request_id
+
+    @property
+    def principal(self) -> str | None:
+        """The tenant that asked for this run (None with API keys off)."""
+        return self._port.principal
 
     @property
     def answers(self) -> Mapping[str, ResumeEntry]:

@@ -5,6 +5,7 @@
     ProducerError                   anything the producer runtime raises on purpose
     ├── AgentLoadError              an AGUI_AGENTS entry or entry point that does not load
     ├── RunFailedError              an agent ending its run with RUN_ERROR (message, code)
+    │   └── RecordTooLargeError     a record the broker would refuse (event, checkpoint)
     ├── AgentProtocolError          an agent emitted something AG-UI 1.0 forbids
     │   └── InterruptConflictError  two different interrupts with one id in a run
     └── EffectUnavailableError      ctx.effect() with no ledger to record it in
@@ -34,6 +35,19 @@ class RunFailedError(ProducerError):
         super().__init__(message)
         self.message = message
         self.code = code
+
+
+class RecordTooLargeError(RunFailedError):
+    """A record the producer was about to write would not fit ``AGUI_MAX_RECORD_BYTES``.
+
+    Raised before anything is sent (``services.producer.sizes``), never retried:
+    ``code`` says which record (``event_too_large``, ``checkpoint_too_large``) and
+    becomes the run's ``RUN_ERROR.code``; ``size`` is the record's size in bytes.
+    """
+
+    def __init__(self, message: str, code: str, size: int) -> None:
+        super().__init__(message, code)
+        self.size = size
 
 
 class AgentProtocolError(ProducerError):

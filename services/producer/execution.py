@@ -21,6 +21,15 @@ crash between any two steps leaves a state it can finish):
 A crash before step 2 completes leaves nothing behind (the dispatch is
 redelivered and runs); after it, the start marker makes the next owner
 close the run (``recovery``); after step 4, it finds the terminal event.
+
+Records that cannot be written never stop the worker (``sizes``): a
+dispatch whose input breaks the limits (``contracts.limits``; another
+client may have written it) is opened and ended with RUN_ERROR
+``input_too_large`` at once — no agent, no marker — or dead-lettered when
+even that RUN_STARTED would not fit; a start marker that would not fit ends
+the run the same way (``checkpoint_too_large``); an end whose terminal
+event or end marker would not fit ends with RUN_ERROR instead (the sink's
+``refusal``); an end marker that cannot be sent is left to recovery.
 """
 
 from __future__ import annotations
@@ -33,17 +42,25 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from ag_ui.core import PROTOCOL_VERSION, BaseEvent, RunErrorEvent, RunStartedEvent
+
 from contracts import Dispatch
+from contracts.codec import to_wire
+from contracts.limits import InputLimits, check_run_input
 from services.kafka.clients import AIOKafkaProducer
 from services.producer import checkpoint as cp
 from services.producer.agent import AgentDefinition
-from services.producer.publish import RunWriter, event_partitions
+from services.producer.bookkeeping import Failed
+from services.producer.errors import RecordTooLargeError
+from services.producer.publish import RunWriter, event_bytes, event_partitions
 from services.producer.resume import plan_resume
 from services.producer.runner import EventRecord, Runner, RunOptions, RunReport
 from services.producer.settings import ProducerSettings
-from services.producer.store import CheckpointStore, ThreadLedger
+from services.producer.sizes import RecordGuard, RunLimits
+from services.producer.store import Change, CheckpointStore, ThreadLedger
 from services.runtime import metrics
 from services.runtime.logging import run_fields
+from services.runtime.settings import LimitSettings
 
 log = logging.getLogger(__name__)
 
@@ -57,9 +74,23 @@ class KafkaRunSink:
     held — no callback, no wait per record.
     """
 
-    def __init__(self, writer: RunWriter) -> None:
+    def __init__(self, writer: RunWriter,
+                 closing: Callable[[RunReport], int | None] | None = None) -> None:
         self.writer = writer
+        self.closing = closing
+        """The size of the end marker a report would write when it would not fit."""
         self._pending: deque[asyncio.Future[Any]] = deque()
+
+    def refusal(self, report: RunReport) -> Failed | None:
+        record, limit = report.terminal, self.writer.guard.limit
+        size = self.writer.excess(record.event_type, record.seq, record.value)
+        if size is not None:
+            return Failed(limit.why(f"the run's {record.event_type}", size), "event_too_large")
+        size = self.closing(report) if self.closing is not None else None
+        if size is not None:
+            return Failed(limit.why("the checkpoint recording the run's end", size),
+                          "checkpoint_too_large")
+        return None
 
     async def send(self, record: EventRecord) -> None:
         pending = self._pending
@@ -87,21 +118,37 @@ class Prepared:
     agent: str
     runner: Runner
     still_open: list[Any]
+    writer: RunWriter
+    refusal: Failed | None = None
+    """Set when the input breaks the limits: the run opens and ends with this RUN_ERROR."""
+    unopenable: str | None = None
+    """Set when not even that can be written: why the dispatch is dead-lettered."""
+
+
+def end_marker(run_id: str, report: RunReport, now: datetime) -> Change:
+    """The checkpoint change recording ``report``'s run as closed (step 5)."""
+    still_open = list(report.open_interrupts)
+    return lambda c: cp.end_run(c, run_id=run_id, open_after=still_open, now=now)
 
 
 class Executor:
     """Turns dispatches into checkpointed runs (the steps in this module's docstring)."""
 
     def __init__(self, settings: ProducerSettings, producer: AIOKafkaProducer,
-                 store: CheckpointStore, clock: Callable[[], datetime]) -> None:
+                 store: CheckpointStore, clock: Callable[[], datetime],
+                 limits: InputLimits | None = None) -> None:
         self.settings = settings
         self.producer = producer
         self.store = store
         self.clock = clock
         self.topic = store.settings.topics.events
         self.ledger = ThreadLedger(store)
+        self.limits = RunLimits(store.settings.max_record_bytes,
+                                limits or LimitSettings().limits)
+        self.guard = RecordGuard.of(store.settings.max_record_bytes)
         self.options = RunOptions(uncovered_policy=settings.uncovered_policy,
-                                  cancel_grace_s=settings.cancel_grace_s, clock=clock)
+                                  cancel_grace_s=settings.cancel_grace_s, clock=clock,
+                                  limits=self.limits)
         self.partitions: int | None = None
         self._same_count = False
         """True when checkpoints has as many partitions as events: a thread's partition,
@@ -114,13 +161,14 @@ class Executor:
                             == self.partitions)
 
     def prepare(self, agent: str, definition: AgentDefinition, dispatch: Dispatch,
-                traceparent: str | None = None, *,
-                input_wire: Any = None) -> Prepared | None:
+                traceparent: str | None = None, *, input_wire: Any = None,
+                size_hint: int | None = None) -> Prepared | None:
         """The run for ``dispatch``, or None when its run is already closed (step 1).
 
         ``traceparent``: the run's hop of its trace, carried by every event record.
         ``input_wire``: the input's wire form as the dispatch record holds it, when known
-        (RUN_STARTED echoes it instead of serialising the input again).
+        (RUN_STARTED echoes it instead of serialising the input again); ``size_hint``:
+        the record's ``contracts.limits.bracket_count`` (the depth check's shortcut).
         """
         run_input = dispatch.input
         # None: a thread this runtime never ran (nothing closed, active or open on it);
@@ -144,35 +192,84 @@ class Executor:
         refused = bool(plan.uncovered) and self.settings.uncovered_policy == "reject"
         still_open = list(plan.prior.values()) if refused else list(plan.uncovered)
         writer = RunWriter(self.producer, self.topic, run_input.thread_id, run_input.run_id,
-                           agent, self.partitions, traceparent)
+                           agent, self.partitions, traceparent, guard=self.guard)
         if self._same_count and writer.partition is not None:
             self.store.place(run_input.thread_id, writer.partition)
-        sink = KafkaRunSink(writer)
+        thread_id, run_id = run_input.thread_id, run_input.run_id
+        sink = KafkaRunSink(writer, lambda report: self.store.excess(
+            thread_id, end_marker(run_id, report, self.clock())))
         runner = Runner(definition, run_input, plan, sink, options=self.options,
-                        ledger=self.ledger, agent_name=agent,
-                        request_id=dispatch.request_id, input_wire=input_wire)
-        return Prepared(dispatch, agent, runner, still_open)
+                        ledger=self.ledger, agent_name=agent, request_id=dispatch.request_id,
+                        input_wire=input_wire, principal=dispatch.principal)
+        prepared = Prepared(dispatch, agent, runner, still_open, writer)
+        broken = check_run_input(input_wire if input_wire is not None else to_wire(run_input),
+                                 self.limits.ids, size_hint=size_hint)
+        if broken is not None:
+            prepared.refusal = Failed(broken.detail, "input_too_large")
+            prepared.unopenable = self._unopenable(prepared, prepared.refusal)
+        return prepared
 
     async def execute(self, prepared: Prepared) -> RunReport:
         """Steps 2 to 5; returns how the run ended."""
+        if prepared.refusal is not None:
+            return await self.refuse(prepared, prepared.refusal)
         run_input = prepared.dispatch.input
         now = self.clock()
-        await self.store.update(run_input.thread_id, lambda c: cp.begin_run(
-            c, run_id=run_input.run_id, request_id=prepared.dispatch.request_id,
-            agent=prepared.agent, worker=self.settings.worker_id,
-            still_open=prepared.still_open, now=now))
+        try:
+            await self.store.update(run_input.thread_id, lambda c: cp.begin_run(
+                c, run_id=run_input.run_id, request_id=prepared.dispatch.request_id,
+                agent=prepared.agent, worker=self.settings.worker_id,
+                still_open=prepared.still_open, now=now))
+        except RecordTooLargeError as exc:
+            return await self.refuse(prepared, Failed(exc.message, exc.code))
         with metrics.running(prepared.agent):
             report = await prepared.runner.run()
         metrics.run_finished(prepared.agent, report.outcome)
-        ended = self.clock()
-        still_open = list(report.open_interrupts)
-        marker = await self.store.write(run_input.thread_id, lambda c: cp.end_run(
-            c, run_id=run_input.run_id, open_after=still_open, now=ended))
-        marker.add_done_callback(self._log_lost_marker)
+        try:
+            marker = await self.store.write(run_input.thread_id, end_marker(
+                run_input.run_id, report, self.clock()))
+        except Exception as exc:  # too large after all, or not sendable: recovery closes it
+            self._log_lost_marker(exc)
+        else:
+            marker.add_done_callback(self._log_lost_marker)
+        return report
+
+    def _refusal_events(self, prepared: Prepared, failed: Failed) -> list[BaseEvent]:
+        run_input = prepared.dispatch.input
+        return [RunStartedEvent(thread_id=run_input.thread_id, run_id=run_input.run_id,
+                                protocol_version=PROTOCOL_VERSION),
+                RunErrorEvent(message=failed.message, code=failed.code)]
+
+    def _unopenable(self, prepared: Prepared, failed: Failed) -> str | None:
+        """Why the run of a refused dispatch cannot even be opened, or None."""
+        for seq, event in enumerate(self._refusal_events(prepared, failed)):
+            size = prepared.writer.excess(event.type.value, seq,
+                                          event_bytes(event, self.clock))
+            if size is not None:
+                return (f"{failed.message}; and its {event.type.value} would not fit: "
+                        + self.guard.limit.why("it", size))
+        return None
+
+    async def refuse(self, prepared: Prepared, failed: Failed) -> RunReport:
+        """Open the run and end it with RUN_ERROR ``failed`` at once: no agent, no marker."""
+        run_input = prepared.dispatch.input
+        log.warning("run %s refused: %s", run_input.run_id, failed.message,
+                    extra=run_fields(run_input.thread_id, run_input.run_id,
+                                     prepared.dispatch.request_id))
+        records = [EventRecord(seq, event_bytes(event, self.clock), event.type.value)
+                   for seq, event in enumerate(self._refusal_events(prepared, failed))]
+        report = RunReport("error", records[-1], tuple(prepared.still_open), len(records))
+        sink = KafkaRunSink(prepared.writer)
+        for record in records[:-1]:
+            await sink.send(record)
+        await sink.send_terminal(records[-1], report)
+        metrics.run_finished(prepared.agent, "error")
         return report
 
     @staticmethod
-    def _log_lost_marker(future: asyncio.Future[Any]) -> None:
-        if not future.cancelled() and future.exception() is not None:
+    def _log_lost_marker(future: asyncio.Future[Any] | BaseException) -> None:
+        exc = (future if isinstance(future, BaseException)
+               else None if future.cancelled() else future.exception())
+        if exc is not None:
             log.warning("an end marker was not written (recovery will close the run from "
-                        "its terminal event): %s", future.exception())
+                        "its terminal event): %s", exc)

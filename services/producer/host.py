@@ -14,13 +14,15 @@ finish within ``AGUI_PRODUCER_DRAIN_S`` and are then stopped with RUN_ERROR
 ``worker_stopped``, and the positions reached are committed. A run that
 fails in a way the runtime cannot report (the broker refusing its records)
 is fatal to the worker: its offset is not committed, and whoever takes the
-partition over closes the run.
+partition over closes the run. A record the broker would refuse is not such
+a failure (``execution``: the run ends with a RUN_ERROR saying so); a
+dispatch that cannot be read, or whose refusal cannot even be written, is
+dead-lettered (``deadletter``) and skipped.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,8 +30,9 @@ from typing import Any
 
 import orjson
 
-from contracts import DeadLetter, DecodeError, Dispatch, decode, encode
+from contracts import DecodeError, Dispatch, decode
 from contracts.headers import TRACEPARENT, header_value
+from contracts.limits import bracket_count
 from services.kafka.clients import (
     AIOKafkaConsumer,
     ConsumerRebalanceListener,
@@ -41,6 +44,7 @@ from services.kafka.clients import (
 from services.kafka.lag import LagProbe
 from services.producer import checkpoint as cp
 from services.producer.agent import AgentDefinition
+from services.producer.deadletter import Source, fitted
 from services.producer.execution import Executor
 from services.producer.recovery import recover
 from services.producer.runner import Runner
@@ -89,8 +93,7 @@ class AgentHost:
         self.active: dict[str, Runner] = {}
         """Runs in progress by run id (the worker routes cancels here)."""
         self._tasks: dict[Job[Dispatched | None], asyncio.Task[None]] = {}
-        self._dead: dict[Job[Dispatched | None],
-                         tuple[ConsumerRecord[bytes, bytes], DecodeError]] = {}
+        self._dead: dict[Job[Dispatched | None], tuple[Source, DecodeError]] = {}
         self._owned: set[int] = set()
         """Partitions assigned *and* restored: their dispatches may run."""
         self._held: dict[int, list[ConsumerRecord[bytes, bytes]]] = {}
@@ -155,7 +158,8 @@ class AgentHost:
             log.error("unreadable dispatch at %s/%d@%d: %s", record.topic, partition,
                       record.offset, exc)
             job = self.scheduler.offer(partition, record.offset, f"\x00dead:{partition}", None)
-            self._dead[job] = (record, exc)
+            self._dead[job] = (Source(record.topic, partition, record.offset, record.key,
+                                      record.value), exc)
             return
         trace = tracing.next_hop(header_value(record.headers, TRACEPARENT))
         self.scheduler.offer(partition, record.offset, dispatch.input.thread_id,
@@ -169,9 +173,10 @@ class AgentHost:
         work = job.payload
         try:
             if work is None:
-                await self._dead_letter(*self._dead.pop(job))
+                source, exc = self._dead.pop(job)
+                await self._dead_letter(source, exc.reason, str(exc))
             else:
-                await self._run_dispatch(work)
+                await self._run_dispatch(job, work)
         except Exception as exc:
             fields = (run_fields(work.dispatch.input.thread_id, work.dispatch.input.run_id,
                                  work.dispatch.request_id) if work is not None else {})
@@ -185,14 +190,22 @@ class AgentHost:
         self.scheduler.finish(job)
         self._start_ready()
 
-    async def _run_dispatch(self, work: Dispatched) -> None:
+    async def _run_dispatch(self, job: Job[Dispatched | None], work: Dispatched) -> None:
         dispatch, trace = work.dispatch, work.trace
         run_input = dispatch.input
         with bound_run(run_input.thread_id, run_input.run_id, dispatch.request_id,
                        trace.trace_id), tracing.within(trace):
             prepared = self.executor.prepare(self.name, self.definition, dispatch,
-                                             trace.header(), input_wire=work.input_wire())
+                                             trace.header(), input_wire=work.input_wire(),
+                                             size_hint=bracket_count(work.value))
             if prepared is None:
+                return
+            if prepared.unopenable is not None:
+                log.error("dispatch at %s/%d@%d cannot be run: %s", self.topic, job.partition,
+                          job.offset, prepared.unopenable)
+                await self._dead_letter(Source(self.topic, job.partition, job.offset,
+                                               run_input.thread_id.encode(), work.value),
+                                        "input_too_large", prepared.unopenable)
                 return
             run_id = run_input.run_id
             self.active[run_id] = prepared.runner
@@ -205,22 +218,11 @@ class AgentHost:
             finally:
                 self.active.pop(run_id, None)
 
-    async def _dead_letter(self, record: ConsumerRecord[bytes, bytes], exc: DecodeError) -> None:
-        raw = record.value or b""
-        try:
-            value, encoding = raw.decode("utf-8"), "utf-8"
-        except UnicodeDecodeError:
-            value, encoding = base64.b64encode(raw).decode(), "base64"
-        letter = DeadLetter(
-            source_topic=record.topic, partition=record.partition, offset=record.offset,
-            key=record.key.decode("utf-8", "replace") if record.key else None, value=value,
-            value_encoding=encoding,  # type: ignore[arg-type]
-            reason=str(exc), code=exc.reason, service="producer",
-            failed_at=self.executor.clock())
-        future = await self.executor.producer.send(self.kafka.topics.deadletter, encode(letter),
-                                                   key=record.key)
+    async def _dead_letter(self, source: Source, code: str, reason: str) -> None:
+        key, value = fitted(source, code, reason, self.executor.clock(), self.executor.guard)
+        future = await self.executor.producer.send(self.kafka.topics.deadletter, value, key=key)
         await future
-        metrics.dead_letter("producer", exc.reason)
+        metrics.dead_letter("producer", code)
 
     # ---- flow control and commits -------------------------------------------
 

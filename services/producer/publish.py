@@ -10,6 +10,9 @@ nothing changes for readers) and reuses the header bytes that do not change
 within a run, instead of hashing the key and encoding five headers for each
 streamed delta. Every record of a run carries the run's ``traceparent``
 (the worker's hop of the trace its dispatch carried) when it has one.
+Every record is measured before it is sent (``sizes.RecordGuard``): one
+the broker would refuse raises ``RecordTooLargeError`` (``event_too_large``)
+and nothing is sent.
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ from contracts.codec import EVENT_DECODER, to_wire
 from contracts.headers import AGENT, EVENT_TYPE, RUN_ID, SCHEMA, SEQ, TRACEPARENT
 from services.kafka.clients import AIOKafkaProducer
 from services.kafka.partitioning import partition_for
+from services.producer.sizes import RecordGuard
+
+EVENT_CODE = "event_too_large"
 
 
 class RunWriter:
@@ -34,8 +40,9 @@ class RunWriter:
 
     def __init__(self, producer: AIOKafkaProducer, topic: str, thread_id: str, run_id: str,
                  agent: str, partitions: int | None = None,
-                 traceparent: str | None = None) -> None:
+                 traceparent: str | None = None, *, guard: RecordGuard) -> None:
         self.producer = producer
+        self.guard = guard
         self.topic = topic
         self.key = thread_id.encode()
         self.partition = partition_for(self.key, partitions) if partitions else None
@@ -54,11 +61,17 @@ class RunWriter:
 
     def send(self, event_type: str, seq: int, value: bytes) -> Awaitable[asyncio.Future[Any]]:
         """Enqueue one record: awaiting this gives the future that resolves once the broker
-        has it (the producer's own coroutine, not wrapped in one more per event)."""
+        has it (the producer's own coroutine, not wrapped in one more per event).
+        ``RecordTooLargeError`` when the record would not fit (nothing is sent)."""
+        headers = self.headers(event_type, seq)
+        self.guard.check(f"{event_type} #{seq}", EVENT_CODE, self.key, value, headers)
         sent: Awaitable[asyncio.Future[Any]] = self.producer.send(
-            self.topic, value, key=self.key, partition=self.partition,
-            headers=self.headers(event_type, seq))
+            self.topic, value, key=self.key, partition=self.partition, headers=headers)
         return sent
+
+    def excess(self, event_type: str, seq: int, value: bytes) -> int | None:
+        """The record's size when it would not fit, else None."""
+        return self.guard.limit.excess(self.key, value, self.headers(event_type, seq))
 
 
 async def event_partitions(producer: AIOKafkaProducer, topic: str) -> int:
@@ -67,10 +80,12 @@ async def event_partitions(producer: AIOKafkaProducer, topic: str) -> int:
 
 
 async def send_event(producer: AIOKafkaProducer, topic: str, thread_id: str, headers: EventHeaders,
-                     value: bytes) -> asyncio.Future[Any]:
-    """Enqueue one event record (default partitioner); resolves once the broker has it."""
-    future: asyncio.Future[Any] = await producer.send(topic, value, key=thread_id.encode(),
-                                                      headers=headers.encode())
+                     value: bytes, guard: RecordGuard) -> asyncio.Future[Any]:
+    """Enqueue one event record (default partitioner); resolves once the broker has it.
+    ``RecordTooLargeError`` when the record would not fit (nothing is sent)."""
+    key, encoded = thread_id.encode(), headers.encode()
+    guard.check(f"{headers.event_type} #{headers.seq}", EVENT_CODE, key, value, encoded)
+    future: asyncio.Future[Any] = await producer.send(topic, value, key=key, headers=encoded)
     return future
 
 

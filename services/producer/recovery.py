@@ -17,7 +17,8 @@ still marked active by a worker that died. For each such run of its agent:
 3. the checkpoint records the run as closed; what stays open is what the
    terminal event found asked for (an interrupt outcome), else what the
    start marker kept open — interrupts a run never delivered were never
-   open for anyone.
+   open for anyone. A checkpoint that would not fit is not written (the
+   run is closed on ``events`` all the same; its next run replaces the mark).
 
 The redelivered dispatch of such a run is then skipped as closed: a run is
 never executed twice, and an approved side effect it began is recorded in
@@ -41,6 +42,7 @@ from contracts.headers import EVENT_TYPE, RUN_ID, SEQ, header_value
 from services.kafka.clients import AIOKafkaProducer
 from services.kafka.reader import Start, TopicReader
 from services.producer import checkpoint as cp
+from services.producer.errors import RecordTooLargeError
 from services.producer.publish import event_bytes, send_event
 from services.producer.store import Change, CheckpointStore
 from services.runtime import metrics
@@ -132,11 +134,15 @@ async def recover(store: CheckpointStore, producer: AIOKafkaProducer, agent: str
             sent = [await send_event(producer, topic, thread_id,
                                      EventHeaders(active.run_id, e.type.value, agent,
                                                   trace.last_seq + 1 + i),
-                                     event_bytes(e, clock))
+                                     event_bytes(e, clock), store.guard)
                     for i, e in enumerate(events)]
             await asyncio.gather(*sent)
             metrics.run_finished(agent, "worker_lost")
-        await store.update(thread_id, closer(active.run_id, open_after, clock()))
+        try:
+            await store.update(thread_id, closer(active.run_id, open_after, clock()))
+        except RecordTooLargeError as exc:  # its events are closed; the marker stays
+            log.error("run %s closed on events, but its checkpoint cannot record it: %s",
+                      active.run_id, exc.message, extra=fields)
         log.warning("closed run %s left open by worker %s: %s", active.run_id, active.worker,
                     action, extra=fields)
         done.append(Recovered(thread_id, active.run_id, action))

@@ -30,12 +30,10 @@ import asyncio
 import contextlib
 import inspect
 import logging
-import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Any, Literal, NoReturn, Protocol
+from datetime import datetime
+from typing import Any, NoReturn
 
 import orjson
 from ag_ui.core import (
@@ -57,15 +55,7 @@ from pydantic import ValidationError
 
 from contracts.codec import EVENT_DECODER, to_wire, validation_detail
 from services.producer.agent import AgentDefinition, AgentItem
-from services.producer.bookkeeping import (
-    Cancelled,
-    Completed,
-    Ending,
-    Failed,
-    Outcome,
-    RunBook,
-    Terminal,
-)
+from services.producer.bookkeeping import Cancelled, Completed, Ending, Failed, RunBook, Terminal
 from services.producer.context import WARNING_EVENT, RunContext
 from services.producer.effects import Effect, EffectLedger
 from services.producer.errors import (
@@ -75,68 +65,18 @@ from services.producer.errors import (
     RunFailedError,
 )
 from services.producer.resume import ResumePlan
+from services.producer.sink import EventRecord, RunOptions, RunReport, RunSink, UncoveredPolicy
+from services.producer.sizes import limited_ending, send_failure
 from services.producer.wire import plain_wire
 from services.runtime.logging import run_fields
 
 log = logging.getLogger(__name__)
 
-UncoveredPolicy = Literal["reject", "reinterrupt"]
+__all__ = ["EFFECT_EVENT", "EventRecord", "RunOptions", "RunReport", "RunSink", "Runner",
+           "UncoveredPolicy"]
+
 EFFECT_EVENT = "agui-relay.effect"
 """CUSTOM event after each ``ctx.effect``: ``{"key", "status"}`` (``performed`` = it ran)."""
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
-
-
-@dataclass(slots=True)
-class EventRecord:
-    """One validated event, numbered, in its exact wire bytes (not changed once made;
-    not frozen, because a frozen dataclass costs three times as much to build, per event).
-
-    It keeps no model of the event: thousands of records wait in the runs' queues, and
-    each model would be three more objects for the garbage collector to scan.
-    """
-
-    seq: int
-    value: bytes
-    event_type: str
-    """The wire ``type`` (what the record's headers carry)."""
-
-
-@dataclass(frozen=True, slots=True)
-class RunReport:
-    """How a run ended, for the worker's checkpoint."""
-
-    outcome: Outcome
-    terminal: EventRecord
-    open_interrupts: tuple[Interrupt, ...]
-    """Interrupts open on the thread once this run closed."""
-    events: int
-
-
-class RunSink(Protocol):
-    """Where a run's records go (the worker publishes them to ``events``)."""
-
-    async def send(self, record: EventRecord) -> None:
-        """Publish one record, in order (may return before it is acknowledged)."""
-
-    async def send_terminal(self, record: EventRecord, report: RunReport) -> None:
-        """Publish the terminal record and return once it is durable."""
-
-
-@dataclass(frozen=True, slots=True)
-class RunOptions:
-    """How runs behave (from the worker's settings)."""
-
-    uncovered_policy: UncoveredPolicy = "reinterrupt"
-    cancel_grace_s: float = 2.0
-    """How long a cancelled agent may take to stop before it is abandoned."""
-    queue_limit: int = 256
-    """Admitted-but-unpublished events before the agent is held at its next emit."""
-    clock: Callable[[], datetime] = utc_now
-    clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000
-    """Event timestamps (ms since the epoch); separate because it runs per event."""
 
 
 class Runner:
@@ -154,10 +94,13 @@ class Runner:
         agent_name: str = "agent",
         request_id: str | None = None,
         input_wire: Any = None,
+        principal: str | None = None,
     ) -> None:
         self.agent = agent
         self.request_id = request_id
         """The RunRequest this run was admitted from (named in its log lines)."""
+        self.principal = principal
+        """The tenant that asked for the run (child runs it starts carry it too)."""
         self._input = run_input
         self._input_wire = input_wire
         """``run_input``'s wire form when the caller has it (what RUN_STARTED echoes)."""
@@ -183,6 +126,9 @@ class Runner:
         self._result: Any = None
         self._effects: set[asyncio.Future[Effect]] = set()
         self._log = run_fields(run_input.thread_id, run_input.run_id, request_id)
+        self._room = self.options.limits.event_room(run_input.thread_id, run_input.run_id,
+                                                    agent_name)
+        """The most value bytes an event record of this run can have (``sizes``)."""
 
     # ---- RunPort (what RunContext calls) --------------------------------
 
@@ -310,7 +256,7 @@ class Runner:
         """Run the agent to exactly one terminal event; returns how it ended."""
         if self.plan.uncovered and self.options.uncovered_policy == "reject":
             return await self._refuse_uncovered()
-        self._enqueue(self._numbered(self._run_started(), "RUN_STARTED"))
+        self._enqueue(self._as_record(self._run_started(), "RUN_STARTED"))
         for warning in self.plan.warnings:
             log.warning("%s: %s %s", warning.code, warning.message,
                         ",".join(warning.interrupt_ids), extra=self._log)
@@ -318,16 +264,28 @@ class Runner:
         agent_task = asyncio.create_task(self._drive())
         agent_task.add_done_callback(lambda _: self._wake.set())
         try:
-            await self._publish_until_stopped(agent_task)
-        except BaseException:  # the sink failed: nothing more can be published
+            ending = limited_ending(await self._publish_to_end(agent_task), self.book,
+                                    self.options.limits)
+        except Exception as exc:  # a send failed: end with RUN_ERROR, if that can be sent
+            agent_task.cancel()
+            agent_task.add_done_callback(_swallow)
+            log.error("a record of run %s could not be sent", self._input.run_id, exc_info=exc,
+                      extra=self._log)
+            ending = send_failure(exc)
+        except BaseException:
             agent_task.cancel()
             raise
+        return await self._close(self.book.finish(ending))
+
+    async def _publish_to_end(self, agent_task: asyncio.Task[Ending]) -> Ending:
+        """Publish what the agent admits until it ends (or is stopped); how it ended."""
+        await self._publish_until_stopped(agent_task)
         ending = await self._await_agent(agent_task)
         self._stopping = True
         self._space.set()
         await self._publish_queued()
         await self._settle_effects()
-        return await self._close(self.book.finish(ending))
+        return ending
 
     async def _publish_until_stopped(self, agent_task: asyncio.Task[Ending]) -> None:
         """Publish what the agent admits, in order, until it ends or a stop is asked for."""
@@ -470,22 +428,38 @@ class Runner:
         return self._checked(item)[0]
 
     def _admit(self, event: BaseEvent, wire: dict[str, Any]) -> None:
-        """Bookkeeping, then numbered records on the queue (``wire`` is ``event``'s)."""
+        """Size, bookkeeping, then numbered records on the queue (``wire`` is ``event``'s).
+
+        An event whose record would not fit is refused before the bookkeeping counts
+        it: the run ends ``event_too_large``, closing only what was published open.
+        """
+        value = self._value(wire)
+        if len(value) > self._room:
+            raise AgentProtocolError(self.options.limits.event_refusal(
+                event.type.value, len(value), self._room), code="event_too_large")
         for out in self.book.admit(event):
-            self._enqueue(self._record(out, wire if out is event else None))
+            self._enqueue(self._as_record(value, event.type.value) if out is event
+                          else self._record(out))
         if len(self._queue) >= self.options.queue_limit:
             self._space.clear()
 
-    def _run_started(self) -> dict[str, Any]:
-        """RUN_STARTED's wire form, the input echoed: built from the input, which was
-        validated when it was read (so no model of it is built and checked again)."""
+    def _run_started(self) -> bytes:
+        """RUN_STARTED's bytes, the input echoed: built from the input, which was
+        validated when it was read (so no model of it is built and checked again).
+        Without the echo when that would not fit a record (the input is optional)."""
         run_input = self._input
         wire: dict[str, Any] = {"type": "RUN_STARTED", "threadId": run_input.thread_id,
                                 "runId": run_input.run_id, "protocolVersion": PROTOCOL_VERSION}
         if run_input.parent_run_id is not None:
             wire["parentRunId"] = run_input.parent_run_id
         wire["input"] = self._input_wire if self._input_wire is not None else to_wire(run_input)
-        return wire
+        value = self._value(wire)
+        if len(value) > self._room:
+            log.warning("RUN_STARTED sent without the input echo (%d bytes)", len(value),
+                        extra=self._log)
+            del wire["input"]
+            value = orjson.dumps(wire)
+        return value
 
     def _enqueue(self, record: EventRecord) -> None:
         self._queue.append(record)
@@ -505,13 +479,18 @@ class Runner:
             else:
                 wire = self._validated_as(type(event), plain)
         kind = wire["type"]
-        return self._numbered(wire, kind if type(kind) is str else event.type.value)
+        return self._as_record(self._value(wire), kind if type(kind) is str
+                               else event.type.value)
 
-    def _numbered(self, wire: dict[str, Any], kind: str) -> EventRecord:
-        """The next record: ``wire`` (timestamped if it has no timestamp) as bytes."""
+    def _value(self, wire: dict[str, Any]) -> bytes:
+        """``wire`` (timestamped if it has no timestamp) as bytes."""
         if wire.get("timestamp") is None:
             wire["timestamp"] = self.options.clock_ms()
-        record = EventRecord(self._seq, orjson.dumps(wire), kind)
+        return orjson.dumps(wire)
+
+    def _as_record(self, value: bytes, kind: str) -> EventRecord:
+        """The next record: ``value`` numbered."""
+        record = EventRecord(self._seq, value, kind)
         self._seq += 1
         return record
 
@@ -525,14 +504,20 @@ class Runner:
     async def _close(self, terminal: Terminal) -> RunReport:
         for event in terminal.closing:
             await self.sink.send(self._record(event))
+        seq = self._seq
         try:
             record = self._record(terminal.event)
+            report = RunReport(terminal.outcome, record, terminal.open_interrupts, self._seq)
+            refused = self.sink.refusal(report)  # too large, or its checkpoint would be
+            if refused is not None:
+                raise AgentProtocolError(refused.message, refused.code or "event_too_large")
         except AgentProtocolError as exc:  # e.g. a result that is not JSON
-            log.error("terminal event invalid: %s", exc.message, extra=self._log)
+            log.error("terminal event refused: %s", exc.message, extra=self._log)
             terminal = Terminal((), RunErrorEvent(message=exc.message, code=exc.code), "error",
                                 tuple(self.plan.uncovered))
+            self._seq = seq
             record = self._record(terminal.event)
-        report = RunReport(terminal.outcome, record, terminal.open_interrupts, self._seq)
+            report = RunReport(terminal.outcome, record, terminal.open_interrupts, self._seq)
         await self.sink.send_terminal(record, report)
         log.info("run %s ended %s after %d events", self._input.run_id, terminal.outcome,
                  self._seq, extra=self._log)

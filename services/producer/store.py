@@ -12,7 +12,11 @@ then on it is the only writer of those threads, and
 cached record and writes the result through, returning once the broker has
 it. Changes are applied and enqueued under one lock, so records of a thread
 reach the topic in the order they were made and the latest one holds every
-change. ``ThreadLedger`` is the ``EffectLedger`` over it.
+change. A change whose record would not fit the broker's limit is not
+applied and not sent: ``RecordTooLargeError`` (``checkpoint_too_large``,
+from ``sizes.RecordGuard``), the cached record unchanged; ``excess`` asks
+the same question before a run commits to an ending. ``ThreadLedger`` is
+the ``EffectLedger`` over it.
 """
 
 from __future__ import annotations
@@ -28,11 +32,13 @@ from services.kafka.clients import AIOKafkaProducer, ConsumerRecord
 from services.kafka.reader import TopicReader
 from services.producer import checkpoint as cp
 from services.producer.effects import Effect
+from services.producer.sizes import RecordGuard
 from services.runtime.settings import KafkaSettings
 
 log = logging.getLogger(__name__)
 
 Change = Callable[[cp.ThreadCheckpoint], cp.ThreadCheckpoint]
+CHECKPOINT_CODE = "checkpoint_too_large"
 
 
 def utc_now() -> datetime:
@@ -48,6 +54,7 @@ class CheckpointStore:
         self.topic = settings.topics.checkpoints
         self.producer = producer
         self.clock = clock
+        self.guard = RecordGuard.of(settings.max_record_bytes)
         self._threads: dict[str, cp.ThreadCheckpoint] = {}
         self._partition_of: dict[str, int] = {}
         self._owners: dict[int, set[str]] = {}
@@ -148,16 +155,26 @@ class CheckpointStore:
         producer then need not hash it again for the first write)."""
         self._partition_of.setdefault(thread_id, partition)
 
+    def excess(self, thread_id: str, change: Change) -> int | None:
+        """The size of the record ``change`` would write when it would not fit, else None."""
+        value = cp.to_bytes(change(self.get(thread_id)))
+        return self.guard.limit.excess(thread_id.encode(), value)
+
     async def write(self, thread_id: str, change: Change) -> asyncio.Future[Any]:
-        """Apply ``change`` and send it; the future resolves once it is durable."""
+        """Apply ``change`` and send it; the future resolves once it is durable.
+
+        ``RecordTooLargeError`` when the record would not fit: nothing changes.
+        """
         async with self._lock:
             value = change(self.get(thread_id))
+            key, data = thread_id.encode(), cp.to_bytes(value)
+            self.guard.check(f"the checkpoint of thread {thread_id[:64]!r}", CHECKPOINT_CODE,
+                             key, data)
             self._threads[thread_id] = value
             # The thread's partition once known (the key's, as the broker placed it): the
             # producer need not hash the key again.
-            return await self.producer.send(self.topic, cp.to_bytes(value),  # type: ignore[no-any-return]
-                                            key=thread_id.encode(),
-                                            partition=self._partition_of.get(thread_id))
+            return await self.producer.send(self.topic, data,  # type: ignore[no-any-return]
+                                            key=key, partition=self._partition_of.get(thread_id))
 
 
 class ThreadLedger:

@@ -12,6 +12,7 @@ from ag_ui_validate.pytest_plugin import validate_agui
 
 from services.cli.ops.history import replay
 from services.producer.agent import AgentDefinition, as_definition
+from services.producer.bookkeeping import Failed
 from services.producer.effects import EffectLedger
 from services.producer.resume import plan_resume
 from services.producer.runner import EventRecord, Runner, RunOptions, RunReport
@@ -35,6 +36,9 @@ class ListSink:
     async def send_terminal(self, record: EventRecord, report: RunReport) -> None:
         self.records.append(record)
         self.report = report
+
+    def refusal(self, report: RunReport) -> Failed | None:
+        return None
 
     @property
     def wire(self) -> list[dict[str, Any]]:
