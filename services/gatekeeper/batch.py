@@ -9,15 +9,21 @@ write: decisions, dispatches, dead letters and the latest state of every
 thread it changed. Nothing here touches Kafka or the clock; the committed
 states it reads are only replaced by the processor after the commit.
 
-Nothing a request makes the gatekeeper write may outgrow a record: a
-dispatch is the request plus its warnings, and a thread state holds queued
-requests and remembered decisions whose messages quote the request's ids.
-A record the broker refuses fails the whole transaction, again on every
-retry, and would stall the partition; so each request's dispatch and new
-thread state are encoded as it is decided, and a request that would make
-either outgrow ``Limits.max_bytes`` (less ``RECORD_OVERHEAD``) is rejected
-``invalid_input`` instead, leaving the thread as it was. The encodings are
-kept and written as they are.
+Nothing the gatekeeper writes may outgrow a record: a record the broker
+refuses fails the whole transaction, again on every retry, and would stall
+the partition for every thread on it. So every output is encoded as it is
+decided and measured as the broker measures it (``RecordLimit``: key, value
+and headers): a request whose dispatch or new thread state would not fit is
+rejected ``invalid_input`` instead, leaving the thread as it was; a request
+whose very decision would not fit (a 400,000-character threadId is its key
+and part of its value) is dead-lettered ``record_too_large``, and nothing
+else is written for it; a run boundary whose new thread state would not fit
+is dead-lettered too, and its run closed as failed (``Boundary.failed``),
+so the thread is never left running; dead letters are cut to fit
+(``letters``). The encodings are kept and written as they are. What still
+slips past (a broker whose limit is below the configured one) is named by
+the broker's refusal; the processor hands its inputs back as ``poison``,
+and the next batch dead-letters them instead of deciding them again.
 
 Events other than ``RUN_STARTED`` / ``RUN_FINISHED`` / ``RUN_ERROR`` are
 skipped on their type header without decoding; only ``RUN_FINISHED`` is
@@ -28,11 +34,10 @@ guessed at: the thread stays as it was, which never admits anything early.
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from ag_ui.core import EventType, RunFinishedEvent
 
@@ -44,45 +49,58 @@ from contracts import (
     EventHeaders,
     ThreadState,
     decode,
+    encode,
     header_value,
 )
 from contracts.headers import EVENT_TYPE, TRACEPARENT
+from contracts.limits import InputLimits
 from services.gatekeeper import wire
-from services.gatekeeper.intake import Refused, Unreadable, read_request, refusal
+from services.gatekeeper.intake import DEFAULT_LIMITS, Refused, Unreadable, read_request, refusal
+from services.gatekeeper.letters import DEAD_LETTER_VALUE_LIMIT, InRecord, dead_letter
 from services.gatekeeper.rules import Outcome, Policy, decide, on_boundary
 from services.gatekeeper.thread import BOUNDARY_TYPES, Boundary, fresh
+from services.kafka.sizing import RecordLimit
 from services.runtime.tracing import next_hop_bytes
 
-SERVICE = "gatekeeper"
-DEAD_LETTER_VALUE_LIMIT = 65_536
-"""Bytes of a refused record kept in its dead letter (oversize records are cut)."""
-RECORD_OVERHEAD = 512
-"""Bytes of a record that are not its value: key, headers, framing."""
+__all__ = [
+    "DEAD_LETTER_VALUE_LIMIT", "Batch", "Decided", "InRecord", "Limits", "Poison", "dead_letter",
+]
 
+TOO_LARGE = "record_too_large"
+"""The dead-letter code of an input whose outputs cannot be written."""
 
-class InRecord(Protocol):
-    """The parts of a consumed record the gatekeeper reads (aiokafka's ConsumerRecord)."""
-
-    @property
-    def topic(self) -> str: ...
-    @property
-    def partition(self) -> int: ...
-    @property
-    def offset(self) -> int: ...
-    @property
-    def key(self) -> bytes | None: ...
-    @property
-    def value(self) -> bytes | None: ...
-    @property
-    def headers(self) -> Sequence[tuple[str, bytes]]: ...
+Source = tuple[str, int, int]
+"""The input an output was made from: its topic, partition and offset."""
 
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """What a request must fit: record size, and the agents that have a dispatch topic."""
+    """What a batch must respect: the record limit, the input limits, the agents."""
 
-    max_bytes: int
+    record: RecordLimit
+    input: InputLimits = DEFAULT_LIMITS
     agents: frozenset[str] | None = None
+    """The agents that have a dispatch topic (None: any)."""
+
+    @property
+    def max_bytes(self) -> int:
+        return self.record.max_bytes
+
+    def with_agents(self, agents: frozenset[str] | None) -> Limits:
+        """These limits for ``agents`` (the same object when they are the same)."""
+        return self if agents == self.agents else replace(self, agents=agents)
+
+
+@dataclass(frozen=True, slots=True)
+class Poison:
+    """An input whose outputs the broker refused: dead-letter it instead of deciding it.
+
+    ``level`` 1: dead-lettered, a boundary closing its run as failed; 2 (its
+    outputs were refused again): dead-lettered with nothing else written.
+    """
+
+    reason: str
+    level: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +125,10 @@ class Decided:
     record was read for this decision."""
     dispatch_value: bytes | None = None
     """The dispatch's record value, when it was encoded as the request was decided."""
+    decision_value: bytes | None = None
+    """The decision's record value, encoded (and measured) as it was decided."""
+    source: Source | None = None
+    """The input record this decision answers (a request, or the boundary that drained it)."""
 
 
 @dataclass(slots=True)
@@ -126,6 +148,10 @@ class Batch:
     traces: dict[tuple[str, str], bytes] = field(default_factory=dict)
     """(threadId, requestId) → the hop of the first record of that request read in
     this batch: a queued request admitted when a run closes continues its trace."""
+    poison: Mapping[Source, Poison] = field(default_factory=dict)
+    """Inputs to dead-letter instead of deciding (their outputs were refused)."""
+    changed_by: dict[str, Source] = field(default_factory=dict)
+    """threadId → the last input that changed ``states[threadId]``."""
 
     @property
     def has_output(self) -> bool:
@@ -152,74 +178,140 @@ class Batch:
         kind = header_value(record.headers, EVENT_TYPE)
         if kind not in BOUNDARY_TYPES:
             return
+        source = (record.topic, record.partition, record.offset)
+        poisoned = self.poison.get(source)
+        if poisoned is not None and poisoned.level > 1:
+            self._dead(record, TOO_LARGE, poisoned.reason, minimal=True)
+            return
         read = self._boundary(kind, record)
         if read is None:
             return
         thread_id, boundary = read
         before = self.state(thread_id)
-        after, outcomes = on_boundary(before, boundary, self.now, self.policy)
-        if after is not before:
-            self.states[thread_id] = after
-            self.encoded.pop(thread_id, None)
+        why = None if poisoned is None else poisoned.reason
+        if why is not None:
+            boundary = boundary.failed()
+        after, outcomes = on_boundary(before, boundary, self.now, self.policy, self._admissible)
+        value = self._state_value(thread_id, before, after)
+        if isinstance(value, str) and why is None:
+            why = value
+            after, outcomes = on_boundary(before, boundary.failed(), self.now, self.policy,
+                                          self._admissible)
+            value = self._state_value(thread_id, before, after)
+        if why is not None:
+            self._dead(record, TOO_LARGE, f"{why}; the run is recorded as failed")
+        if isinstance(value, str):  # not even closed as failed: the thread stays as it was
+            return
+        if value is not None:
+            self._install(thread_id, after, value, source)
         for outcome in outcomes:  # queued requests decided now: traced as queued
             trace = self.traces.get((thread_id, outcome.decision.request_id))
-            self.decided.append(Decided(outcome.decision, outcome.dispatch, trace=trace))
+            decided = Decided(outcome.decision, outcome.dispatch, trace=trace, source=source)
+            self.decided.append(self._encoded(decided))
 
     def request(self, record: InRecord) -> None:
         """Decide one ``requests`` record."""
+        source = (record.topic, record.partition, record.offset)
+        poisoned = self.poison.get(source)
+        if poisoned is not None:
+            self._dead(record, TOO_LARGE, poisoned.reason, minimal=poisoned.level > 1)
+            return
         read = read_request(
             record.key,
             record.value,
             self.now,
             max_bytes=self.limits.max_bytes,
             agents=self.limits.agents,
+            limits=self.limits.input,
         )
         if isinstance(read, Unreadable):
-            self.dead_letters.append(dead_letter(record, read.code, read.reason, self.now))
+            self._dead(record, read.code, read.reason)
             return
         trace = next_hop_bytes(_header(record.headers, TRACEPARENT))
         if isinstance(read, Refused):
-            self.decided.append(Decided(read.decision, trace=trace))
+            self._decide(record, Decided(read.decision, trace=trace, source=source))
             return
         request = read.request
         thread_id = request.input.thread_id
         self.traces.setdefault((thread_id, request.request_id), trace)
         before = self.state(thread_id)
         outcome = decide(before, request, self.now, self.policy)
-        state_value = wire.state(outcome.state) if outcome.state is not before else None
+        state_value = self._state_value(thread_id, before, outcome.state)
         dispatch_value = (
             wire.dispatch(outcome.dispatch, read.raw) if outcome.dispatch is not None else None
         )
-        oversize = self._oversize(outcome, state_value, dispatch_value)
-        if oversize is not None:
-            rejected = refusal(request, "invalid_input", oversize, self.now)
-            self.decided.append(Decided(rejected, trace=trace, submitted_at=request.submitted_at))
-            return
-        if state_value is not None:
-            self.states[thread_id] = outcome.state
-            self.encoded[thread_id] = state_value
-        raw = read.raw if outcome.dispatch is not None else None
-        self.decided.append(
-            Decided(outcome.decision, outcome.dispatch, raw, trace, request.submitted_at,
-                    dispatch_value)
+        oversize = (
+            state_value if isinstance(state_value, str)
+            else self._dispatch_too_large(thread_id, dispatch_value, trace)
         )
+        if oversize is not None:
+            message = f"{outcome.decision.verdict}, but {oversize}; send a smaller input"
+            rejected = refusal(request, "invalid_input", message, self.now)
+            self._decide(record, Decided(rejected, trace=trace,
+                                         submitted_at=request.submitted_at, source=source))
+            return
+        raw = read.raw if outcome.dispatch is not None else None
+        decided = Decided(outcome.decision, outcome.dispatch, raw, trace, request.submitted_at,
+                          dispatch_value, source=source)
+        if self._decide(record, decided) and isinstance(state_value, bytes):
+            self._install(thread_id, outcome.state, state_value, source)
 
-    def _oversize(
-        self, outcome: Outcome, state_value: bytes | None, dispatch_value: bytes | None
+    def _decide(self, record: InRecord, decided: Decided) -> bool:
+        """Keep ``decided`` when its decision fits a record; else dead-letter ``record``."""
+        encoded = self._encoded(decided)
+        value = encoded.decision_value
+        size = self.limits.record.excess(_key(decided.decision.thread_id), value,
+                                         trace_headers(decided.trace))
+        if size is not None:
+            self._dead(record, TOO_LARGE, self.limits.record.why(
+                f"its {decided.decision.verdict} decision", size) + "; nothing was decided")
+            return False
+        self.decided.append(encoded)
+        return True
+
+    def _encoded(self, decided: Decided) -> Decided:
+        return replace(decided, decision_value=wire.decision(decided.decision))
+
+    def _install(self, thread_id: str, state: ThreadState, value: bytes, source: Source) -> None:
+        self.states[thread_id] = state
+        self.encoded[thread_id] = value
+        self.changed_by[thread_id] = source
+
+    def _state_value(
+        self, thread_id: str, before: ThreadState, after: ThreadState
+    ) -> bytes | str | None:
+        """``after``'s record value; None when unchanged; why, when it would not fit."""
+        if after is before:
+            return None
+        value = wire.state(after)
+        size = self.limits.record.excess(thread_id.encode(), value)
+        if size is None:
+            return value
+        return self.limits.record.why("the thread's state", size)
+
+    def _dispatch_too_large(
+        self, thread_id: str, value: bytes | None, trace: bytes | None
     ) -> str | None:
-        """Why what ``outcome`` writes would not fit a record, or None when it fits."""
-        limit = self.limits.max_bytes - RECORD_OVERHEAD
-        if dispatch_value is not None and len(dispatch_value) > limit:
-            return (
-                f"admitted, its dispatch would be {len(dispatch_value)} bytes, over the "
-                f"limit of {limit} for a record; send a smaller input"
-            )
-        if state_value is not None and len(state_value) > limit:
-            return (
-                f"{outcome.decision.verdict}, the thread's state would be {len(state_value)} "
-                f"bytes, over the limit of {limit} for a record; send a smaller input"
-            )
-        return None
+        if value is None:
+            return None
+        size = self.limits.record.excess(thread_id.encode(), value, trace_headers(trace))
+        return None if size is None else self.limits.record.why("its dispatch", size)
+
+    def _admissible(self, outcome: Outcome) -> str | None:
+        """``rules.Check``: why a queued request's admission cannot be written."""
+        if outcome.dispatch is None:
+            return None
+        trace = self.traces.get((outcome.state.thread_id, outcome.decision.request_id))
+        why = self._dispatch_too_large(outcome.state.thread_id,
+                                       wire.dispatch(outcome.dispatch, None), trace)
+        return None if why is None else f"admitted, but {why}; send a smaller input"
+
+    def _dead(self, record: InRecord, code: str, reason: str, *, minimal: bool = False) -> None:
+        """Dead-letter ``record``; cut to its origin and reason when even the cut one is too big."""
+        letter = dead_letter(record, code, reason, self.now, minimal=minimal)
+        if not minimal and not self.limits.record.fits(_key(letter.key), encode(letter)):
+            letter = dead_letter(record, code, reason, self.now, minimal=True)
+        self.dead_letters.append(letter)
 
     def _boundary(self, kind: str, record: InRecord) -> tuple[str, Boundary] | None:
         """The thread and boundary a boundary record names, or None (dead-lettered)."""
@@ -233,7 +325,7 @@ class Batch:
                     f"{kind} record lacks the agui-run-id/agui-agent/agui-seq headers",
                 )
             )
-            self.dead_letters.append(dead_letter(record, code, reason, self.now))
+            self._dead(record, code, reason)
             return None
         thread_id = record.key.decode("utf-8", "replace")
         if kind != EventType.RUN_FINISHED.value:
@@ -242,7 +334,7 @@ class Batch:
             event = decode(RunFinishedEvent, record.value or b"")
         except DecodeError as exc:
             reason = f"RUN_FINISHED record does not validate ({exc}); the thread stays running"
-            self.dead_letters.append(dead_letter(record, "invalid_event", reason, self.now))
+            self._dead(record, "invalid_event", reason)
             return None
         return thread_id, Boundary(kind, headers.run_id, headers.agent, event.outcome)
 
@@ -251,26 +343,10 @@ def _header(headers: Sequence[tuple[str, bytes]], name: str) -> bytes | None:
     return next((v for k, v in headers if k == name), None)
 
 
-def dead_letter(record: InRecord, code: str, reason: str, now: datetime) -> DeadLetter:
-    """The dead letter for ``record``: its raw value (cut when huge), origin and reason."""
-    value = record.value or b""
-    if len(value) > DEAD_LETTER_VALUE_LIMIT:
-        reason = f"{reason} (value cut to {DEAD_LETTER_VALUE_LIMIT} of {len(value)} bytes)"
-        value = value[:DEAD_LETTER_VALUE_LIMIT]
-    try:
-        text, encoding = value.decode("utf-8"), "utf-8"
-    except UnicodeDecodeError:
-        text, encoding = base64.b64encode(value).decode("ascii"), "base64"
-    return DeadLetter(
-        source_topic=record.topic,
-        partition=record.partition,
-        offset=record.offset,
-        key=record.key.decode("utf-8", "replace") if record.key is not None else None,
-        value=text,
-        value_encoding="utf-8" if encoding == "utf-8" else "base64",
-        headers={k: v.decode("utf-8", "replace") for k, v in record.headers} or None,
-        reason=reason,
-        code=code,
-        service=SERVICE,
-        failed_at=now,
-    )
+def _key(text: str | None) -> bytes | None:
+    return text.encode() if text is not None else None
+
+
+def trace_headers(value: bytes | None) -> list[tuple[str, bytes]] | None:
+    """The headers a decision or dispatch carries: its ``traceparent``, when it has one."""
+    return [(TRACEPARENT, value)] if value is not None else None

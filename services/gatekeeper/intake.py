@@ -1,7 +1,11 @@
 """Reading a ``requests`` record: the checks that need no thread state.
 
 Before any rule looks at a thread, the raw record must be a usable request:
-not oversize, valid JSON, a valid ``RunRequest`` (schema version, the
+not oversize, valid JSON, within the input limits (``contracts.limits``: no id
+or name longer than ``AGUI_MAX_ID_LENGTH``, no nesting deeper than
+``AGUI_MAX_JSON_DEPTH``; checked before the schema, so a client that wrote
+past the consumer service's edge gets the same answer as one it refused),
+a valid ``RunRequest`` (schema version, the
 ``RunAgentInput`` wire form), naming an agent that has a dispatch topic, and
 keyed by its own ``input.threadId`` (the key decides the partition, and so
 which gatekeeper instance holds the thread). ``read_request`` turns a record
@@ -28,6 +32,9 @@ from pydantic import ValidationError
 
 from contracts import Decision, DecodeError, RejectionCode, RunRequest
 from contracts.codec import load_json, validation_detail
+from contracts.limits import InputLimits, bracket_count, check_run_request
+
+DEFAULT_LIMITS = InputLimits()
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +81,7 @@ def read_request(
     *,
     max_bytes: int,
     agents: Set[str] | None = None,
+    limits: InputLimits = DEFAULT_LIMITS,
 ) -> Intake:
     """Read one ``requests`` record (``agents``: the agents with a dispatch topic)."""
     if value is None:
@@ -87,9 +95,14 @@ def read_request(
         )
     try:
         raw = load_json(value)
-        request = RunRequest.model_validate(raw)
     except DecodeError as exc:
         return _invalid(value, exc.reason, f"{exc.reason}: {exc.detail}", now)
+    broken = check_run_request(raw, limits, size_hint=bracket_count(value)) if isinstance(
+        raw, dict) else None
+    if broken is not None:
+        return _refused(_ids_of(raw), broken.code, broken.detail, now)
+    try:
+        request = RunRequest.model_validate(raw)
     except ValidationError as exc:
         return _invalid(value, "schema_invalid", f"schema_invalid: {validation_detail(exc)}", now)
     if agents is not None and request.agent not in agents:
@@ -133,7 +146,11 @@ def refusal(request: RunRequest, code: RejectionCode, message: str, now: datetim
 
 
 def _invalid(value: bytes, code: str, message: str, now: datetime) -> Refused | Unreadable:
-    ids = _read_ids(value)
+    return _refused(_read_ids(value), code, message, now)
+
+
+def _refused(ids: _Ids | None, code: str, message: str, now: datetime) -> Refused | Unreadable:
+    """An ``invalid_input`` rejection naming ``ids``, or a dead letter when there are none."""
     if ids is None:
         return Unreadable(code, f"{message}; no requestId and input.threadId could be read")
     return Refused(
@@ -156,6 +173,11 @@ def _read_ids(value: bytes) -> _Ids | None:
         raw = orjson.loads(value)
     except orjson.JSONDecodeError:
         return None
+    return _ids_of(raw)
+
+
+def _ids_of(raw: object) -> _Ids | None:
+    """``_read_ids`` of parsed JSON."""
     if not isinstance(raw, dict) or not isinstance(raw.get("input"), dict):
         return None
     request_id, thread_id = _text(raw.get("requestId")), _text(raw["input"].get("threadId"))

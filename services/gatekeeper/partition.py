@@ -19,10 +19,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contracts import ThreadState, TopicCatalog, encode
-from contracts.headers import TRACEPARENT
 from services.gatekeeper import wire
-from services.gatekeeper.batch import Batch
+from services.gatekeeper.batch import Batch, Poison, Source, trace_headers
+from services.gatekeeper.stall import Seen
 from services.kafka.clients import (
+    AIOKafkaConsumer,
     AIOKafkaProducer,
     ConsumerRecord,
     KafkaError,
@@ -130,6 +131,8 @@ class Owned:
     starts before it ends."""
     epoch: int = 0
     last_commit: float = 0.0
+    poison: dict[Source, Poison] = field(default_factory=dict)
+    """Inputs whose outputs the broker refused: the next batch dead-letters them."""
 
     def __post_init__(self) -> None:
         if self.next_request < 0:
@@ -158,6 +161,10 @@ class Owned:
             self.states.update(batch.states)
         self.committed_request = offsets[self.requests]
         self.committed_event = offsets[self.events]
+        if self.poison:  # what is committed is never read again
+            ends = {self.requests.topic: self.committed_request,
+                    self.events.topic: self.committed_event}
+            self.poison = {s: p for s, p in self.poison.items() if s[2] >= ends.get(s[0], 0)}
 
     def read_again_from(self, request_offset: int, event_offset: int) -> None:
         """Forget what was routed and not yet decided; reading restarts at these offsets."""
@@ -172,12 +179,33 @@ class Owned:
         self.read_again_from(self.committed_request, self.committed_event)
 
 
+async def progress(consumer: AIOKafkaConsumer, owned: Iterable[Owned]) -> dict[int, Seen]:
+    """What the stall rule needs of each partition: committed offsets, and input waiting.
+
+    Input waits when records are routed and undecided, a batch rides a
+    transaction, or ``requests`` p or ``events`` p has records past the read
+    position (the last stable offset, as of the last fetch, beyond it).
+    """
+    seen: dict[int, Seen] = {}
+    for o in list(owned):
+        try:
+            lag = [(consumer.last_stable_offset(tp) or 0) - await consumer.position(tp)
+                   for tp in (o.requests, o.events)]
+        except KafkaError:  # not assigned any more (a rebalance): seen again when it is
+            continue
+        waiting = bool(o.held or o.inbox or o.inflight is not None) or max(lag) > 0
+        seen[o.partition] = Seen((o.committed_request, o.committed_event), waiting)
+    return seen
+
+
 def outputs(topics: TopicCatalog, partition: int, batch: Batch) -> list[OutRecord]:
     """The records one partition's transaction writes for ``batch``.
 
     Decisions and dispatches carry the request's ``traceparent`` when it had
     one; thread states go to partition p of ``threads`` whatever their key
-    hashes to, so restoring p finds them.
+    hashes to, so restoring p finds them. Each record's ``source`` is the
+    input it was made from (a thread state: the last input that changed it),
+    for the processor to set aside should the broker refuse it.
     """
     out: list[OutRecord] = []
     for d in batch.decided:
@@ -185,9 +213,10 @@ def outputs(topics: TopicCatalog, partition: int, batch: Batch) -> list[OutRecor
         out.append(
             OutRecord(
                 topics.decisions,
-                wire.decision(decision),
+                d.decision_value or wire.decision(decision),
                 _key(decision.thread_id),
-                headers=_trace(d.trace),
+                headers=trace_headers(d.trace),
+                source=d.source,
             )
         )
     for d in batch.decided:
@@ -198,20 +227,19 @@ def outputs(topics: TopicCatalog, partition: int, batch: Batch) -> list[OutRecor
                 topics.dispatch(d.dispatch.agent),
                 d.dispatch_value or wire.dispatch(d.dispatch, d.request),
                 _key(d.dispatch.input.thread_id),
-                headers=_trace(d.trace),
+                headers=trace_headers(d.trace),
+                source=d.source,
             )
         )
     for letter in batch.dead_letters:
-        out.append(OutRecord(topics.deadletter, encode(letter), _key(letter.key)))
+        origin = (letter.source_topic, letter.partition, letter.offset)
+        out.append(OutRecord(topics.deadletter, encode(letter), _key(letter.key), source=origin))
     for thread_id, state in batch.states.items():
         value = batch.encoded.get(thread_id) or wire.state(state)
-        out.append(OutRecord(topics.threads, value, thread_id.encode(), partition))
+        out.append(OutRecord(topics.threads, value, thread_id.encode(), partition,
+                             source=batch.changed_by.get(thread_id)))
     return out
 
 
 def _key(text: str | None) -> bytes | None:
     return text.encode() if text is not None else None
-
-
-def _trace(value: bytes | None) -> list[tuple[str, bytes]] | None:
-    return [(TRACEPARENT, value)] if value is not None else None

@@ -73,9 +73,11 @@ from typing import Any
 from services.gatekeeper.agents import Agents
 from services.gatekeeper.batch import Batch, Limits
 from services.gatekeeper.heap import Heap
-from services.gatekeeper.partition import Owned, outputs, start_producer
+from services.gatekeeper.partition import Owned, outputs, progress, start_producer
+from services.gatekeeper.refusals import set_aside
 from services.gatekeeper.settings import GatekeeperSettings
 from services.gatekeeper.settle import committed_offsets, settle
+from services.gatekeeper.stall import StallWatch
 from services.gatekeeper.store import restore
 from services.gatekeeper.telemetry import Telemetry
 from services.kafka.clients import (
@@ -93,7 +95,9 @@ from services.kafka.fencing import (
     is_member,
     request_rejoin,
 )
+from services.kafka.sizing import RecordLimit
 from services.kafka.transactions import (
+    RecordsRefusedError,
     TransactionStalledError,
     commit_outputs,
     is_fenced,
@@ -101,7 +105,7 @@ from services.kafka.transactions import (
     stop_producer,
 )
 from services.runtime.logging import run_fields
-from services.runtime.settings import KafkaSettings
+from services.runtime.settings import KafkaSettings, LimitSettings
 
 log = logging.getLogger(__name__)
 
@@ -162,14 +166,27 @@ class Processor:
         self._joined = False
         self.telemetry = Telemetry(self.group_id, interval_s=settings.gauges_s,
                                    running_limit_s=settings.running_too_long_s)
+        self.limits = Limits(RecordLimit(kafka.max_record_bytes), LimitSettings().limits)
+        self.stall = StallWatch(settings.stall_s)
+        """Owned partitions with input whose committed offsets stand still (``/readyz``)."""
 
     @property
     def ready(self) -> bool:
-        """Readiness (``/readyz``): in the group, every partition assigned to it restored."""
+        """Readiness (``/readyz``): in the group, every partition assigned to it restored,
+        none stalled (``failing``)."""
         consumer = self._consumer
         if consumer is None or not self._joined or self._fatal is not None:
             return False
-        return {tp.partition for tp in consumer.assignment()} <= set(self._owned)
+        owns = {tp.partition for tp in consumer.assignment()} <= set(self._owned)
+        return owns and not self.failing
+
+    @property
+    def failing(self) -> dict[str, str]:
+        """The readiness checks failing now, by name (``partition-<p>``), saying why."""
+        return {
+            f"partition-{p}": f"input waiting, committed offsets unchanged for {waited:.0f} s"
+            for p, waited in self.stall.stalled(time.monotonic()).items()
+        }
 
     @property
     def partitions(self) -> list[int]:
@@ -208,6 +225,8 @@ class Processor:
                     self._apply_backpressure()
                 await self._agents.refresh(consumer)
                 await self.telemetry.tick(consumer, self.clock())
+                self.stall.observe(await progress(consumer, self._owned.values()),
+                                   time.monotonic())
         finally:
             await self.settle_takeover()
             async with self._lock:
@@ -285,8 +304,9 @@ class Processor:
         if self._lingering(owned):
             return
         owned.waiting_since = None
-        limits = Limits(self.kafka.max_record_bytes, self._agents.names)
-        batch = Batch(owned.states, self.clock(), self.settings.policy, limits)
+        limits = self.limits.with_agents(self._agents.names)
+        batch = Batch(owned.states, self.clock(), self.settings.policy, limits,
+                      poison=owned.poison)
         for record in owned.inbox:
             batch.event(record)
         owned.inbox, owned.applied_event = [], owned.next_event
@@ -404,6 +424,8 @@ class Processor:
                     self.stats["transactions_failed"] += 1
                     self.stats["transactions_stalled"] += stalled
                     committed = await self._recover(shares)
+                    if isinstance(exc, RecordsRefusedError):  # dead-lettered when read again
+                        log.error("inputs set aside: %s", set_aside(exc.records, self._owned))
             now = time.monotonic()
             for share in committed:
                 share.owned.committed(share.offsets, share.batch)

@@ -42,7 +42,7 @@ expires and the decision says so in a warning. Pure: ``now`` is an argument.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
@@ -119,15 +119,20 @@ def decide(state: ThreadState, request: RunRequest, now: datetime, policy: Polic
     return _judge(state, request, now, policy)
 
 
+Check = Callable[[Outcome], str | None]
+"""Why an admission's records could not be written (None: they can); pure, like the rules."""
+
+
 def on_boundary(
-    state: ThreadState, boundary: Boundary, now: datetime, policy: Policy
+    state: ThreadState, boundary: Boundary, now: datetime, policy: Policy,
+    check: Check | None = None,
 ) -> tuple[ThreadState, list[Outcome]]:
     """Apply a run boundary; when it closes the run, decide what was queued behind it."""
     after = apply_boundary(state, boundary)
     if after is state:
         return state, []
     after = after.model_copy(update={"updated_at": now})
-    return drain(after, now, policy)
+    return drain(after, now, policy, check)
 
 
 def on_event(
@@ -138,13 +143,23 @@ def on_event(
     return (state, []) if boundary is None else on_boundary(state, boundary, now, policy)
 
 
-def drain(state: ThreadState, now: datetime, policy: Policy) -> tuple[ThreadState, list[Outcome]]:
-    """Decide queued requests in arrival order until one is admitted or none is left."""
+def drain(
+    state: ThreadState, now: datetime, policy: Policy, check: Check | None = None
+) -> tuple[ThreadState, list[Outcome]]:
+    """Decide queued requests in arrival order until one is admitted or none is left.
+
+    ``check``: an admission whose records it says cannot be written (its
+    dispatch would outgrow a record) is rejected ``invalid_input`` with its
+    reason instead, and the next queued request is decided.
+    """
     outcomes: list[Outcome] = []
     while state.status != "running" and state.queued:
         request = state.queued[0]
         state = state.model_copy(update={"queued": state.queued[1:]})
         outcome = _foreign(state, request, now) or _judge(state, request, now, policy)
+        why = check(outcome) if check is not None and outcome.dispatch is not None else None
+        if why is not None:
+            outcome = _reject(state, request, now, _Verdict("rejected", why, "invalid_input"))
         outcomes.append(outcome)
         state = outcome.state
     return state, outcomes

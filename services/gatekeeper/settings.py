@@ -51,6 +51,9 @@ class GatekeeperSettings(BaseSettings):
     gc_full_s: float = Field(300.0, alias="AGUI_GATEKEEPER_GC_FULL_S", gt=0)
     """How often the cyclic garbage collector makes a pass (``heap``); it never runs
     on allocation counts."""
+    stall_s: float = Field(30.0, alias="AGUI_GATEKEEPER_STALL_S", gt=0)
+    """An owned partition with input whose committed offsets have not moved for this long
+    makes ``/readyz`` fail, naming it (``stall``)."""
     running_too_long_s: float = Field(300.0, alias="AGUI_RUNNING_TOO_LONG_S", gt=0)
     """A run older than this counts in ``agui_threads_running_too_long``."""
 

@@ -91,6 +91,16 @@ class Boundary:
     agent: str
     outcome: RunFinishedOutcome | None = None
 
+    def failed(self) -> Boundary:
+        """This boundary's run as if it had ended in ``RUN_ERROR``.
+
+        What a boundary does to a thread must be written as the thread's new
+        state; when that state cannot be written (it would outgrow a record),
+        the run is closed as failed instead: the thread is never left running
+        a run that has ended, and a failure opens nothing.
+        """
+        return Boundary(EventType.RUN_ERROR.value, self.run_id, self.agent)
+
     @classmethod
     def of(cls, headers: EventHeaders, event: BaseEvent) -> Boundary | None:
         """The boundary ``event`` marks, or None for any other event."""

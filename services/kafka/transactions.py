@@ -26,6 +26,14 @@ the same transactional id has settled the transaction. ``is_fenced`` tells a
 zombie (another producer took the transactional id) from an error worth
 retrying.
 
+A record the broker refuses for its size (``MessageSizeTooLargeError``,
+``RecordListTooLargeError``: never retried) fails its record batch, and so
+the transaction; retried as it is, it would fail forever. So the failure
+is raised as ``RecordsRefusedError`` naming the records of the refused
+batches (each ``OutRecord`` carries the ``source`` its writer gave it), so
+the caller can set aside what made them instead of retrying the same. The
+transaction is aborted as for any other failure.
+
 A transaction that hangs (a request the broker never answers, as once
 seen right after a broker restart) must not hold every partition it carries
 forever: with ``deadline_s`` it fails as ``TransactionStalledError`` when it has not
@@ -45,17 +53,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from aiokafka.errors import ProducerFenced
+from aiokafka.errors import MessageSizeTooLargeError, ProducerFenced, RecordListTooLargeError
 from aiokafka.partitioner import DefaultPartitioner
 
 from services.kafka.clients import AIOKafkaProducer, TopicPartition
 
 __all__ = [
     "OutRecord",
+    "RecordsRefusedError",
     "TransactionStalledError",
     "commit_outputs",
     "is_fenced",
@@ -78,10 +87,25 @@ class OutRecord:
     key: bytes | None = None
     partition: int | None = None
     headers: Sequence[tuple[str, bytes]] | None = None
+    source: Hashable = None
+    """What the writer made this record from (named again when the broker refuses it)."""
 
 
 class TransactionStalledError(Exception):
     """The transaction did not end by its deadline: its outcome is unknown."""
+
+
+TOO_LARGE = (MessageSizeTooLargeError, RecordListTooLargeError)
+"""What the broker answers a record batch too large for a topic (``max.message.bytes``)."""
+
+
+class RecordsRefusedError(Exception):
+    """The broker refused record batches of the transaction as too large; it was aborted."""
+
+    def __init__(self, records: Sequence[OutRecord], cause: BaseException) -> None:
+        super().__init__(f"the broker refused {len(records)} record(s) as too large ({cause!r})")
+        self.records = tuple(records)
+        """Every record of the refused batches."""
 
 
 async def commit_outputs(
@@ -118,12 +142,13 @@ async def _transact(
     sent: list[asyncio.Future[Any]] = []
     try:
         step[0] = "sending records"
-        sent = await _send_batched(producer, records)
+        batches = await _send_batched(producer, records)
+        sent = [future for future, _ in batches]
         if offsets:
             step[0] = "adding the offsets"
             await producer.send_offsets_to_transaction(dict(offsets), group_id)
         step[0] = "waiting for the records' acknowledgements"
-        await _delivered(sent)
+        await _delivered(batches)
         step[0] = "committing"
         await producer.commit_transaction()
     except BaseException as exc:
@@ -138,13 +163,15 @@ async def _transact(
         raise
 
 
-async def _send_batched(
-    producer: AIOKafkaProducer, records: Sequence[OutRecord]
-) -> list[asyncio.Future[Any]]:
+Sent = list[tuple[asyncio.Future[Any], list[OutRecord]]]
+"""Each record batch's delivery future, with the records it holds."""
+
+
+async def _send_batched(producer: AIOKafkaProducer, records: Sequence[OutRecord]) -> Sent:
     """Queue ``records`` in one batch per topic partition (more when one fills up)."""
     partitions: dict[str, list[int]] = {}
-    batches: dict[tuple[str, int], Any] = {}
-    sent: list[asyncio.Future[Any]] = []
+    batches: dict[tuple[str, int], tuple[Any, list[OutRecord]]] = {}
+    sent: Sent = []
     for r in records:
         partition = r.partition
         if partition is None:
@@ -153,16 +180,17 @@ async def _send_batched(
             every = partitions[r.topic]
             partition = PARTITIONER(r.key, every, every)
         where = (r.topic, partition)
-        batch = batches.get(where)
-        if batch is None:
-            batch = batches[where] = producer.create_batch()
+        if where not in batches:
+            batches[where] = (producer.create_batch(), [])
+        batch, held = batches[where]
         headers = list(r.headers) if r.headers else []
         if batch.append(timestamp=None, key=r.key, value=r.value, headers=headers) is None:
-            sent.append(await producer.send_batch(batch, r.topic, partition=partition))
-            batch = batches[where] = producer.create_batch()
+            sent.append((await producer.send_batch(batch, r.topic, partition=partition), held))
+            batch, held = batches[where] = (producer.create_batch(), [])
             batch.append(timestamp=None, key=r.key, value=r.value, headers=headers)
-    for (topic, partition), batch in batches.items():
-        sent.append(await producer.send_batch(batch, topic, partition=partition))
+        held.append(r)
+    for (topic, partition), (batch, held) in batches.items():
+        sent.append((await producer.send_batch(batch, topic, partition=partition), held))
     return sent
 
 
@@ -191,9 +219,17 @@ def _retrieve(future: asyncio.Future[Any]) -> None:
         future.exception()
 
 
-async def _delivered(sent: Sequence[asyncio.Future[object]]) -> None:
-    """Wait for every record's acknowledgement; raise the first failure (nothing commits)."""
-    results = await asyncio.gather(*sent, return_exceptions=True)
+async def _delivered(sent: Sent) -> None:
+    """Wait for every record's acknowledgement; raise the first failure (nothing commits).
+
+    Batches refused as too large are raised together, as ``RecordsRefusedError``.
+    """
+    results = await asyncio.gather(*(future for future, _ in sent), return_exceptions=True)
+    refused = [(result, held) for result, (_, held) in zip(results, sent, strict=True)
+               if isinstance(result, TOO_LARGE)]
+    if refused:
+        raise RecordsRefusedError([r for _, held in refused for r in held],
+                                  refused[0][0]) from refused[0][0]
     for result in results:
         if isinstance(result, BaseException):
             raise result

@@ -14,6 +14,8 @@ from contracts import EventHeaders, ThreadState, TopicCatalog, encode, encode_ev
 from services.gatekeeper.batch import DEAD_LETTER_VALUE_LIMIT, Batch, Limits, dead_letter
 from services.gatekeeper.partition import outputs
 from services.gatekeeper.rules import Policy
+from services.kafka.sizing import RecordLimit, record_size
+from services.kafka.transactions import OutRecord
 
 pytestmark = pytest.mark.unit
 
@@ -30,8 +32,13 @@ class Rec:
 
 def batch(committed: dict[str, ThreadState] | None = None, policy: Policy = REJECT) -> Batch:
     return Batch(
-        committed or {}, NOW, policy, Limits(max_bytes=8192, agents=frozenset({"scripted"}))
+        committed or {}, NOW, policy, Limits(RecordLimit(8192), agents=frozenset({"scripted"}))
     )
+
+
+def fits(record: OutRecord, limit: int = 8192) -> bool:
+    """True when the broker would take ``record`` under ``limit`` (key and headers too)."""
+    return record_size(record.key, record.value, record.headers) <= limit
 
 
 def req(*args: object, **kwargs: object) -> Rec:
@@ -235,7 +242,7 @@ def sized(request_id: str, run_id: str, total: int) -> Rec:
 def test_a_request_whose_dispatch_would_outgrow_a_record_is_rejected_not_written() -> None:
     """Within the request limit, but its dispatch would not fit: a rejection, nothing else."""
     b = batch()
-    record = sized("q1", "r1", 8192 - 300)
+    record = sized("q1", "r1", 8192 - 40)
     assert record.value is not None
     assert len(record.value) <= 8192
     b.request(record)
@@ -246,7 +253,7 @@ def test_a_request_whose_dispatch_would_outgrow_a_record_is_rejected_not_written
     assert b.states == {}, "the thread stays as it was: idle, free for a smaller input"
     b.request(sized("q2", "r2", 2000))
     assert [d.verdict for d in b.decisions] == ["rejected", "admitted"]
-    assert all(len(r.value) <= 8192 - 512 for r in outputs(TopicCatalog("p"), 3, b))
+    assert all(fits(r) for r in outputs(TopicCatalog("p"), 3, b))
 
 
 def test_a_queued_request_that_would_outgrow_the_thread_state_is_rejected() -> None:
@@ -258,7 +265,7 @@ def test_a_queued_request_that_would_outgrow_the_thread_state_is_rejected() -> N
     assert verdicts[2:] == [("rejected", "invalid_input")] * 2
     assert "thread's state would be" in b.decisions[2].message
     assert len(b.states["t1"].queued) == 2
-    assert all(len(r.value) <= 8192 - 512 for r in outputs(TopicCatalog("p"), 3, b))
+    assert all(fits(r) for r in outputs(TopicCatalog("p"), 3, b))
 
 
 def test_written_states_and_dispatches_are_the_encodings_made_while_deciding() -> None:

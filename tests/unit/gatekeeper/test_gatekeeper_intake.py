@@ -7,6 +7,7 @@ import pytest
 from gatekeeper_builders import NOW, request
 
 from contracts import encode
+from contracts.limits import InputLimits, check_run_request
 from services.gatekeeper.intake import Accepted, Refused, Unreadable, read_request
 
 pytestmark = pytest.mark.unit
@@ -152,3 +153,58 @@ def test_an_empty_or_huge_unreadable_record_is_a_dead_letter() -> None:
     huge = read(b"x" * 5000, max_bytes=4096)
     assert isinstance(huge, Unreadable)
     assert huge.code == "oversize"
+
+
+LONG = "t" * 400
+
+
+@pytest.mark.parametrize(
+    ("value", "key", "field"),
+    [
+        (wire(input__threadId=LONG), LONG.encode(), "input/threadId"),
+        (wire(input__runId="r" * 257), b"t1", "input/runId"),
+        (wire(requestId="q" * 300), b"t1", "requestId"),
+        (wire(principal="p" * 257), b"t1", "principal"),
+        (wire(input__resume=[{"interruptId": "i" * 300, "status": "cancelled"}]), b"t1",
+         "input/resume/0/interruptId"),
+    ],
+)
+def test_an_id_over_the_limit_is_refused_with_the_limits_own_detail(
+    value: bytes, key: bytes, field: str
+) -> None:
+    read_back = read(value, key)
+    assert isinstance(read_back, Refused)
+    decision = read_back.decision
+    assert (decision.verdict, decision.code) == ("rejected", "invalid_input")
+    broken = check_run_request(orjson.loads(value), InputLimits())
+    assert broken is not None
+    assert broken.field == field
+    assert decision.message == broken.detail
+    assert "AGUI_MAX_ID_LENGTH" in decision.message
+
+
+def test_json_nested_past_the_depth_limit_is_refused_before_the_schema() -> None:
+    deep: object = "leaf"
+    for _ in range(80):
+        deep = {"d": deep}
+    read_back = read(wire(input__forwardedProps=deep))
+    assert isinstance(read_back, Refused)
+    assert read_back.decision.code == "invalid_input"
+    assert "AGUI_MAX_JSON_DEPTH" in read_back.decision.message
+    assert read_back.decision.request_id == "q1"
+
+
+def test_the_configured_limits_are_the_ones_applied() -> None:
+    value = wire(input__runId="r" * 20)
+    assert isinstance(read(value), Accepted)
+    tight = read_request(b"t1", value, NOW, max_bytes=65_536, agents=AGENTS,
+                         limits=InputLimits(max_id_length=10))
+    assert isinstance(tight, Refused)
+    assert "at most 10" in tight.decision.message
+
+
+def test_a_record_over_the_limits_naming_no_request_is_a_dead_letter() -> None:
+    value = orjson.dumps({"input": {"threadId": "t1", "runId": "r" * 300}})
+    read_back = read(value)
+    assert isinstance(read_back, Unreadable)
+    assert read_back.code == "id_too_long"

@@ -12,6 +12,7 @@ from contracts import TopicCatalog, encode
 from services.gatekeeper.batch import Batch, Limits
 from services.gatekeeper.partition import Owned, outputs, transactional_id
 from services.kafka.clients import TopicPartition
+from services.kafka.sizing import RecordLimit
 
 pytestmark = pytest.mark.unit
 
@@ -54,7 +55,7 @@ def test_held_requests_are_not_committed_past() -> None:
 
 def test_a_commit_installs_states_and_offsets_and_a_rewind_returns_to_them() -> None:
     o = owned()
-    batch = Batch(o.states, NOW, REJECT, Limits(65_536))
+    batch = Batch(o.states, NOW, REJECT, Limits(RecordLimit(65_536)))
     batch.states["t1"] = running("r0")
     o.next_request, o.applied_event = 14, 25
     o.committed(o.offsets(), batch)
@@ -70,7 +71,7 @@ def test_a_commit_installs_states_and_offsets_and_a_rewind_returns_to_them() -> 
 
 
 def test_a_transaction_writes_decision_dispatch_and_state_with_their_keys() -> None:
-    batch = Batch({}, NOW, REJECT, Limits(65_536, frozenset({"scripted"})))
+    batch = Batch({}, NOW, REJECT, Limits(RecordLimit(65_536), agents=frozenset({"scripted"})))
     req = request("q1", "r1")
     batch.request(Rec(5, encode(req), headers=[("traceparent", TRACE)]))
     batch.request(Rec(6, b"garbage"))

@@ -31,7 +31,7 @@ from gatekeeper_builders import (
 )
 
 from contracts import RejectionCode, RunRequest, ThreadState, Verdict
-from services.gatekeeper.rules import Policy, decide, drain, on_boundary
+from services.gatekeeper.rules import Outcome, Policy, decide, drain, on_boundary
 from services.gatekeeper.thread import fresh
 
 pytestmark = pytest.mark.unit
@@ -461,3 +461,20 @@ def test_a_thread_remembers_a_bounded_history() -> None:
     assert len(state.recent_run_ids) == 16
     assert len(state.recent_decisions) == 32
     assert decide(state, request("q199", "r199"), NOW, REJECT).decision.verdict == "admitted"
+
+
+def test_drain_rejects_an_admission_the_check_says_cannot_be_written() -> None:
+    start = running("r0").model_copy(
+        update={"queued": [request("q1", "r1"), request("q2", "r2")]})
+    refused = {"r1"}
+
+    def check(outcome: Outcome) -> str | None:
+        assert outcome.dispatch is not None, "only admissions are checked"
+        return "too big" if outcome.dispatch.input.run_id in refused else None
+
+    state, outcomes = on_boundary(start, failed("r0"), NOW, ENQUEUE, check)
+    assert [(o.decision.request_id, o.decision.verdict, o.decision.code)
+            for o in outcomes] == [("q1", "rejected", "invalid_input"), ("q2", "admitted", None)]
+    assert outcomes[0].decision.message == "too big"
+    assert outcomes[0].dispatch is None
+    assert (state.status, state.run_id, state.queued) == ("running", "r2", [])

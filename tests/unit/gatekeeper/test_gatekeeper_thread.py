@@ -149,3 +149,14 @@ def test_remembered_runs_and_decisions_are_bounded_and_most_recent_last() -> Non
     replaced = remember_decision(decisions, decisions[0].model_copy(update={"message": "new"}))
     assert len(replaced) == RECENT_DECISIONS
     assert replaced[-1].message == "new"
+
+
+def test_a_failed_boundary_closes_its_run_as_run_error_would() -> None:
+    closing = interrupted_by("r0", interrupt("a"))
+    failure = closing.failed()
+    assert (failure.kind, failure.run_id, failure.agent, failure.outcome) == (
+        "RUN_ERROR", "r0", closing.agent, None)
+    after = apply_boundary(running("r0"), failure)
+    assert (after.status, after.open_interrupts) == ("idle", [])
+    idle = idle_after("r0")
+    assert apply_boundary(idle, finished("r0").failed()) is idle, "it closes nothing else"

@@ -1,0 +1,112 @@
+"""Dead letters the gatekeeper writes: the refused record, cut so the letter always fits.
+
+A dead letter exists because a record could not be used, and the record's
+size is often why: a 400,000-character key, a value near the broker's limit,
+headers nobody bounded. A letter copying any of them whole could itself be
+refused by the broker, failing the transaction that was to move the
+partition past the record, and so the partition again. So every part a
+client chose is cut to a fixed bound here — the key, the value, each header
+and the reason — and the reason says what was cut; with the defaults a
+letter stays far below any record limit (the value's JSON escaping, at most
+six bytes a byte, included). ``minimal`` keeps the origin and the reason
+only, for a limit configured too small for even that, or a letter the
+broker refused after all.
+
+Pure: the clock is an argument.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Protocol
+
+from contracts import DeadLetter
+
+SERVICE = "gatekeeper"
+DEAD_LETTER_VALUE_LIMIT = 65_536
+"""Bytes of a refused record's value kept in its dead letter."""
+DEAD_LETTER_KEY_LIMIT = 1_024
+"""Characters of a refused record's key kept in its dead letter (and as the letter's key)."""
+DEAD_LETTER_HEADERS = 32
+"""Headers of a refused record kept in its dead letter."""
+DEAD_LETTER_HEADER_LIMIT = 1_024
+"""Characters of each header name and value kept."""
+REASON_LIMIT = 2_000
+"""Characters of a reason kept (a reason may quote what a client sent)."""
+MINIMAL_KEY_LIMIT = 64
+MINIMAL_REASON_LIMIT = 400
+
+
+class InRecord(Protocol):
+    """The parts of a consumed record the gatekeeper reads (aiokafka's ConsumerRecord)."""
+
+    @property
+    def topic(self) -> str: ...
+    @property
+    def partition(self) -> int: ...
+    @property
+    def offset(self) -> int: ...
+    @property
+    def key(self) -> bytes | None: ...
+    @property
+    def value(self) -> bytes | None: ...
+    @property
+    def headers(self) -> Sequence[tuple[str, bytes]]: ...
+
+
+def cut(text: str, limit: int) -> str:
+    """``text`` within ``limit`` characters, saying how much was left off."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}…(+{len(text) - limit})"
+
+
+def dead_letter(
+    record: InRecord, code: str, reason: str, now: datetime, *, minimal: bool = False
+) -> DeadLetter:
+    """The dead letter for ``record``: its raw value, key and headers (cut), origin, reason."""
+    notes: list[str] = []
+    value = b"" if minimal else record.value or b""
+    if minimal and record.value:
+        notes.append(f"value of {len(record.value)} bytes left out")
+    elif len(value) > DEAD_LETTER_VALUE_LIMIT:
+        notes.append(f"value cut to {DEAD_LETTER_VALUE_LIMIT} of {len(value)} bytes")
+        value = value[:DEAD_LETTER_VALUE_LIMIT]
+    try:
+        text, encoding = value.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        text, encoding = base64.b64encode(value).decode("ascii"), "base64"
+    key = record.key.decode("utf-8", "replace") if record.key is not None else None
+    key_limit = MINIMAL_KEY_LIMIT if minimal else DEAD_LETTER_KEY_LIMIT
+    if key is not None and len(key) > key_limit:
+        notes.append(f"key cut to {key_limit} of {len(key)} characters")
+        key = key[:key_limit]
+    headers = None if minimal else _headers(record.headers, notes)
+    if minimal and record.headers:
+        notes.append(f"{len(record.headers)} headers left out")
+    reason = cut(reason, MINIMAL_REASON_LIMIT if minimal else REASON_LIMIT)
+    return DeadLetter(
+        source_topic=record.topic,
+        partition=record.partition,
+        offset=record.offset,
+        key=key,
+        value=text,
+        value_encoding="utf-8" if encoding == "utf-8" else "base64",
+        headers=headers,
+        reason=f"{reason} ({'; '.join(notes)})" if notes else reason,
+        code=code,
+        service=SERVICE,
+        failed_at=now,
+    )
+
+
+def _headers(headers: Sequence[tuple[str, bytes]], notes: list[str]) -> dict[str, str] | None:
+    texts = [(k, v.decode("utf-8", "replace")) for k, v in headers[:DEAD_LETTER_HEADERS]]
+    if len(headers) > DEAD_LETTER_HEADERS:
+        notes.append(f"{DEAD_LETTER_HEADERS} of {len(headers)} headers kept")
+    if any(max(len(k), len(v)) > DEAD_LETTER_HEADER_LIMIT for k, v in texts):
+        notes.append(f"headers cut to {DEAD_LETTER_HEADER_LIMIT} characters")
+    limit = DEAD_LETTER_HEADER_LIMIT
+    return {cut(k, limit): cut(v, limit) for k, v in texts} or None

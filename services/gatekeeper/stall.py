@@ -1,0 +1,61 @@
+"""Is a partition stuck? Input waiting, and its committed offsets not moving.
+
+A partition that cannot commit (a transaction failing on every retry, a
+takeover that never ends) decides nothing for every thread on it while the
+instance still looks healthy: it is in its group and owns its partitions.
+So readiness also asks, for every owned partition, whether it has input (a
+lag: records past its committed offsets; or records it holds) while its
+committed offsets have not moved for ``AGUI_GATEKEEPER_STALL_S``. The clock
+starts when input is first seen after the offsets last moved (an idle
+partition whose last commit is old is not stalled the moment a record
+arrives), and stops whenever the offsets move or the input is gone.
+
+Pure: the processor reports what it sees with a monotonic time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+Offsets = tuple[int, int]
+"""The committed next offsets of ``requests`` p and ``events`` p."""
+
+
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """One partition as last observed."""
+
+    offsets: Offsets
+    waiting: bool
+    """True when it had input."""
+
+
+@dataclass(slots=True)
+class StallWatch:
+    """The stall rule over the partitions an instance owns."""
+
+    stall_s: float
+    _seen: dict[int, Seen] = field(default_factory=dict)
+    _since: dict[int, float] = field(default_factory=dict)
+    """When each partition last moved its offsets or had no input."""
+
+    def observe(self, partitions: Mapping[int, Seen], now: float) -> None:
+        """What every owned partition looks like at ``now`` (others are forgotten)."""
+        for p in list(self._seen):
+            if p not in partitions:
+                del self._seen[p]
+                del self._since[p]
+        for p, seen in partitions.items():
+            last = self._seen.get(p)
+            if last is None or not (seen.waiting and last.waiting) or seen.offsets != last.offsets:
+                self._since[p] = now
+            self._seen[p] = seen
+
+    def stalled(self, now: float) -> dict[int, float]:
+        """Partition → seconds without progress, for each stalled one."""
+        return {
+            p: now - self._since[p]
+            for p, seen in self._seen.items()
+            if seen.waiting and now - self._since[p] >= self.stall_s
+        }
