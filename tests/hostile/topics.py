@@ -1,0 +1,123 @@
+"""Writing poison straight onto the relay's topics, and finding what became of it.
+
+The consumer service refuses a hostile request at the edge, but any client
+with access to the cluster can write the same record onto ``requests`` (or
+a dispatch topic) itself, and an older version may have left one there. So
+the suite also writes them directly — ``publish`` returns where the record
+landed — and then looks for the service's answer: a dead letter naming that
+partition and offset (``dead_letter``), or the run's terminal event
+(``run_ending``). Reads are group-less and bounded by a deadline.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+
+from contracts import DeadLetter, DecodeError, decode
+from services.kafka.clients import TopicPartition, new_producer
+from services.kafka.partitioning import partition_for
+from services.kafka.reader import Start, TopicReader
+from services.runtime.settings import KafkaSettings
+
+
+def envelope(wire_input: dict[str, Any], agent: str = "scripted",
+             principal: str | None = "tenant-a", **extra: Any) -> dict[str, Any]:
+    """A RunRequest in wire form, as another client would write it."""
+    doc: dict[str, Any] = {"schemaVersion": 1, "requestId": str(uuid.uuid4()), "agent": agent,
+                           "input": wire_input, "submittedAt": datetime.now(UTC).isoformat(),
+                           **extra}
+    if principal is not None:
+        doc["principal"] = principal
+    return doc
+
+
+async def publish(settings: KafkaSettings, topic: str, key: bytes, value: bytes,
+                  headers: list[tuple[str, bytes]] | None = None) -> tuple[int, int]:
+    """Write one record; its (partition, offset)."""
+    producer = new_producer(settings, f"hostile-{uuid.uuid4().hex[:6]}")
+    await producer.start()
+    try:
+        sent = await (await producer.send(topic, value, key=key, headers=headers))
+    finally:
+        await producer.stop()
+    return int(sent.partition), int(sent.offset)
+
+
+def thread_on(partition: int, partitions: int, tag: str) -> str:
+    """A fresh thread id that Kafka's partitioner puts on ``partition``."""
+    base = f"hx-{tag}-{uuid.uuid4().hex[:8]}"
+    for i in range(100_000):
+        candidate = f"{base}-{i}"
+        if partition_for(candidate, partitions) == partition:
+            return candidate
+    raise AssertionError(f"no thread id for partition {partition}")
+
+
+async def first_match(settings: KafkaSettings, topic: str, partitions: list[int],
+                      wanted: Callable[[Any], bool], within_s: float) -> Any | None:
+    """The first record of ``partitions`` of ``topic`` (from the beginning) that is
+    ``wanted``, or None once ``within_s`` passed."""
+    deadline = time.monotonic() + within_s
+    async with TopicReader(settings, f"hostile-read-{uuid.uuid4().hex[:6]}") as reader:
+        await reader.assign([TopicPartition(topic, p) for p in partitions], Start.beginning())
+        async for batch in reader.batches(heartbeat=True):
+            for record in batch:
+                if wanted(record):
+                    return record
+            if time.monotonic() > deadline:
+                return None
+    return None
+
+
+async def dead_letter(settings: KafkaSettings, source: str, partition: int, offset: int,
+                      within_s: float = 30.0) -> DeadLetter | None:
+    """The dead letter of ``source``'s record at (partition, offset), if one comes in time."""
+
+    def letter(record: Any) -> DeadLetter | None:
+        try:
+            found = decode(DeadLetter, record.value or b"")
+        except DecodeError:
+            return None
+        same = (found.source_topic, found.partition, found.offset) == (source, partition, offset)
+        return found if same else None
+
+    topic = settings.topics.deadletter
+    count = settings.partitions  # the deadletter topic may have its own count: read them all
+    async with TopicReader(settings, "hostile-dl") as reader:
+        count = await reader.partition_count(topic)
+    record = await first_match(settings, topic, list(range(count)),
+                               lambda r: letter(r) is not None, within_s)
+    return letter(record) if record is not None else None
+
+
+async def run_ending(settings: KafkaSettings, thread_id: str, run_id: str,
+                     within_s: float = 30.0) -> dict[str, Any] | None:
+    """The terminal event of the run on ``events``, if one comes in time."""
+    partition = partition_for(thread_id, settings.partitions)
+    run_key = run_id.encode()
+
+    def terminal(record: Any) -> bool:
+        if record.key != thread_id.encode() or record.value is None:
+            return False
+        headers = dict(record.headers or ())
+        if headers.get("agui-run-id") not in (None, run_key):
+            return False
+        try:
+            event = orjson.loads(record.value)
+        except orjson.JSONDecodeError:
+            return False
+        return isinstance(event, dict) and event.get("type") in ("RUN_FINISHED", "RUN_ERROR") \
+            and event.get("runId", run_id) == run_id
+
+    record = await first_match(settings, settings.topics.events, [partition], terminal,
+                               within_s)
+    if record is None:
+        return None
+    event: dict[str, Any] = orjson.loads(record.value)
+    return event
