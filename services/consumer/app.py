@@ -2,7 +2,9 @@
 
 ``create_app(settings, kafka)`` builds an app whose lifespan starts the
 instance's Kafka plumbing (``Relay``) before serving and stops it after,
-behind bearer-token authentication when API keys are configured (``auth``); the
+behind the header guards (``headers``: one ``Authorization``, outermost) and
+bearer-token authentication when API keys are configured (``auth``), with
+the run and thread routes served from the raw path (``direct``); the
 OpenAPI document (``/openapi.json``) names the AG-UI ``RunAgentInput`` body
 and the problem document every error uses.
 """
@@ -19,10 +21,11 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.telemetry import TelemetryConfig
 
 from services.consumer import auth, direct, problems
+from services.consumer.headers import OneAuthorization
 from services.consumer.relay import Relay
-from services.consumer.routes import router, run_agent
+from services.consumer.routes import cancel_run, get_thread, replay_run, router, run_agent
 from services.consumer.settings import ConsumerSettings
-from services.runtime.settings import KafkaSettings
+from services.runtime.settings import KafkaSettings, LimitSettings
 
 PROBLEM_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -33,10 +36,11 @@ PROBLEM_SCHEMA: dict[str, Any] = {
         "status": {"type": "integer"}, "detail": {"type": "string"},
         "code": {"type": "string"},
         "interruptIds": {"type": "array", "items": {"type": "string"}},
+        "field": {"type": "string",
+                  "description": "id_too_long / json_too_deep: where, as a path (messages/3/id)"},
+        "limit": {"type": "integer", "description": "id_too_long / json_too_deep: the limit"},
     },
 }
-
-
 
 NO_FASTAPI_TELEMETRY: TelemetryConfig = {"tracing": False, "metrics": False, "logs": False}
 """FastAPI's native OpenTelemetry stays off: the relay traces with W3C ``traceparent``
@@ -46,12 +50,13 @@ of the service's CPU under load, for providers nobody configured."""
 
 
 def create_app(settings: ConsumerSettings | None = None,
-               kafka: KafkaSettings | None = None) -> FastAPI:
+               kafka: KafkaSettings | None = None,
+               limits: LimitSettings | None = None) -> FastAPI:
     """The consumer service (settings default to the environment)."""
     settings = settings or ConsumerSettings()
     kafka = kafka or KafkaSettings()
     keys = auth.load_keys(settings)
-    relay = Relay(settings, kafka, authenticated=keys is not None)
+    relay = Relay(settings, kafka, authenticated=keys is not None, limits=limits)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -67,8 +72,9 @@ def create_app(settings: ConsumerSettings | None = None,
     app.state.relay = relay
     problems.install(app)
     app.include_router(router)
-    direct.install(app, router, run_agent, "agent")
+    direct.install(app, router, (run_agent, get_thread, replay_run, cancel_run))
     auth.install(app, settings, keys, relay.metrics.registry)
+    app.add_middleware(OneAuthorization)
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:

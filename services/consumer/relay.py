@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from services.consumer.agents import AgentDirectory
+from services.consumer.limits import EdgeLimits
 from services.consumer.metrics import ConsumerMetrics
 from services.consumer.publisher import Publisher
 from services.consumer.runs import RunService, spawner
@@ -27,7 +28,8 @@ from services.consumer.tenancy import Tenancy
 from services.consumer.threads import ThreadView
 from services.kafka.clients import KafkaError
 from services.kafka.lag import LagProbe
-from services.runtime.settings import KafkaSettings
+from services.kafka.sizing import RecordLimit
+from services.runtime.settings import KafkaSettings, LimitSettings
 
 log = logging.getLogger(__name__)
 
@@ -47,9 +49,11 @@ class Relay:
     """The Kafka side of one instance."""
 
     def __init__(self, settings: ConsumerSettings, kafka: KafkaSettings, *,
-                 authenticated: bool = False) -> None:
+                 authenticated: bool = False, limits: LimitSettings | None = None) -> None:
         self.settings = settings
         self.kafka = kafka
+        self.limits = (limits or LimitSettings()).limits
+        """Id length and JSON depth (``AGUI_MAX_ID_LENGTH``, ``AGUI_MAX_JSON_DEPTH``), read once."""
         self.metrics = ConsumerMetrics()
         self.publisher = Publisher(kafka)
         self.agents = AgentDirectory(kafka, settings.agent_names(), settings.agent_refresh_s)
@@ -61,7 +65,8 @@ class Relay:
         """Thread ownership; ``authenticated``: callers are tenants named by API keys."""
         self.tasks: set[asyncio.Task[Any]] = set()
         self.runs = RunService(settings, kafka, self.fanout, self.publisher, self.agents,
-                               self.metrics, spawner(self.tasks), self.tenancy)
+                               self.metrics, spawner(self.tasks), self.tenancy,
+                               EdgeLimits(self.limits, RecordLimit(kafka.max_record_bytes)))
         self._lag = [(reader, LagProbe(f"{kafka.topic_prefix}.consumer.{reader.name}"))
                      for reader in (self.fanout, self.threads)]
         """The readers are group-less: their lag is labelled with a name of the same shape."""

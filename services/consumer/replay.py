@@ -11,6 +11,12 @@ scan is bounded by the topic's retention (7 days), not by anything smaller:
 a persistent run index would be a topic of its own, which is not worth it
 for a recovery route. The scan stops at the partition's end offset taken
 when it started; anything later reaches the client through the live stream.
+
+A reconnecting client sends the last sequence number it saw
+(``Last-Event-ID``): ``first_after`` skips what it has, and tells the route
+when the scan found nothing after it but the run's terminal event at or
+before it — a finished run with nothing left to send, answered ``204``
+rather than a stream that could only wait for events that will not come.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator
 
 from contracts.headers import EVENT_TYPE, RUN_ID, SEQ, header_value
+from services.consumer.ordering import TERMINAL_TYPES
 from services.consumer.streams import Delivery, FanOut
 from services.kafka.clients import TopicPartition, new_consumer
 from services.kafka.partitioning import partition_for
@@ -72,12 +79,22 @@ async def scan_run(kafka: KafkaSettings, fanout: FanOut, thread_id: str,
         await consumer.stop()
 
 
-async def first_record(scan: AsyncIterator[Delivery | None]) -> Delivery | None:
-    """Advance ``scan`` to its first record (skipping ticks); None when it has none."""
+async def first_after(scan: AsyncIterator[Delivery | None],
+                      after: int | None) -> tuple[Delivery | None, bool]:
+    """Advance ``scan`` to its first record past ``after`` (skipping ticks).
+
+    Returns that record (None when the scan has none) and whether a
+    terminal event at or before ``after`` went by: the run has ended and the
+    client has seen its end.
+    """
+    ended = False
     async for item in scan:
-        if item is not None:
-            return item
-    return None
+        if item is None:
+            continue
+        if after is None or item.seq > after:
+            return item, ended
+        ended = ended or item.event_type in TERMINAL_TYPES
+    return None, ended
 
 
 async def prefixed(first: Delivery,

@@ -4,22 +4,27 @@ Handlers validate what they are given, call the relay and return; every
 error is a ``Problem`` raised for ``problems.install``'s handlers to render.
 Who asks is ``request.state.principal`` (set by ``auth``; ``AGUI_PRINCIPAL``
 when authentication is off); the thread routes read a thread only through
-``relay.tenancy``, which answers another tenant's thread with a 404.
+``relay.tenancy``, which answers another tenant's thread with a 404. The run
+and thread routes are served by ``direct`` (a thread id may hold a ``/``,
+sent as ``%2F``), so their endpoints take only their path parameters and
+the request, and check the ids' length first (400 ``id_too_long``).
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
 import orjson
-from fastapi import APIRouter, Header, Request
+from fastapi import APIRouter, Request
 from starlette.responses import Response
 
+from services.consumer.headers import require_json
+from services.consumer.limits import check_ids
 from services.consumer.metrics import CONTENT_TYPE
 from services.consumer.ordering import parse_last_event_id
 from services.consumer.problems import PROBLEM_TYPE, InvalidInput, NotFound, Unavailable
 from services.consumer.relay import Relay
-from services.consumer.replay import first_record, prefixed, scan_run
+from services.consumer.replay import first_after, prefixed, scan_run
 from services.consumer.sse import EventStreamResponse
 from services.consumer.views import CancelAccepted, ThreadView
 
@@ -45,6 +50,14 @@ def _principal(request: Request) -> str:
     return principal if isinstance(principal, str) else _relay(request).settings.principal
 
 
+def _ids(request: Request, thread_id: str, run_id: str | None = None) -> Relay:
+    """The relay, once the path's ids are known not to be too long (400)."""
+    relay = _relay(request)
+    ids = {"threadId": thread_id} if run_id is None else {"threadId": thread_id, "runId": run_id}
+    check_ids(relay.limits, ids)
+    return relay
+
+
 def _json(model: ThreadView | CancelAccepted, status: int = 200) -> Response:
     return Response(orjson.dumps(model.model_dump(mode="json", by_alias=True)),
                     status_code=status, media_type="application/json")
@@ -55,7 +68,7 @@ def _json(model: ThreadView | CancelAccepted, status: int = 200) -> Response:
     summary="Run an agent (AG-UI over HTTP + SSE)",
     response_class=EventStreamResponse,
     status_code=200,
-    responses={200: _SSE, **_problems(400, 404, 409, 413, 422, 503, 504)},
+    responses={200: _SSE, **_problems(400, 404, 409, 413, 415, 422, 503, 504)},
     openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
         "schema": {"$ref": "#/components/schemas/RunAgentInput"}}}}},
 )
@@ -65,9 +78,10 @@ async def run_agent(agent: str, request: Request) -> EventStreamResponse:
 
 
 @router.get("/threads/{thread_id}", response_model=ThreadView,
-            responses=_problems(404), summary="A thread's status and open interrupts")
+            responses=_problems(400, 404), summary="A thread's status and open interrupts",
+            description="A thread id holding `/` (a pipeline child's) is sent as `%2F`.")
 async def get_thread(thread_id: str, request: Request) -> Response:
-    state = await _relay(request).tenancy.readable(thread_id, _principal(request))
+    state = await _ids(request, thread_id).tenancy.readable(thread_id, _principal(request))
     if state is None:
         raise NotFound("unknown_thread", f"no thread {thread_id!r} is known")
     return _json(ThreadView.of(state))
@@ -78,18 +92,25 @@ async def get_thread(thread_id: str, request: Request) -> Response:
     summary="Replay a run's events (SSE with `id:` = sequence number)",
     response_class=EventStreamResponse,
     status_code=200,
-    responses={200: _SSE, **_problems(400, 404, 503)},
+    responses={200: _SSE, 204: {"description": "Nothing after Last-Event-ID: the run ended"},
+               **_problems(400, 404, 503)},
+    openapi_extra={"parameters": [{
+        "name": "Last-Event-ID", "in": "header", "required": False,
+        "schema": {"type": "string"},
+        "description": "The last sequence number received; the replay starts after it"}]},
 )
-async def replay_run(
-    thread_id: str, run_id: str, request: Request,
-    last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
-) -> EventStreamResponse:
-    """Every event of the run already written, then live ones until the terminal event."""
+async def replay_run(thread_id: str, run_id: str, request: Request) -> Response:
+    """Every event of the run already written, then live ones until the terminal event.
+
+    With ``Last-Event-ID`` at or past a finished run's terminal event there
+    is nothing to send: ``204`` at once, which also tells a browser's
+    ``EventSource`` to stop reconnecting (a reconnect sends exactly that).
+    """
+    relay = _ids(request, thread_id, run_id)
     try:
-        after = parse_last_event_id(last_event_id)
+        after = parse_last_event_id(request.headers.get("last-event-id"))
     except ValueError:
         raise InvalidInput("invalid_header", "Last-Event-ID must be a sequence number") from None
-    relay = _relay(request)
     if not relay.fanout.ready.is_set():
         raise Unavailable("not_ready", "the service is still connecting to Kafka")
     state = await relay.tenancy.readable(thread_id, _principal(request), run_id)
@@ -99,9 +120,12 @@ async def replay_run(
     stream = relay.fanout.subscribe(thread_id, run_id)
     try:
         scan = scan_run(relay.kafka, relay.fanout, thread_id, run_id)
-        first = await first_record(scan)
+        first, ended = await first_after(scan, after)
         if first is None:
             await scan.aclose()
+            if ended:
+                relay.fanout.unsubscribe(stream)
+                return Response(status_code=204)
             live = admitted or (state is not None and state.status == "running"
                                 and state.run_id == run_id)
             if not live:
@@ -115,10 +139,11 @@ async def replay_run(
 
 
 @router.post("/threads/{thread_id}/runs/{run_id}/cancel", status_code=202,
-             response_model=CancelAccepted, responses=_problems(404, 503),
+             response_model=CancelAccepted, responses=_problems(400, 404, 415, 503),
              summary="Ask the run's worker to stop it")
 async def cancel_run(thread_id: str, run_id: str, request: Request) -> Response:
-    relay = _relay(request)
+    relay = _ids(request, thread_id, run_id)
+    require_json(request.headers.get("content-type"), required=False)
     requested_by = _principal(request)
     state = await relay.tenancy.readable(thread_id, requested_by, run_id)
     if (thread_id, run_id) not in relay.fanout.admitted:

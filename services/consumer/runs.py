@@ -3,10 +3,13 @@
 The order is the point of this module:
 
 1. check the agent is served and the fan-out is positioned (else 404 / 503);
-2. read the body under the size limit, count its messages and resume
-   entries (413, ``limits``), validate it as a ``RunAgentInput`` with the
-   ag-ui-protocol model (400), and check the caller may run on its thread
-   (404 when it is another tenant's, ``tenancy``);
+2. check the agent's name is not too long (400) and the body is JSON
+   (415, ``headers``), read the body under the size limit, count its
+   messages and resume entries (413, ``limits``), check its depth and ids
+   (400 ``json_too_deep`` / ``id_too_long``), validate it as a
+   ``RunAgentInput`` with the ag-ui-protocol model (400), and check the
+   caller may run on its thread (404 when it is another tenant's,
+   ``tenancy``); the RunRequest it becomes must fit in a record (413);
 3. subscribe the run's stream and register the request's decision waiter —
    both *before* publishing, so nothing that arrives early is lost;
 4. publish the RunRequest keyed by threadId, with the request's
@@ -35,20 +38,25 @@ from typing import Any
 import orjson
 from ag_ui.core import RunAgentInput
 from pydantic import ValidationError
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 
 from contracts import ControlCommand, Decision, RunRequest, encode
 from contracts.codec import validation_detail
 from contracts.headers import TRACEPARENT
+from contracts.limits import InputLimits, bracket_count, check_run_input
 from services.consumer.agents import AgentDirectory
-from services.consumer.limits import check_counts
+from services.consumer.headers import require_json
+from services.consumer.limits import EdgeLimits, check_counts, check_ids, too_deep_to_parse
 from services.consumer.metrics import ConsumerMetrics
 from services.consumer.problems import (
     DecisionTimeout,
     InvalidInput,
     NotFound,
     PayloadTooLarge,
+    RequestTimeout,
     Unavailable,
+    UnsupportedMediaType,
+    limit_problem,
 )
 from services.consumer.publisher import Publisher
 from services.consumer.settings import ConsumerSettings
@@ -71,24 +79,35 @@ async def read_body(request: Request, limit: int) -> bytes:
     if declared.isdigit() and int(declared) > limit:
         raise PayloadTooLarge("payload_too_large", f"the body exceeds {limit} bytes")
     size, chunks = 0, []
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise PayloadTooLarge("payload_too_large", f"the body exceeds {limit} bytes")
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise PayloadTooLarge("payload_too_large", f"the body exceeds {limit} bytes")
+            chunks.append(chunk)
+    except ClientDisconnect:
+        # the client left, or the protocol answered a body too slow: nobody reads this
+        raise RequestTimeout("request_timeout", "the connection closed before the body "
+                             "was complete") from None
     return b"".join(chunks)
 
 
-def parse_input(body: bytes, settings: ConsumerSettings) -> RunAgentInput:
-    """The body as a RunAgentInput (400 ``invalid_json`` / ``invalid_input``; 413 too long)."""
+def parse_input(body: bytes, settings: ConsumerSettings, limits: InputLimits) -> RunAgentInput:
+    """The body as a RunAgentInput (400 ``invalid_json`` / ``invalid_input`` /
+    ``json_too_deep`` / ``id_too_long``; 413 too many items)."""
     try:
         raw = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
+        if exc.msg == "depth limit exceeded":
+            raise too_deep_to_parse(limits) from None
         raise InvalidInput("invalid_json", f"the body is not JSON: {exc}") from exc
     if not isinstance(raw, dict):
         raise InvalidInput("invalid_input", "the body must be a RunAgentInput object")
     check_counts(raw, max_messages=settings.max_messages,
                  max_resume=settings.max_resume_entries)
+    broken = check_run_input(raw, limits, size_hint=bracket_count(body))
+    if broken is not None:
+        raise limit_problem(broken)
     try:
         return RunAgentInput.model_validate(raw)
     except ValidationError as exc:
@@ -100,7 +119,7 @@ class RunService:
 
     def __init__(self, settings: ConsumerSettings, kafka: KafkaSettings, fanout: FanOut,
                  publisher: Publisher, agents: AgentDirectory, metrics: ConsumerMetrics,
-                 spawn: Spawn, tenancy: Tenancy) -> None:
+                 spawn: Spawn, tenancy: Tenancy, limits: EdgeLimits) -> None:
         self.settings = settings
         self.kafka = kafka
         self.fanout = fanout
@@ -109,47 +128,57 @@ class RunService:
         self.metrics = metrics
         self.spawn = spawn
         self.tenancy = tenancy
+        self.limits = limits
         self.closing = False
 
     async def start_run(self, agent: str, request: Request,
                         principal: str | None) -> EventStreamResponse:
         """Steps 1-5 of the module docstring; returns the admitted run's stream."""
+        try:
+            check_ids(self.limits.input, {"agent": agent})
+        except InvalidInput as problem:
+            self.metrics.requests.labels(problem.code).inc()
+            raise
         if not await self.agents.knows(agent):
             self.metrics.requests.labels("unknown_agent").inc()
             raise NotFound("unknown_agent", f"no agent named {agent!r} is served here")
         if not self.fanout.ready.is_set():
             raise Unavailable("not_ready", "the service is still connecting to Kafka")
         try:
+            require_json(request.headers.get("content-type"), required=True)
             run_input = parse_input(await read_body(request, self.settings.max_body_bytes),
-                                    self.settings)
-        except (InvalidInput, PayloadTooLarge) as problem:
+                                    self.settings, self.limits.input)
+        except (InvalidInput, PayloadTooLarge, UnsupportedMediaType, RequestTimeout) as problem:
             self.metrics.requests.labels(problem.code).inc()
             raise
         principal = principal or self.settings.principal
         try:
-            self.tenancy.check_run(run_input.thread_id, principal)
+            unseen = self.tenancy.check_run(run_input.thread_id, principal)
         except NotFound:
             self.metrics.requests.labels("unknown_thread").inc()
             raise
         run_request = RunRequest(request_id=str(uuid.uuid4()), agent=agent, input=run_input,
                                  submitted_at=datetime.now(UTC), principal=principal)
         value = encode(run_request)
-        if len(value) > self.kafka.max_record_bytes:
+        trace = tracing.next_hop(request.headers.get(TRACEPARENT))
+        headers = [(TRACEPARENT, trace.header().encode("ascii"))]
+        key = run_input.thread_id.encode("utf-8")
+        size = self.limits.record.excess(key, value, headers)
+        if size is not None:
             self.metrics.requests.labels("payload_too_large").inc()
             raise PayloadTooLarge("payload_too_large",
-                                  f"the request exceeds {self.kafka.max_record_bytes} bytes")
-        trace = tracing.next_hop(request.headers.get(TRACEPARENT))
+                                  self.limits.record.why("the run request", size))
         bind_run(run_input.thread_id, run_input.run_id, run_request.request_id, trace.trace_id)
         stream = self.fanout.subscribe(run_input.thread_id, run_input.run_id)
         try:
-            await self._decide(run_request, value, trace)
+            await self._decide(run_request, value, headers, unseen)
         except BaseException:
             self.fanout.unsubscribe(stream)
             raise
         return self.respond(stream, principal)
 
     async def _decide(self, run_request: RunRequest, value: bytes,
-                      trace: tracing.TraceParent) -> Decision:
+                      headers: list[tuple[str, bytes]], unseen: bool) -> Decision:
         """Publish and wait for the final decision; raise its problem unless admitted."""
         fields = run_fields(run_request.input.thread_id, run_request.input.run_id,
                             run_request.request_id)
@@ -157,9 +186,7 @@ class RunService:
         started = time.monotonic()
         try:
             try:
-                await self.publisher.send_request(
-                    run_request.input.thread_id, value,
-                    [(TRACEPARENT, trace.header().encode("ascii"))])
+                await self.publisher.send_request(run_request.input.thread_id, value, headers)
             except KafkaError as exc:
                 self.metrics.requests.labels("broker_unavailable").inc()
                 raise Unavailable("broker_unavailable", f"could not publish: {exc}") from exc
@@ -183,7 +210,7 @@ class RunService:
         self.metrics.requests.labels(decision.verdict).inc()
         if decision.verdict == "rejected":
             log.info("request rejected: %s", decision.code, extra=fields)
-            raise rejection(decision, run_request.input.thread_id)
+            raise rejection(decision, run_request.input.thread_id, unseen=unseen)
         log.debug("request admitted; streaming the run", extra=fields)
         return decision
 

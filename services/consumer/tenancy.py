@@ -27,6 +27,28 @@ this instance saw admitted may come before the view has its state — the
 state commits in the same transaction as the decision, so ``readable``
 waits for it up to ``SETTLE_S``. Two tenants starting one new thread id at
 once: the gatekeeper admits one, the other gets the 404.
+
+A foreign thread and a thread that does not exist must answer alike on every
+route, or a tenant could probe which ids are taken. Reading, replaying and
+cancelling answer both with ``unknown_thread``. A POST carrying resume
+entries needs one more rule: on an id nobody used, the gatekeeper rejects
+the entries (``unknown_interrupt``, 422, a message about what is open), on
+another tenant's thread this service answers the 404. Both now answer the
+404: a request sent while the view showed no run of the thread (no state,
+or a state that never ran: ``check_run`` returns ``unseen``) and rejected
+``unknown_interrupt`` is answered as the unknown thread it was
+(``rejection``). The request is still published, and that is the point:
+the view can lag the gatekeeper (a thread admitted a moment ago on another
+instance), and a legitimate resume of such a thread is admitted by the
+gatekeeper, which knows better than the view — only its refusal is
+rephrased. (Under lag, the owner's own resume naming a wrong interrupt id
+then reads as the 404 rather than the 422; the cost of never refusing a
+good resume on a stale view.) Two differences remain, both inherent to
+one namespace of thread ids and documented: a POST without resume entries
+on an unused id starts a run (on a foreign one: the 404), as does a resume
+under the gatekeeper's ``lenient`` policy, which forwards unanswerable
+entries; and the unknown id's answer takes a round trip through Kafka
+where the foreign one is refused at once.
 """
 
 from __future__ import annotations
@@ -43,6 +65,8 @@ SETTLE_S = 2.0
 SETTLE_POLL_S = 0.02
 BACKSTOP_CODE = "key_mismatch"
 """The gatekeeper's rejection of a request from a principal that does not own the thread."""
+NOTHING_OPEN_CODE = "unknown_interrupt"
+"""The gatekeeper's rejection of resume entries naming no open interrupt."""
 
 
 def may_read(state: ThreadState, principal: str, *, enforced: bool) -> bool:
@@ -52,10 +76,16 @@ def may_read(state: ThreadState, principal: str, *, enforced: bool) -> bool:
     return not enforced
 
 
+def never_ran(state: ThreadState | None) -> bool:
+    """A thread nobody owns yet: no state, or one whose only records are rejections."""
+    return state is None or (state.run_id is None and state.principal is None)
+
+
 def may_run(state: ThreadState | None, principal: str, *, enforced: bool) -> bool:
     """Whether ``principal`` may start or continue a run on the thread."""
-    if state is None or (state.run_id is None and state.principal is None):
+    if never_ran(state):
         return True  # a new thread, or one that never ran: the first admitted run claims it
+    assert state is not None
     return may_read(state, principal, enforced=enforced)
 
 
@@ -64,9 +94,14 @@ def unknown_thread(thread_id: str) -> NotFound:
     return NotFound("unknown_thread", f"no thread {thread_id!r} is known")
 
 
-def rejection(decision: Decision, thread_id: str) -> Problem:
-    """The problem for a rejecting decision, the ownership backstop hidden as a 404."""
-    if decision.code == BACKSTOP_CODE:
+def rejection(decision: Decision, thread_id: str, *, unseen: bool = False) -> Problem:
+    """The problem for a rejecting decision, the ownership backstop hidden as a 404.
+
+    ``unseen``: the view showed no run of the thread when the request was
+    sent, so resume entries naming nothing open are a resume of an unknown
+    thread, answered as one (the module docstring says why).
+    """
+    if decision.code == BACKSTOP_CODE or (unseen and decision.code == NOTHING_OPEN_CODE):
         return unknown_thread(thread_id)
     return Rejected.from_decision(decision)
 
@@ -82,10 +117,15 @@ class Tenancy:
         """True when API keys are configured (callers are tenants)."""
         self.settle_s = settle_s
 
-    def check_run(self, thread_id: str, principal: str) -> None:
-        """Raise the 404 unless ``principal`` may run on the thread (before publishing)."""
-        if not may_run(self.threads.get(thread_id), principal, enforced=self.enforced):
+    def check_run(self, thread_id: str, principal: str) -> bool:
+        """Raise the 404 unless ``principal`` may run on the thread (before publishing).
+
+        Returns whether the thread is ``unseen`` (``never_ran``) in the view.
+        """
+        state = self.threads.get(thread_id)
+        if not may_run(state, principal, enforced=self.enforced):
             raise unknown_thread(thread_id)
+        return never_ran(state)
 
     async def readable(self, thread_id: str, principal: str,
                        run_id: str | None = None) -> ThreadState | None:

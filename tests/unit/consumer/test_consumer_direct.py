@@ -91,7 +91,7 @@ def test_the_route_stays_in_the_openapi_document() -> None:
 
 def test_installing_needs_the_endpoints_route() -> None:
     with pytest.raises(LookupError):
-        direct.install(FastAPI(), router, test_installing_needs_the_endpoints_route, "agent")
+        direct.install(FastAPI(), router, (run_agent, test_installing_needs_the_endpoints_route))
     served = FastAPI()
-    direct.install(served, router, run_agent, "agent")
-    assert [m.cls for m in served.user_middleware] == [direct.DirectRoute]
+    direct.install(served, router, (run_agent,))
+    assert [m.cls for m in served.user_middleware] == [direct.DirectRoutes]

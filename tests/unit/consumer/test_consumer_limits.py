@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from contracts.limits import InputLimits
 from services.consumer.limits import check_counts
 from services.consumer.problems import PayloadTooLarge
 from services.consumer.runs import parse_input
@@ -51,6 +52,8 @@ def test_members_of_the_wrong_type_are_left_to_validation() -> None:
 def test_parse_input_counts_before_it_validates() -> None:
     settings = ConsumerSettings(max_messages=2, max_resume_entries=2)
     with pytest.raises(PayloadTooLarge):  # junk messages: still counted first, not a 400
-        parse_input(b'{"threadId": "t", "runId": "r", "messages": [1, 2, 3]}', settings)
+        parse_input(b'{"threadId": "t", "runId": "r", "messages": [1, 2, 3]}', settings,
+                    InputLimits())
     assert len(parse_input(
-        b'{"threadId": "t", "runId": "r", "messages": []}', settings).messages) == 0
+        b'{"threadId": "t", "runId": "r", "messages": []}', settings,
+        InputLimits()).messages) == 0
