@@ -6,29 +6,38 @@ takes the thread's state as the gatekeeper last wrote it, the operator's
 ``--resolve ID=JSON`` / ``--cancel ID`` / ``--cancel-expired`` /
 ``--cancel-all`` and ``now``, and returns either the complete resume list
 (one entry per open interrupt, in the order they were raised) or every
-problem found: the thread busy or not interrupted, an id named twice, an id
-that is not open, an expired interrupt being resolved (expiry read exactly
-as the gatekeeper reads it), an answer that does not fit the interrupt's
-``responseSchema`` (JSON Schema) or is a top-level ``null``, and interrupts
-left uncovered. Pure: no I/O, no clock.
+problem found. The rules are not restated here: the gatekeeper's own pure
+``decide`` (default policy: a busy thread is refused, resume entries on an
+idle thread are refused) judges the list the flags make, and its verdict
+is the plan's, with a hint of the flags to change added to each refusal.
+``decide`` stops at the first rule broken; to report every problem at once
+the plan sets aside what each refusal named (a second answer to one id,
+ids not open, uncovered interrupts taken as cancelled, expired ones as
+cancelled) and asks again, at most once per rule. What stays here is what
+only an operator's command line has: flag parsing, "nothing to resume" on
+a thread with no open interrupt, and the check of each answer against its
+interrupt's ``responseSchema`` (JSON Schema; a top-level ``null`` is no
+answer), which the gatekeeper does not make. Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 import jsonschema
 import orjson
-from ag_ui.core import Interrupt, ResumeEntry
+from ag_ui.core import Interrupt, ResumeEntry, RunAgentInput
 
-from contracts import ThreadState
+from contracts import Decision, RejectionCode, RunRequest, ThreadState
 from services.gatekeeper.expiry import read_expiry
+from services.gatekeeper.rules import Policy, decide
+from services.gatekeeper.thread import knows_run
 
-MISSING = object()
+POLICY = Policy()
+"""The gatekeeper's default policy: the strictest, so what passes here passes there."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,81 +103,147 @@ def schema_error(payload: Any, schema: dict[str, Any] | None) -> tuple[str | Non
     return f"{'at /' + where + ': ' if where else ''}{error.message}", None
 
 
+def _entries(state: ThreadState, options: ResumeOptions, now: datetime) -> list[ResumeEntry]:
+    """The resume list the flags say: named answers first, then the blanket cancels."""
+    entries = [ResumeEntry(interrupt_id=i, status="resolved", payload=p)
+               for i, p in options.resolve]
+    entries += [ResumeEntry(interrupt_id=i, status="cancelled") for i in options.cancel]
+    named = {e.interrupt_id for e in entries}
+    for opened in state.open_interrupts:
+        interrupt = opened.interrupt
+        if interrupt.id in named:
+            continue
+        if options.cancel_all or (options.cancel_expired
+                                  and read_expiry(interrupt.expires_at).is_expired(now)):
+            entries.append(ResumeEntry(interrupt_id=interrupt.id, status="cancelled"))
+    return entries
+
+
+def _unused(prefix: str, taken: Callable[[str], bool]) -> str:
+    candidate, n = prefix, 0
+    while taken(candidate):
+        n += 1
+        candidate = f"{prefix}-{n}"
+    return candidate
+
+
+def _probe(state: ThreadState, entries: list[ResumeEntry], now: datetime) -> RunRequest:
+    """A request carrying ``entries`` that no rule but the resume rules can refuse."""
+    remembered = {d.request_id for d in state.recent_decisions}
+    run_id = _unused("agui-relay-resume-plan", lambda r: knows_run(state, r))
+    request_id = _unused("agui-relay-resume-plan", remembered.__contains__)
+    run_input = RunAgentInput(thread_id=state.thread_id, run_id=run_id, state=None, messages=[],
+                              tools=[], context=[], forwarded_props=None, resume=entries)
+    return RunRequest(request_id=request_id, agent=state.agent or "agui-relay-resume",
+                      input=run_input, submitted_at=now, principal=state.principal)
+
+
+def _first_each(entries: list[ResumeEntry], _ids: Sequence[str]) -> list[ResumeEntry]:
+    seen: set[str] = set()
+    kept = []
+    for entry in entries:
+        if entry.interrupt_id not in seen:
+            seen.add(entry.interrupt_id)
+            kept.append(entry)
+    return kept
+
+
+def _without(entries: list[ResumeEntry], ids: Sequence[str]) -> list[ResumeEntry]:
+    return [e for e in entries if e.interrupt_id not in ids]
+
+
+def _plus_cancelled(entries: list[ResumeEntry], ids: Sequence[str]) -> list[ResumeEntry]:
+    return entries + [ResumeEntry(interrupt_id=i, status="cancelled") for i in ids]
+
+
+def _as_cancelled(entries: list[ResumeEntry], ids: Sequence[str]) -> list[ResumeEntry]:
+    return [ResumeEntry(interrupt_id=e.interrupt_id, status="cancelled")
+            if e.interrupt_id in ids else e for e in entries]
+
+
+SetAside = Callable[[list[ResumeEntry], Sequence[str]], list[ResumeEntry]]
+SET_ASIDE: dict[RejectionCode, SetAside] = {
+    "duplicate_entry": _first_each,
+    "unknown_interrupt": _without,
+    "uncovered_interrupts": _plus_cancelled,
+    "interrupt_expired": _as_cancelled,
+}
+"""After a refusal naming these ids, what to assume so that ``decide`` can look further."""
+
+
 def _flags(ids: Sequence[str]) -> str:
     return " ".join(f"--cancel {i}" for i in ids)
 
 
-def _state_problem(state: ThreadState, options: ResumeOptions) -> Problem | None:
-    if state.status == "running":
-        return Problem("thread_busy", f"thread {state.thread_id} is running run {state.run_id}; "
-                       f"wait for it to end or stop it with `agui-relay cancel {state.thread_id}`")
-    if not state.open_interrupts:
-        named = tuple(i for i, _ in options.resolve) + tuple(options.cancel)
-        return Problem("unknown_interrupt" if named else "not_interrupted",
-                       f"thread {state.thread_id} is {state.status} with no open interrupt: "
-                       "nothing to resume", named)
-    return None
+def _hint(state: ThreadState, code: RejectionCode | None, ids: Sequence[str]) -> str:
+    """Which flags answer a refusal, in the operator's terms."""
+    if code == "thread_busy":
+        return f"or stop it first with `agui-relay cancel {state.thread_id}`"
+    if code == "uncovered_interrupts":
+        return f"add --resolve ID=JSON, {_flags(ids)}, or --cancel-all"
+    if code == "interrupt_expired":
+        return (f"cancel instead of resolving ({_flags(ids)}), or drop the --resolve and add "
+                "--cancel-expired")
+    if code == "duplicate_entry":
+        return "give each id in one --resolve or one --cancel"
+    if code == "unknown_interrupt":
+        return f"see the open ones with `agui-relay threads show {state.thread_id}`"
+    return ""
+
+
+def _problem(state: ThreadState, decision: Decision) -> Problem:
+    ids = tuple(decision.interrupt_ids or ())
+    hint = _hint(state, decision.code, ids)
+    return Problem(decision.code or decision.verdict, decision.message + (f"; {hint}" if hint
+                                                                          else ""), ids)
+
+
+def ask_gatekeeper(state: ThreadState, entries: list[ResumeEntry], now: datetime
+                   ) -> tuple[list[Problem], list[ResumeEntry], list[str]]:
+    """``decide``'s refusals of ``entries``, every rule's in turn; the entries left after
+    setting aside what each refusal named; the warnings of the last verdict."""
+    problems: list[Problem] = []
+    for _ in range(len(SET_ASIDE) + 1):
+        decision = decide(state, _probe(state, entries, now), now, POLICY).decision
+        if decision.verdict == "admitted":
+            break
+        problems.append(_problem(state, decision))
+        set_aside = SET_ASIDE.get(decision.code) if decision.code else None
+        if set_aside is None or any(p.code == decision.code for p in problems[:-1]):
+            break
+        entries = set_aside(entries, decision.interrupt_ids or [])
+    return problems, entries, list(decision.warnings or [])
+
+
+def _payload_problems(interrupts: dict[str, Interrupt], entries: list[ResumeEntry]
+                      ) -> tuple[list[Problem], list[str]]:
+    """Each answer to an open interrupt checked against its ``responseSchema``."""
+    problems: list[Problem] = []
+    warnings: list[str] = []
+    for entry in entries:
+        interrupt = interrupts.get(entry.interrupt_id)
+        if entry.status != "resolved" or interrupt is None:
+            continue
+        why, warning = schema_error(entry.payload, interrupt.response_schema)
+        if warning:
+            warnings.append(f"{entry.interrupt_id}: {warning}")
+        if why:
+            problems.append(Problem("invalid_payload", f"answer to {entry.interrupt_id} does "
+                                    f"not fit its responseSchema: {why}", (entry.interrupt_id,)))
+    return problems, warnings
 
 
 def plan_resume(state: ThreadState, options: ResumeOptions, now: datetime) -> Plan:
     """The complete resume list for ``state``'s open interrupts, or why not."""
-    blocking = _state_problem(state, options)
-    if blocking is not None:
-        return Plan(problems=[blocking])
-    interrupts: dict[str, Interrupt] = {o.interrupt.id: o.interrupt for o in state.open_interrupts}
-    problems: list[Problem] = []
-    warnings: list[str] = []
-    chosen: dict[str, ResumeEntry] = {}
-    named = [(i, p) for i, p in options.resolve] + [(i, MISSING) for i in options.cancel]
-
-    duplicates = sorted(i for i, n in Counter(i for i, _ in named).items() if n > 1)
-    if duplicates:
-        problems.append(Problem("duplicate_entry", "each interrupt is answered once; named twice: "
-                                + ", ".join(duplicates), tuple(duplicates)))
-    unknown = sorted({i for i, _ in named if i not in interrupts})
-    if unknown:
-        problems.append(Problem("unknown_interrupt", f"not open on thread {state.thread_id}: "
-                                f"{', '.join(unknown)} (open: {', '.join(interrupts)})",
-                                tuple(unknown)))
-
-    for interrupt_id, payload in named:
-        interrupt = interrupts.get(interrupt_id)
-        if interrupt is None or interrupt_id in chosen:
-            continue
-        if payload is MISSING:
-            chosen[interrupt_id] = ResumeEntry(interrupt_id=interrupt_id, status="cancelled")
-            continue
-        expiry = read_expiry(interrupt.expires_at)
-        if expiry.is_expired(now):
-            problems.append(Problem(
-                "interrupt_expired", f"interrupt {interrupt_id} expired at {interrupt.expires_at} "
-                f"and can no longer be answered; cancel it (--cancel {interrupt_id} or "
-                "--cancel-expired)", (interrupt_id,)))
-            continue
-        why, warning = schema_error(payload, interrupt.response_schema)
-        if warning:
-            warnings.append(f"{interrupt_id}: {warning}")
-        if why:
-            problems.append(Problem("invalid_payload", f"answer to {interrupt_id} does not fit "
-                                    f"its responseSchema: {why}", (interrupt_id,)))
-            continue
-        chosen[interrupt_id] = ResumeEntry(interrupt_id=interrupt_id, status="resolved",
-                                           payload=payload)
-
-    addressed = {i for i, _ in named}
-    for interrupt_id, interrupt in interrupts.items():
-        if interrupt_id in addressed:
-            continue
-        expired = read_expiry(interrupt.expires_at).is_expired(now)
-        if options.cancel_all or (options.cancel_expired and expired):
-            chosen[interrupt_id] = ResumeEntry(interrupt_id=interrupt_id, status="cancelled")
-
-    uncovered = [i for i in interrupts if i not in addressed and i not in chosen]
-    if uncovered:
-        problems.append(Problem(
-            "uncovered_interrupts", "every open interrupt needs an answer; not covered: "
-            f"{', '.join(uncovered)} (add --resolve ID=JSON, {_flags(uncovered)}, "
-            "or --cancel-all)", tuple(uncovered)))
+    interrupts = {o.interrupt.id: o.interrupt for o in state.open_interrupts}
+    problems, entries, told = ask_gatekeeper(state, _entries(state, options, now), now)
+    if not problems and not interrupts:
+        problems.append(Problem("not_interrupted", f"thread {state.thread_id} is {state.status} "
+                                "with no open interrupt: nothing to resume"))
+    invalid, warnings = _payload_problems(interrupts, entries)  # expired ones set aside
+    problems += invalid
+    warnings += told
     if problems:
         return Plan(problems=problems, warnings=warnings)
+    chosen = {e.interrupt_id: e for e in entries}
     return Plan(entries=[chosen[i] for i in interrupts], warnings=warnings)

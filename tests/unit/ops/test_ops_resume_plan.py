@@ -6,11 +6,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from ag_ui.core import Interrupt
+from ag_ui.core import Interrupt, ResumeEntry, RunAgentInput
 from hypothesis import given
 from hypothesis import strategies as st
 
-from contracts import OpenInterrupt, ThreadState
+from contracts import Decision, OpenInterrupt, RunRequest, ThreadState
 from services.cli.ops.resume_plan import (
     ResumeOptions,
     parse_resolve,
@@ -18,6 +18,7 @@ from services.cli.ops.resume_plan import (
     schema_error,
 )
 from services.gatekeeper.expiry import is_expired
+from services.gatekeeper.rules import Policy, decide
 
 pytestmark = pytest.mark.unit
 
@@ -98,6 +99,54 @@ def test_unparseable_expiry_never_expires() -> None:
     assert plan_resume(thread(intr("a", "whenever")), ResumeOptions(resolve=[("a", 1)]), NOW).ok
 
 
+def test_an_unparseable_expiry_is_reported_as_the_gatekeeper_warns() -> None:
+    plan = plan_resume(thread(intr("a", "whenever")), ResumeOptions(resolve=[("a", 1)]), NOW)
+    assert any("'whenever'" in w and "never expires" in w for w in plan.warnings)
+
+
+def gatekeeper_says(state: ThreadState, entries: list[ResumeEntry]) -> Decision:
+    """What the gatekeeper decides for a new run carrying ``entries``."""
+    run_input = RunAgentInput(thread_id=state.thread_id, run_id="r-new", state=None,
+                              messages=[], tools=[], context=[], forwarded_props=None,
+                              resume=entries)
+    request = RunRequest(request_id="q-new", agent="a", input=run_input, submitted_at=NOW,
+                         principal=state.principal)
+    return decide(state, request, NOW, Policy()).decision
+
+
+def res(iid: str, payload: Any = 1) -> ResumeEntry:
+    return ResumeEntry(interrupt_id=iid, status="resolved", payload=payload)
+
+
+def can(iid: str) -> ResumeEntry:
+    return ResumeEntry(interrupt_id=iid, status="cancelled")
+
+
+@pytest.mark.parametrize(("state", "options", "sent", "hint"), [
+    (thread(intr("a"), intr("b")), ResumeOptions(resolve=[("a", 1)]), [res("a")],
+     "--cancel b"),
+    (thread(intr("a", STALE)), ResumeOptions(resolve=[("a", 1)]), [res("a")],
+     "--cancel-expired"),
+    (thread(intr("a")), ResumeOptions(resolve=[("a", 1)], cancel=["zz"]),
+     [res("a"), can("zz")], "threads show t1"),
+    (thread(intr("a")), ResumeOptions(resolve=[("a", 1)], cancel=["a"]),
+     [res("a"), can("a")], "one --resolve or one --cancel"),
+    (thread(intr("a"), status="running"), ResumeOptions(cancel_all=True), [can("a")],
+     "agui-relay cancel t1"),
+    (thread(status="idle"), ResumeOptions(cancel=["a"]), [can("a")], ""),
+])
+def test_each_refusal_is_the_gatekeepers_own_with_the_flags_to_change(
+    state: ThreadState, options: ResumeOptions, sent: list[ResumeEntry], hint: str,
+) -> None:
+    said = gatekeeper_says(state, sent)
+    assert said.verdict == "rejected"
+    (problem,) = plan_resume(state, options, NOW).problems
+    assert problem.code == said.code
+    assert problem.interrupt_ids == tuple(said.interrupt_ids or ())
+    assert problem.message.startswith(said.message)
+    assert hint in problem.message
+
+
 def test_unknown_and_duplicate_ids() -> None:
     state = thread(intr("a"))
     assert codes(state, ResumeOptions(resolve=[("a", 1)], cancel=["zz"])) == ["unknown_interrupt"]
@@ -169,6 +218,8 @@ def test_property_a_plan_that_passes_covers_each_interrupt_exactly_once(
     if plan.ok:
         assert [e.interrupt_id for e in plan.entries] == [
             o.interrupt.id for o in state.open_interrupts]
+        said = gatekeeper_says(state, plan.entries)  # and the gatekeeper admits it
+        assert said.verdict == "admitted", said.message
     else:
         assert not plan.entries
 
