@@ -4,9 +4,20 @@ A subagent (``ctx.subagent``) runs inside the parent's process; a *child
 run* is a separate AG-UI run of another agent, hosted by whatever workers
 serve it. The parent submits a ``RunRequest`` to ``requests`` (so the
 gatekeeper decides it like any run, interrupts and expiry included), with
-``parentRunId`` set to its own run, on a child thread derived from its own
-(``<thread>/<key>``), and waits for the child's decision on ``decisions``
-and its terminal event on ``events``.
+``parentRunId`` set to its own run and its own principal (the tenant that
+owns the parent owns the child), on a child thread derived from its own,
+and waits for the child's decision on ``decisions`` and its terminal event
+on ``events``.
+
+The child thread is ``<thread>/<key>-<token>``, the token a digest of the
+parent run's request id (a uuid the consumer service makes, carried on the
+dispatch) and the key: the same for the same run after a worker restart,
+and unknowable to anyone who has not seen the parent's request — thread ids
+are one namespace, so a predictable child thread could be created first by
+another tenant and the owner's pipeline would fail. A resumed parent run
+(a new request) continues the child thread its interrupts name. A child
+id that would be longer than ``AGUI_MAX_ID_LENGTH`` fails the parent run
+(``child_id_too_long``) instead of being submitted.
 
 A child that ends interrupted cannot be answered by the parent's caller
 directly — they talk to the parent. So ``carry_up`` re-raises each child
@@ -32,6 +43,7 @@ environment (``KafkaSettings()``) unless passed in.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -45,14 +57,18 @@ from ag_ui.core import Interrupt, ResumeEntry, RunAgentInput
 from contracts import ControlCommand, Decision, DecodeError, RunRequest, decode, encode
 from contracts.codec import to_wire
 from contracts.headers import EVENT_TYPE, RUN_ID, SEQ, TRACEPARENT
+from contracts.limits import InputLimits
 from services.cli.ops.history import replay
 from services.kafka.clients import new_producer
 from services.kafka.reader import Start, TopicReader
 from services.producer.context import RunContext
+from services.producer.errors import RunFailedError
 from services.runtime import tracing
-from services.runtime.settings import KafkaSettings
+from services.runtime.settings import KafkaSettings, LimitSettings
 
 SEPARATOR = "/"
+TOKEN_BYTES = 8
+"""A child thread's token: 8 bytes of digest, 16 hex characters."""
 CHILD_METADATA = "agui-relay.child"
 """The ``metadata`` member of a carried-up interrupt naming the child it came from."""
 
@@ -80,10 +96,29 @@ class ChildOutcome:
     events: list[dict[str, Any]] = field(default_factory=list)
 
 
-def child_thread_id(parent_thread_id: str, key: str) -> str:
-    """The child's thread: one per (parent thread, key), so resumes find it again."""
+def child_token(request_id: str, key: str) -> str:
+    """16 hex characters only the parent run's request id gives."""
+    return hashlib.blake2b(f"{request_id}\x00{key}".encode(), digest_size=TOKEN_BYTES,
+                           person=b"agui-child").hexdigest()
+
+
+def child_thread_id(parent_thread_id: str, key: str, request_id: str,
+                    limits: InputLimits | None = None) -> str:
+    """The child's thread for ``key`` of the parent run admitted as ``request_id``."""
     check_key(key)
-    return f"{parent_thread_id}{SEPARATOR}{key}"
+    return within_limit("child thread id",
+                        f"{parent_thread_id}{SEPARATOR}{key}-{child_token(request_id, key)}",
+                        limits or InputLimits())
+
+
+def within_limit(what: str, child_id: str, limits: InputLimits) -> str:
+    """``child_id``, or ``RunFailedError`` (``child_id_too_long``) when it is too long."""
+    if len(child_id) > limits.max_id_length:
+        raise RunFailedError(
+            f"the {what} would be {len(child_id)} characters, over the {limits.max_id_length} "
+            "an id may have (AGUI_MAX_ID_LENGTH): use a shorter parent id or key",
+            code="child_id_too_long")
+    return child_id
 
 
 def check_key(key: str) -> None:
@@ -143,10 +178,28 @@ class Delegation:
     """Child runs for one parent run (``Delegation(ctx)`` inside an agent)."""
 
     def __init__(self, ctx: RunContext, settings: KafkaSettings | None = None, *,
-                 decision_timeout_s: float = 30.0) -> None:
+                 decision_timeout_s: float = 30.0, limits: InputLimits | None = None) -> None:
         self.ctx = ctx
         self.settings = settings or KafkaSettings()
         self.decision_timeout_s = decision_timeout_s
+        self.limits = limits or LimitSettings().limits
+
+    def child_thread(self, key: str) -> str:
+        """Child ``key``'s thread: the one this thread's open interrupts name for it (a
+        resumed parent continues the child its earlier run started), else the one this
+        run's request id gives."""
+        check_key(key)
+        prefix = f"{self.ctx.thread_id}{SEPARATOR}{key}-"
+        for interrupt in self.ctx.prior_interrupts.values():
+            named = (interrupt.metadata or {}).get(CHILD_METADATA)
+            thread = named.get("threadId") if isinstance(named, dict) else None
+            if (interrupt.id.startswith(f"{key}{SEPARATOR}") and isinstance(thread, str)
+                    and thread.startswith(prefix)):
+                return thread
+        if self.ctx.request_id is None:
+            raise DelegationError("a child run needs its parent run's request id "
+                                  "(a run started from a dispatch)")
+        return child_thread_id(self.ctx.thread_id, key, self.ctx.request_id, self.limits)
 
     def pending_answers(self, key: str) -> list[ResumeEntry]:
         """The answers this run carries for child ``key`` (empty on a fresh run)."""
@@ -156,12 +209,20 @@ class Delegation:
                    state: Any = None, forwarded_props: Any = None,
                    within_s: float | None = None) -> ChildOutcome:
         """Run ``agent`` as child ``key`` (or continue it with the answers routed down)."""
-        thread_id = child_thread_id(self.ctx.thread_id, key)
+        request = await self.request(agent, key, messages, state=state,
+                                     forwarded_props=forwarded_props)
+        return await self._submit(request, within_s)
+
+    async def request(self, agent: str, key: str, messages: Sequence[Mapping[str, Any]] = (),
+                      *, state: Any = None, forwarded_props: Any = None) -> RunRequest:
+        """The child's ``RunRequest`` (reading the child thread's history to continue it)."""
+        thread_id = self.child_thread(key)
+        run_id = within_limit("child run id", f"{self.ctx.run_id}{SEPARATOR}{key}-"
+                              f"{uuid.uuid4().hex[:8]}", self.limits)
         resume = self.pending_answers(key)
         wire: dict[str, Any] = {
-            "threadId": thread_id, "runId": f"{self.ctx.run_id}{SEPARATOR}{key}-"
-            f"{uuid.uuid4().hex[:8]}", "parentRunId": self.ctx.run_id, "tools": [],
-            "context": [], "messages": [dict(m) for m in messages],
+            "threadId": thread_id, "runId": run_id, "parentRunId": self.ctx.run_id,
+            "tools": [], "context": [], "messages": [dict(m) for m in messages],
         }
         if state is not None:
             wire["state"] = state
@@ -173,10 +234,9 @@ class Delegation:
                 history.pop("forwardedProps", None)
             wire.update(history)
             wire["resume"] = [to_wire(e) for e in resume]
-        request = RunRequest(request_id=f"req-{uuid.uuid4()}", agent=agent,
-                             input=RunAgentInput.model_validate(wire),
-                             submitted_at=datetime.now(UTC))
-        return await self._submit(request, within_s)
+        return RunRequest(request_id=f"req-{uuid.uuid4()}", agent=agent,
+                          input=RunAgentInput.model_validate(wire),
+                          submitted_at=datetime.now(UTC), principal=self.ctx.principal)
 
     def carry_up(self, key: str, outcome: ChildOutcome) -> list[Interrupt]:
         """Raise the child's interrupts on this run (namespaced); the run ends interrupted."""

@@ -82,15 +82,11 @@ class KafkaRunSink:
         self._pending: deque[asyncio.Future[Any]] = deque()
 
     def refusal(self, report: RunReport) -> Failed | None:
-        record, limit = report.terminal, self.writer.guard.limit
-        size = self.writer.excess(record.event_type, record.seq, record.value)
-        if size is not None:
-            return Failed(limit.why(f"the run's {record.event_type}", size), "event_too_large")
         size = self.closing(report) if self.closing is not None else None
-        if size is not None:
-            return Failed(limit.why("the checkpoint recording the run's end", size),
-                          "checkpoint_too_large")
-        return None
+        if size is None:
+            return None
+        return Failed(self.writer.guard.limit.why("the checkpoint recording the run's end", size),
+                      "checkpoint_too_large")
 
     async def send(self, record: EventRecord) -> None:
         pending = self._pending

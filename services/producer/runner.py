@@ -508,8 +508,10 @@ class Runner:
         try:
             record = self._record(terminal.event)
             report = RunReport(terminal.outcome, record, terminal.open_interrupts, self._seq)
-            refused = self.sink.refusal(report)  # too large, or its checkpoint would be
-            if refused is not None:
+            refused = (self.sink.refusal(report) if len(record.value) <= self._room
+                       else Failed(self.options.limits.event_refusal(
+                           record.event_type, len(record.value), self._room), "event_too_large"))
+            if refused is not None:  # too large, or the checkpoint recording it would be
                 raise AgentProtocolError(refused.message, refused.code or "event_too_large")
         except AgentProtocolError as exc:  # e.g. a result that is not JSON
             log.error("terminal event refused: %s", exc.message, extra=self._log)

@@ -1,8 +1,9 @@
 """The ``scripted`` agent: does exactly what ``forwardedProps.script`` says, for tests.
 
-``{"interrupts": [Interrupt, ...], "text": str, "delayMs": int, "fail": str}``,
-every key optional. A run *without* resume entries streams ``text`` as one
-assistant message, waits ``delayMs`` (cancellable), then ends with the
+``{"interrupts": [Interrupt, ...], "text": str, "repeat": int, "delayMs": int,
+"fail": str}``, every key optional. A run *without* resume entries streams
+``text`` (``repeat`` times over, in one delta: a large event from a small
+input) as one assistant message, waits ``delayMs`` (cancellable), then ends with the
 interrupt outcome carrying exactly the given interrupts (ids, reasons,
 expiresAt, subagentRunId as given), else ``RUN_ERROR`` code
 ``scripted_failure`` with ``fail`` as its message, else success. A run
@@ -32,6 +33,7 @@ class Script(BaseModel):
 
     interrupts: list[Interrupt] = Field(default_factory=list)
     text: str | None = None
+    repeat: int = Field(1, ge=1, le=100_000_000)
     delay_ms: int = Field(0, alias="delayMs", ge=0, le=600_000)
     fail: str | None = None
 
@@ -55,7 +57,7 @@ async def scripted(run_input: RunAgentInput, ctx: RunContext) -> None:
         return
     script = read_script(run_input.forwarded_props)
     if script.text:
-        await ctx.text(script.text)
+        await ctx.text(script.text * script.repeat)
     if script.delay_ms:
         await asyncio.sleep(script.delay_ms / 1000)
     if script.interrupts:

@@ -16,6 +16,7 @@ from services.producer.bookkeeping import Failed
 from services.producer.effects import EffectLedger
 from services.producer.resume import plan_resume
 from services.producer.runner import EventRecord, Runner, RunOptions, RunReport
+from services.producer.sizes import RunLimits
 
 TERMINALS = ("RUN_FINISHED", "RUN_ERROR")
 
@@ -23,10 +24,12 @@ TERMINALS = ("RUN_FINISHED", "RUN_ERROR")
 class ListSink:
     """Collects a run's records in publish order."""
 
-    def __init__(self, delay_s: float = 0.0) -> None:
+    def __init__(self, delay_s: float = 0.0, refuse: Failed | None = None) -> None:
         self.records: list[EventRecord] = []
         self.report: RunReport | None = None
         self.delay_s = delay_s
+        self.refuse = refuse
+        """What ``refusal`` answers for a terminal event that is not a RUN_ERROR."""
 
     async def send(self, record: EventRecord) -> None:
         if self.delay_s:
@@ -38,7 +41,7 @@ class ListSink:
         self.report = report
 
     def refusal(self, report: RunReport) -> Failed | None:
-        return None
+        return self.refuse if report.terminal.event_type != "RUN_ERROR" else None
 
     @property
     def wire(self) -> list[dict[str, Any]]:
@@ -87,6 +90,9 @@ def runner_for(
     dispatch_warnings: Sequence[str] = (),
     sink: ListSink | None = None,
     queue_limit: int = 256,
+    limits: RunLimits | None = None,
+    request_id: str | None = None,
+    principal: str | None = None,
 ) -> tuple[Runner, ListSink]:
     definition = as_definition(agent)
     run_input = run_input or make_input()
@@ -94,8 +100,9 @@ def runner_for(
                        dispatch_warnings=dispatch_warnings)
     sink = sink or ListSink()
     options = RunOptions(uncovered_policy=policy, cancel_grace_s=grace_s,  # type: ignore[arg-type]
-                         queue_limit=queue_limit)
-    return Runner(definition, run_input, plan, sink, options=options, ledger=ledger), sink
+                         queue_limit=queue_limit, limits=limits or RunLimits())
+    return Runner(definition, run_input, plan, sink, options=options, ledger=ledger,
+                  request_id=request_id, principal=principal), sink
 
 
 async def run_agent(agent: AgentDefinition | Callable[..., Any],

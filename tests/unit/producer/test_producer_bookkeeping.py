@@ -294,3 +294,20 @@ def test_any_agent_behaviour_yields_a_conformant_stream(
     else:
         assert outcome["type"] == "success"
         assert outcome.get("pendingToolCallIds", []) == b.pending_tool_calls()
+
+
+def test_a_failure_for_a_limit_closes_what_is_open_innermost_first() -> None:
+    b = book()
+    for event in (SubagentStartedEvent(subagent_run_id="s1", name="helper"),
+                  TextMessageStartEvent(message_id="m1", role="assistant",
+                                        subagent_run_id="s1"),
+                  ToolCallStartEvent(tool_call_id="c1", tool_call_name="search")):
+        b.admit(event)
+    terminal = b.finish(Failed("too large", "event_too_large", close_open=True))
+    assert [type(e) for e in terminal.closing] == [ToolCallEndEvent, TextMessageEndEvent,
+                                                   SubagentErrorEvent]
+    assert terminal.event.type.value == "RUN_ERROR"
+    assert b.open_items() == []
+    plain = book()
+    plain.admit(TextMessageStartEvent(message_id="m1", role="assistant"))
+    assert plain.finish(Failed("boom", "x")).closing == ()

@@ -1,0 +1,233 @@
+"""A run never writes a record the broker would refuse: it ends with a RUN_ERROR saying why.
+
+Each test runs an agent through the runner into an in-memory sink and checks
+the stream: the record that would not fit is not there, what the run had
+open is closed, the RUN_ERROR's code names the limit, and the stream stays
+conformant (ag-ui-validate).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from ag_ui.core import BaseEvent, Interrupt, TextMessageContentEvent, TextMessageStartEvent
+from producer_support import ListSink, assert_conformant, make_input, runner_for
+
+from contracts.headers import AGENT, EVENT_TYPE, RUN_ID, SCHEMA, SEQ, TRACEPARENT
+from contracts.limits import InputLimits
+from services.kafka.clients import KafkaError
+from services.kafka.sizing import record_size
+from services.producer.bookkeeping import Failed
+from services.producer.context import RunContext
+from services.producer.errors import RecordTooLargeError
+from services.producer.sizes import (
+    RecordGuard,
+    RunLimits,
+    interrupt_failure,
+    send_failure,
+)
+
+pytestmark = pytest.mark.unit
+
+MIB = 1_048_576
+
+
+def error_of(sink: ListSink) -> dict[str, Any]:
+    last = sink.wire[-1]
+    assert last["type"] == "RUN_ERROR", last
+    return last
+
+
+async def big_text(_: Any, ctx: RunContext) -> None:
+    async with ctx.start_message() as message:
+        await message.write("small")
+        await message.write("x" * 1_100_000)
+        await message.write("never")  # the run stopped taking events
+
+
+async def test_an_event_over_the_record_limit_ends_the_run_event_too_large() -> None:
+    runner, sink = runner_for(big_text)
+    await runner.run()
+    assert sink.types == ["RUN_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT",
+                          "TEXT_MESSAGE_END", "RUN_ERROR"]
+    error = error_of(sink)
+    assert error["code"] == "event_too_large"
+    assert "TEXT_MESSAGE_CONTENT" in error["message"]
+    assert "1100" in error["message"]
+    assert str(MIB) in error["message"]
+    assert max(len(r.value) for r in sink.records) < 1000
+    assert_conformant(sink)
+
+
+async def yielding_big_content(_: Any, __: RunContext) -> AsyncIterator[BaseEvent]:
+    yield TextMessageStartEvent(message_id="m1", role="assistant")
+    yield TextMessageContentEvent(message_id="m1", delta="y" * 1_100_000)
+
+
+async def test_a_yielded_event_over_the_limit_is_dropped_and_its_message_closed() -> None:
+    runner, sink = runner_for(yielding_big_content)
+    await runner.run()
+    assert sink.types == ["RUN_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_END", "RUN_ERROR"]
+    assert error_of(sink)["code"] == "event_too_large"
+    assert_conformant(sink)
+
+
+async def test_the_room_counts_key_and_headers_of_the_run() -> None:
+    limits = RunLimits(max_record_bytes=16_384)
+
+    async def sized(_: Any, ctx: RunContext) -> None:
+        await ctx.text("z" * 15_000)
+
+    long_ids = make_input("t" * 600, "r" * 600)
+    runner, sink = runner_for(sized, long_ids, limits=limits)
+    await runner.run()
+    assert error_of(sink)["code"] == "event_too_large"  # value fits, value + ids do not
+    short, sink2 = runner_for(sized, limits=limits)
+    await short.run()
+    assert sink2.types[-1] == "RUN_FINISHED"
+
+
+def test_an_event_within_the_room_fits_with_the_largest_headers_of_its_run() -> None:
+    limits = RunLimits(max_record_bytes=20_000)
+    room = limits.event_room("thread", "run", "agent")
+    headers = [(RUN_ID, b"run"), (EVENT_TYPE, b"TEXT_MESSAGE_CONTENT"), (AGENT, b"agent"),
+               (SEQ, str(10**12).encode()), (SCHEMA, b"1"), (TRACEPARENT, b"0" * 55)]
+    assert record_size(b"thread", b"v" * room, headers) <= 20_000
+    assert room > 20_000 - 400  # not much more than what headers take
+
+
+async def test_run_started_too_large_for_its_echo_is_sent_without_it() -> None:
+    async def hello(_: Any, ctx: RunContext) -> None:
+        await ctx.text("hi")
+
+    run_input = make_input(forwarded_props={"blob": "b" * 20_000})
+    runner, sink = runner_for(hello, run_input, limits=RunLimits(max_record_bytes=16_384))
+    await runner.run()
+    assert "input" not in sink.wire[0]
+    assert sink.types[-1] == "RUN_FINISHED"
+    assert_conformant(sink)
+
+
+async def test_a_result_too_large_for_its_run_finished_ends_event_too_large() -> None:
+    async def huge_result(_: Any, ctx: RunContext) -> None:
+        ctx.finish({"blob": "r" * 1_100_000})
+
+    runner, sink = runner_for(huge_result)
+    await runner.run()
+    assert sink.types == ["RUN_STARTED", "RUN_ERROR"]
+    error = error_of(sink)
+    assert error["code"] == "event_too_large"
+    assert "RUN_FINISHED" in error["message"]
+    assert_conformant(sink)
+
+
+def many(count: int, **fields: Any) -> list[Interrupt]:
+    return [Interrupt(id=f"i-{n}", reason="approve", **fields) for n in range(count)]
+
+
+async def test_interrupts_over_a_quarter_record_end_interrupts_too_large() -> None:
+    async def asks(_: Any, ctx: RunContext) -> None:
+        await ctx.text("open")
+        for interrupt in many(50, message="m" * 6_000):  # 300 KB > 1 MiB / 4
+            ctx.raise_interrupt(interrupt)
+
+    runner, sink = runner_for(asks)
+    report = await runner.run()
+    error = error_of(sink)
+    assert error["code"] == "interrupts_too_large"
+    assert "50 interrupts" in error["message"]
+    assert str(MIB // 4) in error["message"]
+    assert report.outcome == "error"
+    assert report.open_interrupts == ()
+    assert_conformant(sink)
+
+
+@pytest.mark.parametrize("fields", [{"id": "i" * 257}, {"tool_call_id": "c" * 257}])
+async def test_an_interrupt_id_over_the_id_limit_ends_invalid_interrupt(
+        fields: dict[str, Any]) -> None:
+    async def asks(_: Any, ctx: RunContext) -> None:
+        ctx.raise_interrupt(Interrupt(**{"id": "ok", "reason": "approve", **fields}))
+
+    runner, sink = runner_for(asks)
+    await runner.run()
+    error = error_of(sink)
+    assert error["code"] == "invalid_interrupt"
+    assert "257" in error["message"]
+    assert "AGUI_MAX_ID_LENGTH" in error["message"]
+    assert_conformant(sink)
+
+
+def test_interrupt_checks_are_pure_and_accept_what_fits() -> None:
+    limits = RunLimits(max_record_bytes=MIB, ids=InputLimits(max_id_length=10))
+    assert interrupt_failure(many(3), limits) is None
+    failed = interrupt_failure([Interrupt(id="x" * 11, reason="r")], limits)
+    assert failed is not None
+    assert failed.code == "invalid_interrupt"
+    assert failed.close_open
+    assert interrupt_failure(many(3, message="m" * 100),
+                             RunLimits(max_record_bytes=1024)) is not None
+
+
+async def test_a_sink_refusing_the_end_ends_the_run_with_its_code() -> None:
+    async def asks(_: Any, ctx: RunContext) -> None:
+        ctx.raise_interrupt(Interrupt(id="a", reason="approve"))
+
+    refusal = Failed("the checkpoint would be 2000000 bytes", "checkpoint_too_large")
+    runner, sink = runner_for(asks, sink=ListSink(refuse=refusal))
+    report = await runner.run()
+    assert sink.types == ["RUN_STARTED", "RUN_ERROR"]
+    assert error_of(sink)["code"] == "checkpoint_too_large"
+    assert report.outcome == "error"
+    assert report.terminal.seq == 1
+    assert_conformant(sink)
+
+
+class FailingSink(ListSink):
+    """Refuses the n-th record with ``exc`` (what a producer's send may raise)."""
+
+    def __init__(self, at: int, exc: Exception) -> None:
+        super().__init__()
+        self.at, self.exc = at, exc
+
+    async def send(self, record: Any) -> None:
+        if len(self.records) == self.at:
+            self.at = -1
+            raise self.exc
+        await super().send(record)
+
+
+@pytest.mark.parametrize(("exc", "code"), [
+    (RecordTooLargeError("too large", "event_too_large", 2 * MIB), "event_too_large"),
+    (KafkaError("broker said no"), "publish_failed"),
+])
+async def test_a_send_failing_ends_the_run_with_run_error_instead_of_raising(
+        exc: Exception, code: str) -> None:
+    async def talks(_: Any, ctx: RunContext) -> None:
+        await ctx.text("hello there")
+
+    runner, sink = runner_for(talks, sink=FailingSink(2, exc))
+    report = await runner.run()
+    assert report.outcome == "error"
+    assert error_of(sink)["code"] == code
+    assert sink.types == ["RUN_STARTED", "TEXT_MESSAGE_START", "RUN_ERROR"]
+
+
+def test_send_failure_names_a_broker_size_refusal() -> None:
+    class MessageSizeTooLargeError(KafkaError):  # aiokafka's has errno 10
+        errno = 10
+
+    assert send_failure(MessageSizeTooLargeError()).code == "event_too_large"
+    assert send_failure(RuntimeError()).code == "publish_failed"
+
+
+def test_the_guard_raises_with_the_code_and_size() -> None:
+    guard = RecordGuard.of(2048)
+    guard.check("small", "event_too_large", b"k", b"v" * 100)
+    with pytest.raises(RecordTooLargeError) as caught:
+        guard.check("the thing", "checkpoint_too_large", b"k" * 1000, b"v" * 1000)
+    assert caught.value.code == "checkpoint_too_large"
+    assert caught.value.size > 2048
+    assert "the thing" in caught.value.message
+    assert "2048" in caught.value.message
