@@ -28,6 +28,23 @@ Kinds, both paths unless marked:
   agent, submittedAt, schemaVersion), ``naive_time``, ``unknown_agent``,
   ``key`` (key missing or not the threadId), ``tombstone`` (no value);
 - HTTP only: ``agent`` (an unknown or unicode agent name in the path).
+
+Size extremes, where the limits are (``contracts.limits``, the services'
+record and body limits), so Hypothesis searches at and just past each bound
+rather than well inside them:
+
+- ``long_id``: one id or name (any of ``ID_FIELDS``: input ids, message,
+  tool and resume ids, the agent, and on Kafka the envelope's requestId and
+  principal) of 255, 256 or 257 characters, or huge (up to 100,000);
+- ``depth_edge``: nesting at 63-65 levels (the limit), 253-256 (orjson's
+  serialiser) and 1,023-1,025 (its parser), in arrays or objects;
+- HTTP only: ``body_edge``, a body a few bytes either side of the record
+  limit or, one time in eight, of ``AGUI_MAX_BODY_BYTES``;
+- Kafka only: ``record_edge``, a record (key + value + headers, as the
+  broker counts) a few bytes either side of the services' record limit or,
+  one time in eight, of the broker's, with a large share of it in the key
+  and in headers. A record past what the producer client sends is refused
+  by the client and never reaches the topic.
 """
 
 from __future__ import annotations
@@ -41,15 +58,32 @@ from urllib.parse import quote
 import orjson
 from hypothesis import strategies as st
 
+from contracts.limits import DEFAULT_MAX_ID_LENGTH, DEFAULT_MAX_JSON_DEPTH
+from services.kafka.sizing import record_size
+
 COMMON = ["garbage", "not_object", "deep", "surrogate", "wrong_type", "missing", "oversize",
-          "unicode", "resume", "resume", "resume", "duplicate", "valid", "valid"]
-KAFKA_ONLY = ["envelope", "envelope", "naive_time", "unknown_agent", "key", "tombstone"]
-HTTP_ONLY = ["agent"]
+          "unicode", "resume", "resume", "resume", "duplicate", "valid", "valid",
+          "long_id", "long_id", "depth_edge"]
+KAFKA_ONLY = ["envelope", "envelope", "naive_time", "unknown_agent", "key", "tombstone",
+              "record_edge"]
+HTTP_ONLY = ["agent", "body_edge"]
 INPUT_FIELDS = ["threadId", "runId", "messages", "tools", "context", "state", "forwardedProps",
                 "resume", "parentRunId"]
 REQUIRED_FIELDS = ["threadId", "runId", "messages", "tools", "context", "state",
                    "forwardedProps"]
 STATUSES = ["resolved", "cancelled", "maybe", "", "RESOLVED"]
+ID_LIMIT = DEFAULT_MAX_ID_LENGTH
+ID_LENGTHS = [ID_LIMIT - 1, ID_LIMIT - 1, ID_LIMIT, ID_LIMIT, ID_LIMIT + 1, ID_LIMIT + 1,
+              4 * ID_LIMIT, 30_000, 100_000]
+ID_FIELDS = ["threadId", "runId", "parentRunId", "messages/0/id", "messages/0/name",
+             "toolCalls/0/id", "toolCalls/0/function/name", "toolCallId", "tools/0/name",
+             "resume/0/interruptId", "agent", "requestId", "principal"]
+ENVELOPE_IDS = frozenset({"agent", "requestId", "principal"})
+"""Ids of the RunRequest envelope: over HTTP the agent is the path segment, and the
+server chooses the others (such a case sends a long threadId instead)."""
+EDGE_DEPTHS = [DEFAULT_MAX_JSON_DEPTH - 1, DEFAULT_MAX_JSON_DEPTH, DEFAULT_MAX_JSON_DEPTH + 1,
+               253, 254, 255, 256, 1023, 1024, 1025]
+EDGE_OFFSETS = st.integers(-2, 2) | st.integers(-4096, 4096)
 
 
 @dataclass(frozen=True)
@@ -73,6 +107,8 @@ class Targets:
     interrupt_ids: list[str]
     limit_bytes: int
     body_limit_bytes: int
+    broker_limit_bytes: int = 1_048_576
+    """The largest record the producer client sends (and the broker takes)."""
 
 
 int64 = st.integers(-(2**63), 2**63 - 1)
@@ -134,9 +170,31 @@ def case_strategy(targets: Targets, kinds: list[str]) -> st.SearchStrategy[Case]
             data["key"] = draw(st.none() | ids)
         elif kind == "agent":
             data["agent"] = draw(st.text(min_size=1, max_size=40))
+        else:
+            data.update(draw(_size_extremes(kind)))
         return Case(kind, n, data)
 
     return draw_case()
+
+
+def _size_extremes(kind: str) -> st.SearchStrategy[dict[str, Any]]:
+    """The ingredients of the size-extreme kinds (an empty dict for the other kinds)."""
+    rarely = st.integers(0, 7).map(lambda i: i == 0)
+    if kind == "long_id":
+        return st.fixed_dictionaries({"field": st.sampled_from(ID_FIELDS),
+                                      "length": st.sampled_from(ID_LENGTHS)})
+    if kind == "depth_edge":
+        return st.fixed_dictionaries({"depth": st.sampled_from(EDGE_DEPTHS),
+                                      "objects": st.booleans()})
+    if kind == "body_edge":
+        return st.fixed_dictionaries({"over": EDGE_OFFSETS, "body_limit": rarely})
+    if kind == "record_edge":
+        return st.fixed_dictionaries({
+            "over": EDGE_OFFSETS, "broker": rarely,
+            "key_share": st.sampled_from([0.0, 0.01, 0.3, 0.6, 0.9]),
+            "header_share": st.sampled_from([0.0, 0.0, 0.05, 0.3]),
+            "header_count": st.integers(1, 8)})
+    return st.just({})
 
 
 # --------------------------------------------------------------------------- materialising
@@ -181,6 +239,60 @@ def _valid(case: Case) -> dict[str, Any]:
     return _input(thread, run)
 
 
+def sized_id(case: Case, length: int) -> str:
+    """A unique id of exactly ``length`` characters (at least 1)."""
+    head = f"fz{case.n}-{uuid.uuid4().hex[:8]}-"
+    return (head + "x" * length)[:max(length, 1)]
+
+
+def _long_id_input(case: Case) -> dict[str, Any]:
+    """A valid input but for one id or name of ``case.data["length"]`` characters."""
+    wire = _valid(case)
+    value = sized_id(case, case.data["length"])
+    name = case.data["field"]
+    call = {"id": "call-1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    if name in ("threadId", "runId", "parentRunId") or name in ENVELOPE_IDS:
+        wire["threadId" if name in ENVELOPE_IDS else name] = value
+    elif name.startswith("messages/0/"):
+        wire["messages"][0][name.rsplit("/", 1)[1]] = value
+    elif name.startswith("toolCalls/"):
+        if name.endswith("/id"):
+            call["id"] = value
+        else:
+            call["function"]["name"] = value  # type: ignore[index]
+        wire["messages"].insert(0, {"id": "a-1", "role": "assistant", "toolCalls": [call]})
+    elif name == "toolCallId":
+        wire["messages"].insert(0, {"id": "t-1", "role": "tool", "content": "done",
+                                    "toolCallId": value})
+    elif name == "tools/0/name":
+        wire["tools"] = [{"name": value, "description": "d", "parameters": {}}]
+    else:
+        wire["resume"] = [{"interruptId": value, "status": "cancelled"}]
+    return wire
+
+
+def _nested(case: Case) -> bytes:
+    """A valid input nested ``case.data["depth"]`` levels in all (the top object is 1)."""
+    inner = case.data["depth"] - 1
+    wire = _valid(case)
+    wire["state"] = "@"
+    if case.data["objects"]:
+        filler = b'{"a":' * (inner - 1) + b"{}" + b"}" * (inner - 1)
+    else:
+        filler = b"[" * inner + b"]" * inner
+    return orjson.dumps(wire).replace(b'"@"', filler, 1)
+
+
+def _body_edge(case: Case, targets: Targets) -> bytes:
+    """A valid input padded to a few bytes either side of the record or body limit."""
+    limit = targets.body_limit_bytes if case.data["body_limit"] else targets.limit_bytes
+    wire = _valid(case)
+    wire["state"] = {"blob": ""}
+    pad = limit + case.data["over"] - len(orjson.dumps(wire))
+    wire["state"] = {"blob": "x" * max(pad, 0)}
+    return orjson.dumps(wire)
+
+
 def _body_for(case: Case, targets: Targets, history: list[dict[str, Any]],
               over_limit: int) -> bytes | None:
     """The input JSON of the kinds both paths share; None for the path-specific kinds.
@@ -197,6 +309,10 @@ def _body_for(case: Case, targets: Targets, history: list[dict[str, Any]],
     if kind == "deep":
         depth: int = data["depth"]
         return b'{"threadId":"t","runId":"r","state":' + b"[" * depth + b"]" * depth + b"}"
+    if kind == "depth_edge":
+        return _nested(case)
+    if kind == "long_id":
+        return orjson.dumps(_long_id_input(case))
     if kind == "surrogate":
         return b'{"threadId":"\\ud800","runId":"r","messages":[],"tools":[],"context":[]}'
     if kind == "wrong_type":
@@ -232,6 +348,10 @@ def http_request(case: Case, targets: Targets,
     """(agent path segment, body) of ``POST /agents/{agent}`` for ``case``."""
     if case.kind == "agent":
         return quote(case.data["agent"], safe=""), orjson.dumps(_valid(case))
+    if case.kind == "long_id" and case.data["field"] == "agent":
+        return sized_id(case, case.data["length"]), orjson.dumps(_valid(case))
+    if case.kind == "body_edge":
+        return "scripted", _body_edge(case, targets)
     body = _body_for(case, targets, history, targets.body_limit_bytes)
     assert body is not None, case.kind
     return "scripted", body
@@ -243,9 +363,55 @@ def _envelope(wire_input: Any, request_id: str | None = None, **extra: Any) -> d
             "submittedAt": datetime.now(UTC).isoformat(), **extra}
 
 
+Headers = list[tuple[str, bytes]]
+
+
 def kafka_record(case: Case, targets: Targets, history: list[dict[str, Any]],
-                 request_ids: list[tuple[str, str]]) -> tuple[bytes | None, bytes | None]:
-    """(key, value) of the ``requests`` record for ``case``."""
+                 request_ids: list[tuple[str, str]]
+                 ) -> tuple[bytes | None, bytes | None, Headers | None]:
+    """(key, value, headers) of the ``requests`` record for ``case``."""
+    if case.kind == "record_edge":
+        return _record_edge(case, targets)
+    if case.kind == "long_id" and case.data["field"] in ENVELOPE_IDS:
+        wire = _valid(case)
+        env = _envelope(wire)
+        env[case.data["field"]] = sized_id(case, case.data["length"])
+        return wire["threadId"].encode(), orjson.dumps(env), None
+    key, value = _key_value(case, targets, history, request_ids)
+    return key, value, None
+
+
+def _record_edge(case: Case, targets: Targets) -> tuple[bytes, bytes, Headers | None]:
+    """A valid request whose record is ``over`` bytes past the record or broker limit,
+    a share of it in the threadId (the key, and again in the value) and in headers."""
+    data = case.data
+    limit = targets.broker_limit_bytes if data["broker"] else targets.limit_bytes
+    target = limit + data["over"]
+    length = int(target * data["key_share"] / 2)  # the key is the threadId: twice in the record
+    thread = sized_id(case, length) if length > 40 else _fresh(case, "edge")[0]
+    key = thread.encode()
+    budget = int(target * min(data["header_share"], max(0.95 - data["key_share"], 0.0)))
+    count = data["header_count"]
+    headers = [(f"x-fuzz-{i}", b"h" * (budget // count)) for i in range(count)] if budget \
+        else None
+    env = _envelope(_input(thread, f"run-{uuid.uuid4().hex[:12]}"))
+
+    def value(pad: int) -> bytes:
+        env["input"]["state"] = {"blob": "x" * pad}
+        return orjson.dumps(env)
+
+    pad = 0
+    for _ in range(4):  # sizes are varint-encoded: a few steps find the exact size
+        missing = target - record_size(key, value(pad), headers)
+        if missing == 0:
+            break
+        pad = max(pad + missing, 0)
+    return key, value(pad), headers
+
+
+def _key_value(case: Case, targets: Targets, history: list[dict[str, Any]],
+               request_ids: list[tuple[str, str]]) -> tuple[bytes | None, bytes | None]:
+    """(key, value) of the ``requests`` record for the kinds without headers."""
     kind, data = case.kind, case.data
     if kind == "tombstone":
         return f"fz-tomb-{case.n}".encode(), None
@@ -272,7 +438,8 @@ def kafka_record(case: Case, targets: Targets, history: list[dict[str, Any]],
         parsed = orjson.loads(body)
     except orjson.JSONDecodeError:
         return f"fz-raw-{case.n}".encode(), body  # not JSON: sent as the whole value
-    if not isinstance(parsed, dict) or kind in ("not_object", "deep", "surrogate"):
+    if not isinstance(parsed, dict) or kind in ("not_object", "deep", "depth_edge",
+                                                "surrogate"):
         return f"fz-raw-{case.n}".encode(), _splice(body)
     env = _envelope(parsed)
     thread = parsed.get("threadId")

@@ -51,7 +51,8 @@ from faults.fuzzcases import (
 from faults.harness import Stack, StackConfig, growth_mib, unique_prefix
 from faults.load import HttpRun, KafkaLoad, pool_limits, post_run, run_input
 from faults.scenario import verify
-from services.kafka.clients import new_producer
+from services.kafka.clients import KafkaError, new_producer
+from services.kafka.sizing import record_size
 
 pytestmark = pytest.mark.faults
 
@@ -156,24 +157,39 @@ def shared_request_id_burst(n: int = 16) -> list[tuple[bytes, bytes]]:
     return out
 
 
-async def push_kafka(stack: Stack, cases: list[Case], targets: Targets) -> int:
+async def push_kafka(stack: Stack, cases: list[Case], targets: Targets) -> tuple[int, list[str]]:
+    """Send every case onto ``requests``: (records sent, the records the client refused).
+
+    Only a ``record_edge`` case past what the client sends may be refused (the
+    broker would refuse it too): it never reaches the topic, so the checker
+    expects nothing of it.
+    """
     producer = new_producer(stack.settings, "agui-faults-fuzz", linger_ms=5)
     await producer.start()
     history: list[dict[str, Any]] = []
     request_ids: list[tuple[str, str]] = []
+    refused: list[str] = []
     try:
         pending = [await producer.send(stack.settings.topics.requests, value, key=key)
                    for key, value in shared_request_id_burst()]
         for case in cases:
-            key, value = kafka_record(case, targets, history, request_ids)
-            pending.append(await producer.send(stack.settings.topics.requests, value, key=key))
+            key, value, headers = kafka_record(case, targets, history, request_ids)
+            try:
+                pending.append(await producer.send(stack.settings.topics.requests, value,
+                                                   key=key, headers=headers))
+            except KafkaError:
+                size = record_size(key, value, headers)
+                if size <= targets.broker_limit_bytes:
+                    raise
+                refused.append(f"{case.kind} #{case.n} ({size} bytes)")
+                continue
             if len(pending) >= 500:
                 await asyncio.gather(*pending)
                 pending = []
         await asyncio.gather(*pending)
     finally:
         await producer.stop()
-    return len(cases)
+    return len(cases) - len(refused), refused
 
 
 # The cases are drawn in a worker thread while the deployment starts; Kafka clients on the
@@ -198,7 +214,7 @@ async def test_fuzz_ten_thousand_adversarial_requests(
             http_cases, kafka_cases = await drawing
             drawn_s = time.monotonic() - started
             before = stack.rss_kib()
-            (outcomes, unclear), sent, stats = await asyncio.gather(
+            (outcomes, unclear), (sent, refused), stats = await asyncio.gather(
                 push_http(stack.consumer_urls[0], http_cases, targets),
                 push_kafka(stack, kafka_cases, targets),
                 load.run(flows=60, concurrency=6, duration_s=240))
@@ -210,6 +226,7 @@ async def test_fuzz_ten_thousand_adversarial_requests(
         await verify(
             stack, summary, "fuzz",
             f"{len(http_cases)} cases over HTTP + {sent} onto requests "
+            f"({len(refused)} refused by the client as too large) "
             f"(set up and drawn in {drawn_s:.1f} s, pushed in {pushed_s:.1f} s; kinds "
             f"{dict(kinds)}); "
             f"HTTP answers {dict(outcomes.most_common())} ({len(unclear)} unclear: "
@@ -218,6 +235,8 @@ async def test_fuzz_ten_thousand_adversarial_requests(
             settle_s=90.0)
         assert not unclear, f"{len(unclear)} unclear HTTP answers, e.g.:\n" + "\n".join(
             unclear[:20])
+        wrongly = [r for r in refused if not r.startswith("record_edge")]
+        assert not wrongly, f"records refused by the client: {wrongly[:10]}"
         assert stats.gave_up == 0, stats.line()
         assert stats.flows_completed == stats.flows, stats.line()
         assert all(g < RSS_GROWTH_LIMIT_MIB for g in growth.values()), growth
