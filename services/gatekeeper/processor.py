@@ -225,8 +225,11 @@ class Processor:
                     self._apply_backpressure()
                 await self._agents.refresh(consumer)
                 await self.telemetry.tick(consumer, self.clock())
-                self.stall.observe(await progress(consumer, self._owned.values()),
-                                   time.monotonic())
+                if self.stall.due(time.monotonic()):
+                    seen = await progress(consumer, self._owned.values())
+                    for p in self.stall.observe(seen, time.monotonic()):
+                        log.error("partition %d has input but its offsets have not moved for "
+                                  "%g s: not ready", p, self.settings.stall_s)
         finally:
             await self.settle_takeover()
             async with self._lock:

@@ -31,6 +31,10 @@ class Seen:
     """True when it had input."""
 
 
+STEP_S = 0.5
+"""How often partitions are observed (each observation reads two positions per partition)."""
+
+
 @dataclass(slots=True)
 class StallWatch:
     """The stall rule over the partitions an instance owns."""
@@ -39,9 +43,19 @@ class StallWatch:
     _seen: dict[int, Seen] = field(default_factory=dict)
     _since: dict[int, float] = field(default_factory=dict)
     """When each partition last moved its offsets or had no input."""
+    _observed: float = float("-inf")
 
-    def observe(self, partitions: Mapping[int, Seen], now: float) -> None:
-        """What every owned partition looks like at ``now`` (others are forgotten)."""
+    def due(self, now: float) -> bool:
+        """True when the partitions should be observed again (every ``STEP_S``)."""
+        return now - self._observed >= STEP_S
+
+    def observe(self, partitions: Mapping[int, Seen], now: float) -> list[int]:
+        """What every owned partition looks like at ``now`` (others are forgotten).
+
+        Returns the partitions that have just become stalled (to log once).
+        """
+        before = set(self.stalled(self._observed))
+        self._observed = now
         for p in list(self._seen):
             if p not in partitions:
                 del self._seen[p]
@@ -51,6 +65,7 @@ class StallWatch:
             if last is None or not (seen.waiting and last.waiting) or seen.offsets != last.offsets:
                 self._since[p] = now
             self._seen[p] = seen
+        return sorted(set(self.stalled(now)) - before)
 
     def stalled(self, now: float) -> dict[int, float]:
         """Partition → seconds without progress, for each stalled one."""

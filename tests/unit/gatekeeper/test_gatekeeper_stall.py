@@ -52,3 +52,17 @@ def test_a_released_partition_is_forgotten() -> None:
     assert w.stalled(100) == {}
     w.observe({0: Seen((1, 1), True)}, 100)
     assert w.stalled(129) == {}, "taken over again: its clock starts again"
+
+
+def test_a_partition_becoming_stalled_is_reported_once() -> None:
+    w = StallWatch(stall_s=30)
+    stuck = {0: Seen((1, 1), True)}
+    assert [w.observe(stuck, t) for t in (0, 20, 30, 40)] == [[], [], [0], []]
+
+
+def test_observations_are_due_every_half_second() -> None:
+    w = StallWatch(stall_s=30)
+    assert w.due(0)
+    w.observe({}, 0)
+    assert not w.due(0.4)
+    assert w.due(0.5)
