@@ -153,7 +153,7 @@ class Relay:
         now = datetime.now(UTC)
         pending = []
         for run_input in inputs:
-            record = Dispatch(request_id=f"req-{run_input.run_id}", agent=agent,
+            record = Dispatch(request_id=f"req-{run_input.run_id}"[:200], agent=agent,
                               input=run_input, submitted_at=now, decided_at=now,
                               warnings=warnings)
             pending.append(await self.producer.send(self.settings.topics.dispatch(agent),

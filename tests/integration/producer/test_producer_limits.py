@@ -1,0 +1,121 @@
+"""Hostile sizes through a real broker: the worker never dies, never loops, and goes on.
+
+Each test writes a dispatch another client could have written (or runs an
+agent that misbehaves), checks the run ends with exactly one RUN_ERROR
+naming the limit (or the dispatch is dead-lettered), and then runs a normal
+dispatch on the same worker: it must be served.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from ag_ui.core import RunAgentInput
+from producer_harness import Relay, RunView, first_input, in_process_worker
+
+from contracts import DeadLetter, decode
+from services.kafka.clients import ConsumerRecord
+from services.kafka.reader import TopicReader
+from services.producer.worker import Worker
+from services.runtime.settings import KafkaSettings
+
+pytestmark = pytest.mark.integration
+
+
+def one_error(view: RunView, code: str) -> dict[str, Any]:
+    view.assert_conformant()
+    assert view.types.count("RUN_ERROR") == 1
+    error = view.terminal
+    assert error["type"] == "RUN_ERROR", error
+    assert error["code"] == code, error
+    return error
+
+
+async def still_serves(relay: Relay, worker: Worker, thread_id: str) -> None:
+    normal = await relay.run("scripted", first_input(thread_id, script={"text": "still here"}))
+    normal.assert_conformant()
+    assert normal.text() == "still here"
+    assert normal.outcome == {"type": "success"}
+    assert worker.failure is None
+    assert worker.ready
+
+
+async def test_finding_2_a_50000_character_run_id_with_50_interrupts_ends_in_one_run_error(
+        kafka: KafkaSettings, relay: Relay) -> None:
+    run_id = "r" * 50_000
+    interrupts = [{"id": f"i-{n}", "reason": "approval"} for n in range(50)]
+    async with in_process_worker(kafka) as worker:
+        view = await relay.run("scripted", first_input("t-finding-2", run_id,
+                                                       script={"interrupts": interrupts}))
+        error = one_error(view, "input_too_large")
+        assert view.types == ["RUN_STARTED", "RUN_ERROR"]
+        assert "runId is 50000 characters" in error["message"]
+        assert "input" not in view.wire[0]  # the broken input is not echoed
+        await still_serves(relay, worker, "t-finding-2")
+
+
+async def test_an_agent_event_of_1_1_mb_ends_event_too_large_and_the_next_run_works(
+        kafka: KafkaSettings, relay: Relay) -> None:
+    async with in_process_worker(kafka) as worker:
+        view = await relay.run("scripted", first_input(
+            "t-big-event", script={"text": "x", "repeat": 1_100_000}))
+        error = one_error(view, "event_too_large")
+        assert view.types == ["RUN_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_END",
+                              "RUN_ERROR"]
+        assert "TEXT_MESSAGE_CONTENT" in error["message"]
+        assert "1100" in error["message"]
+        await still_serves(relay, worker, "t-big-event")
+
+
+async def test_an_end_marker_over_the_record_limit_ends_checkpoint_too_large(
+        kafka: KafkaSettings, relay: Relay) -> None:
+    # Each open interrupt's checkpoint entry repeats the 250-character run id: 90 of them
+    # make a 30 KB checkpoint from a 3 KB interrupt outcome (within 16 KiB / 4).
+    small = kafka.model_copy(update={"max_record_bytes": 16_384})
+    interrupts = [{"id": f"i-{n}", "reason": "approval"} for n in range(90)]
+    async with in_process_worker(small) as worker:
+        view = await relay.run("scripted", first_input("t-big-checkpoint", "c" * 250,
+                                                       script={"interrupts": interrupts}))
+        error = one_error(view, "checkpoint_too_large")
+        assert view.types == ["RUN_STARTED", "RUN_ERROR"]
+        assert "16384" in error["message"]
+        await still_serves(relay, worker, "t-big-checkpoint")
+
+
+async def test_a_deep_dispatch_is_opened_and_ends_input_too_large(
+        kafka: KafkaSettings, relay: Relay) -> None:
+    deep: Any = "bottom"
+    for _ in range(100):
+        deep = {"d": deep}
+    run_input = RunAgentInput.model_validate({**first_input("t-deep", "deep-1").model_dump(
+        mode="json", by_alias=True), "state": deep})
+    async with in_process_worker(kafka) as worker:
+        error = one_error(await relay.run("scripted", run_input), "input_too_large")
+        assert "AGUI_MAX_JSON_DEPTH" in error["message"]
+        await still_serves(relay, worker, "t-deep")
+
+
+async def dead_letters(settings: KafkaSettings) -> Sequence[ConsumerRecord[bytes, bytes]]:
+    async with TopicReader(settings, "producer-test-deadletters") as reader:
+        return await reader.read_all(await reader.all_partitions(settings.topics.deadletter))
+
+
+async def test_a_dispatch_whose_refusal_cannot_be_written_is_dead_lettered(
+        kafka: KafkaSettings, relay: Relay) -> None:
+    # A 140,000-character threadId: key and value of its RUN_STARTED alone pass 256 KiB.
+    small = kafka.model_copy(update={"max_record_bytes": 262_144})
+    thread_id = "t" * 140_000
+    async with in_process_worker(small) as worker:
+        await relay.dispatch("scripted", first_input(thread_id, "unopenable"))
+        await still_serves(relay, worker, "t-after-dead-letter")
+        assert "unopenable" not in relay.runs
+        (record,) = [r for r in await dead_letters(kafka)
+                     if decode(DeadLetter, r.value).code == "input_too_large"]
+        letter = decode(DeadLetter, record.value)
+        assert letter.service == "producer"
+        assert letter.source_topic == kafka.topics.dispatch("scripted")
+        assert "threadId is 140000 characters" in letter.reason
+        assert "RUN_STARTED" in letter.reason
+        assert len(record.value) <= 262_144
