@@ -24,7 +24,6 @@ import orjson
 import pytest
 from faults.load import resume_all, run_input
 
-from contracts import Decision, DecodeError, decode
 from hostile.client import (
     Tenant,
     approval_flow,
@@ -35,7 +34,14 @@ from hostile.client import (
     sized,
 )
 from hostile.stack import UpStack
-from hostile.topics import dead_letter, envelope, first_match, publish, run_ending, thread_on
+from hostile.topics import (
+    dead_letter,
+    decision_for,
+    envelope,
+    publish,
+    run_ending,
+    thread_on,
+)
 from services.kafka.partitioning import partition_for
 
 pytestmark = pytest.mark.hostile
@@ -130,17 +136,32 @@ async def test_a_path_id_past_the_limit_is_refused(tenant_a: Tenant, route: str)
     assert problem_of(past)["code"] == "id_too_long"
 
 
-async def test_a_poison_request_on_the_topic_is_dead_lettered_and_its_partition_decides(
+async def test_a_poison_request_on_the_topic_is_refused_and_its_partition_decides(
         relay: UpStack, tenant_a: Tenant) -> None:
+    """The poison is refused for good: a rejection naming the limit when that decision
+    fits the broker, else a dead letter with the reason; never a retry."""
     settings = relay.settings
     thread = sized("poison", POISON)
-    value = orjson.dumps(envelope(run_input(thread, "run-poison")))
-    partition, offset = await publish(settings, settings.topics.requests, thread.encode(), value)
+    request = envelope(run_input(thread, "run-poison"))
+    partition, offset = await publish(settings, settings.topics.requests, thread.encode(),
+                                      orjson.dumps(request))
     assert partition == partition_for(thread, settings.partitions)
     # A normal run on a thread of the same partition, decided after the poison.
     await approval_flow(tenant_a, thread_on(partition, settings.partitions, "neighbour"))
-    letter = await dead_letter(settings, settings.topics.requests, partition, offset)
-    assert letter is not None, f"no dead letter for requests p{partition}@{offset}"
+    await assert_refused(relay, request["requestId"], (partition, offset))
+
+
+async def assert_refused(relay: UpStack, request_id: str, where: tuple[int, int]) -> None:
+    """The request at ``where`` on ``requests`` was rejected ``invalid_input`` or
+    dead-lettered with a reason (the gatekeeper has read past it: no waiting long)."""
+    settings = relay.settings
+    decided = await decision_for(settings, request_id, 10.0)
+    if decided is not None:
+        assert (decided.verdict, decided.code) == ("rejected", "invalid_input"), decided
+        assert "AGUI_MAX_ID_LENGTH" in decided.message, decided.message[:300]
+        return
+    letter = await dead_letter(settings, settings.topics.requests, *where, within_s=10.0)
+    assert letter is not None, f"requests p{where[0]}@{where[1]}: no decision, no dead letter"
     assert letter.code == "record_too_large", letter
     assert letter.reason, letter
 
@@ -157,27 +178,13 @@ async def test_fifty_interrupts_with_ids_at_the_limit_are_raised_and_answered(
         tenant_a: Tenant) -> None:
     thread = sized("fifty", LIMIT)
     first = run_input(thread, sized("r1", LIMIT), script=fifty_interrupts(LIMIT))
+    first["messages"][-1]["id"] = "m-first"  # run_input derives it from the runId
     ending = finished(await tenant_a.run("scripted", first), "interrupt")
     interrupts = ending["outcome"]["interrupts"]
     assert len(interrupts) == 50, len(interrupts)
     second = resume_all(thread, sized("r2", LIMIT), interrupts, {"ok": True})
+    second["messages"][-1]["id"] = "m-second"
     finished(await tenant_a.run("scripted", second), "success")
-
-
-async def decision_for(relay: UpStack, request_id: str, within_s: float) -> Decision | None:
-    settings = relay.settings
-
-    def decision(record: Any) -> Decision | None:
-        try:
-            found = decode(Decision, record.value or b"")
-        except DecodeError:
-            return None
-        return found if found.request_id == request_id else None
-
-    record = await first_match(settings, settings.topics.decisions,
-                               list(range(settings.partitions)),
-                               lambda r: decision(r) is not None, within_s)
-    return decision(record) if record is not None else None
 
 
 async def test_a_huge_run_id_on_the_topics_leaves_gatekeeper_and_worker_serving(
@@ -196,12 +203,7 @@ async def test_a_huge_run_id_on_the_topics_leaves_gatekeeper_and_worker_serving(
     topic = settings.topics.dispatch("scripted")
     d_partition, d_offset = await publish(settings, topic, other.encode(), orjson.dumps(dispatch))
 
-    decided = await decision_for(relay, request["requestId"], 30.0)
-    if decided is None:
-        letter = await dead_letter(settings, settings.topics.requests, partition, offset, 5.0)
-        assert letter is not None, "the huge request got neither a decision nor a dead letter"
-    else:
-        assert (decided.verdict, decided.code) == ("rejected", "invalid_input"), decided
+    await assert_refused(relay, request["requestId"], (partition, offset))
     ending = await run_ending(settings, other, dispatch_run, 30.0)
     if ending is None:
         letter = await dead_letter(settings, topic, d_partition, d_offset, 5.0)

@@ -4,9 +4,10 @@ The consumer service refuses a hostile request at the edge, but any client
 with access to the cluster can write the same record onto ``requests`` (or
 a dispatch topic) itself, and an older version may have left one there. So
 the suite also writes them directly — ``publish`` returns where the record
-landed — and then looks for the service's answer: a dead letter naming that
-partition and offset (``dead_letter``), or the run's terminal event
-(``run_ending``). Reads are group-less and bounded by a deadline.
+landed — and then looks for the service's answer: a decision on its
+requestId (``decision_for``), a dead letter naming that partition and offset
+(``dead_letter``), or the run's terminal event (``run_ending``). Reads are
+group-less and bounded by a deadline.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from contracts import DeadLetter, DecodeError, decode
+from contracts import DeadLetter, Decision, DecodeError, decode
 from services.kafka.clients import TopicPartition, new_producer
 from services.kafka.partitioning import partition_for
 from services.kafka.reader import Start, TopicReader
@@ -94,6 +95,23 @@ async def dead_letter(settings: KafkaSettings, source: str, partition: int, offs
     record = await first_match(settings, topic, list(range(count)),
                                lambda r: letter(r) is not None, within_s)
     return letter(record) if record is not None else None
+
+
+async def decision_for(settings: KafkaSettings, request_id: str,
+                       within_s: float) -> Decision | None:
+    """The (first) decision on ``request_id``, if one comes in time."""
+
+    def decision(record: Any) -> Decision | None:
+        try:
+            found = decode(Decision, record.value or b"")
+        except DecodeError:
+            return None
+        return found if found.request_id == request_id else None
+
+    record = await first_match(settings, settings.topics.decisions,
+                               list(range(settings.partitions)),
+                               lambda r: decision(r) is not None, within_s)
+    return decision(record) if record is not None else None
 
 
 async def run_ending(settings: KafkaSettings, thread_id: str, run_id: str,
