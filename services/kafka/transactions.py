@@ -57,7 +57,12 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from aiokafka.errors import MessageSizeTooLargeError, ProducerFenced, RecordListTooLargeError
+from aiokafka.errors import (
+    KafkaError,
+    MessageSizeTooLargeError,
+    ProducerFenced,
+    RecordListTooLargeError,
+)
 from aiokafka.partitioner import DefaultPartitioner
 
 from services.kafka.clients import AIOKafkaProducer, TopicPartition
@@ -99,7 +104,7 @@ TOO_LARGE = (MessageSizeTooLargeError, RecordListTooLargeError)
 """What the broker answers a record batch too large for a topic (``max.message.bytes``)."""
 
 
-class RecordsRefusedError(Exception):
+class RecordsRefusedError(KafkaError):  # type: ignore[misc]
     """The broker refused record batches of the transaction as too large; it was aborted."""
 
     def __init__(self, records: Sequence[OutRecord], cause: BaseException) -> None:

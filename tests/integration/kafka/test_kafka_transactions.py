@@ -26,6 +26,7 @@ from services.kafka.clients import (
 )
 from services.kafka.transactions import (
     OutRecord,
+    RecordsRefusedError,
     TransactionStalledError,
     commit_outputs,
     stop_producer,
@@ -105,6 +106,21 @@ async def test_a_record_the_broker_refuses_aborts_the_whole_transaction(
     # the producer is usable again: the next transaction commits, alone
     await commit_outputs(producer, [OutRecord(f"{prefix}.out", b"whole")], {source: 7}, group)
     assert await committed_view(kafka, group) == ([b"whole"], 7)
+
+
+async def test_a_refusal_for_size_names_the_refused_records_and_their_sources(
+    kafka: KafkaSettings, producer: AIOKafkaProducer
+) -> None:
+    """The caller learns which inputs made records no retry can write (and nothing commits)."""
+    prefix, group = kafka.topic_prefix, f"{kafka.topic_prefix}.group"
+    source = TopicPartition(f"{prefix}.in", 0)
+    fine = [OutRecord(f"{prefix}.out", b"fine", source=("in", 0, n)) for n in range(3)]
+    big = OutRecord(f"{prefix}.small", b"x" * (4 * SMALL_TOPIC_MAX_BYTES), source=("in", 0, 9))
+    with pytest.raises(RecordsRefusedError) as refused:
+        await commit_outputs(producer, [fine[0], big, *fine[1:]], {source: 5}, group)
+    assert refused.value.records == (big,)
+    assert "MessageSizeTooLarge" in str(refused.value)
+    assert await committed_view(kafka, group) == ([], None)
 
 
 async def test_a_transaction_that_hangs_fails_at_its_deadline_and_the_next_producer_ends_it(
