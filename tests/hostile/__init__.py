@@ -1,0 +1,1 @@
+"""The hostile-input suite: single hostile requests against the stack under ``agui-relay up``."""
