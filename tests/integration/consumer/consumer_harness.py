@@ -41,7 +41,7 @@ from services.kafka.clients import (
     new_consumer,
     new_producer,
 )
-from services.runtime.settings import KafkaSettings
+from services.runtime.settings import KafkaSettings, LimitSettings
 
 WAIT_S = 20.0
 AGENT = "scripted"
@@ -62,10 +62,11 @@ class Served:
 
 
 @contextlib.asynccontextmanager
-async def serving(kafka: KafkaSettings, **overrides: Any) -> AsyncIterator[Served]:
+async def serving(kafka: KafkaSettings, limits: LimitSettings | None = None,
+                  **overrides: Any) -> AsyncIterator[Served]:
     """The real app, served on 127.0.0.1 (free port) until the block ends."""
     settings = ConsumerSettings(http_port=0, **overrides)
-    app = create_app(settings, kafka)
+    app = create_app(settings, kafka, limits)
     relay: Relay = app.state.relay
     server = _Server(config(settings, app))
     task = asyncio.create_task(server.serve())

@@ -1,0 +1,143 @@
+"""The bounded HTTP protocol on a real server and real sockets: heads, slow clients, idleness.
+
+The app is the real one (``serving``) on 127.0.0.1, with uvicorn and the
+protocol of ``services.consumer.protocol``; every request is bytes written
+by hand (``wire``). What each test shows failed on the plain httptools
+protocol: a head of any size or count was served (64 MiB of headers grew
+the process by as much), and a head or body that never finished held its
+connection open forever. Clocks are set short here so the tests wait
+seconds, and the assertions give each several times its timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+
+import pytest
+from consumer_harness import AGENT, Backstage, serving
+from wire import Wire, head
+
+from services.runtime.settings import KafkaSettings
+
+pytestmark = pytest.mark.integration
+
+MAX_HEADER_BYTES = 16_384
+MAX_HEADERS = 100
+MIB = 1_048_576
+
+
+def port_of(url: str) -> int:
+    return int(url.rsplit(":", 1)[1])
+
+
+def sized_head(size: int) -> bytes:
+    """A GET /healthz whose request line and header lines are exactly ``size`` bytes."""
+    bare = head("GET", "/healthz", [("Host", "127.0.0.1"), ("X-Pad", "")], end=False)
+    return head("GET", "/healthz", [("Host", "127.0.0.1"), ("X-Pad", "p" * (size - len(bare)))])
+
+
+def counted_head(count: int) -> bytes:
+    return head("GET", "/healthz", [("Host", "127.0.0.1"),
+                                    *((f"X-H-{i}", "v") for i in range(count - 1))])
+
+
+def rss_kib() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+async def exchange(port: int, data: bytes) -> tuple[int, object, bool]:
+    with Wire(port) as wire:
+        await wire.send(data)
+        reply = await wire.response(10.0)
+        closed = reply.closed or await wire.closed_within(5.0) if reply.status != 200 else False
+        return reply.status, reply.code, closed
+
+
+async def test_heads_at_the_limits_are_served_one_past_them_431_and_closed(
+        kafka: KafkaSettings, backstage: Backstage) -> None:
+    async with serving(kafka) as app:
+        port = port_of(app.url)
+        at_size = await exchange(port, sized_head(MAX_HEADER_BYTES))
+        past_size = await exchange(port, sized_head(MAX_HEADER_BYTES + 1))
+        at_count = await exchange(port, counted_head(MAX_HEADERS))
+        past_count = await exchange(port, counted_head(MAX_HEADERS + 1))
+        still = await app.http.get("/healthz")
+    assert at_size[0] == 200
+    assert at_count[0] == 200
+    assert past_size == (431, "headers_too_large", True)
+    assert past_count == (431, "headers_too_large", True)
+    assert still.status_code == 200
+
+
+async def test_a_flood_of_megabyte_headers_is_refused_without_growing_the_process(
+        kafka: KafkaSettings, backstage: Backstage) -> None:
+    async with serving(kafka) as app:
+        port = port_of(app.url)
+        pad = b"f" * MIB
+        before = rss_kib()
+        with Wire(port) as wire:
+            sent = await wire.send(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+            for i in range(64):
+                if not sent:
+                    break
+                sent = await wire.send(b"X-Flood-%d: " % i + pad + b"\r\n")
+            if sent:
+                await wire.send(b"\r\n")
+            reply = await wire.response(10.0)
+        grown = rss_kib() - before
+        still = await app.http.get("/healthz")
+    assert (reply.status, reply.code) == (431, "headers_too_large")
+    assert grown < 20 * 1024, f"the process grew {grown // 1024} MiB"
+    assert still.status_code == 200
+
+
+async def test_a_head_that_never_completes_is_closed_after_the_head_timeout(
+        kafka: KafkaSettings, backstage: Backstage) -> None:
+    async with serving(kafka, http_header_timeout_s=0.5) as app:
+        with Wire(port_of(app.url)) as wire:
+            await wire.send(head("GET", "/healthz", [("Host", "127.0.0.1")], end=False))
+            reply = await wire.response(5.0)
+            closed = reply.closed or await wire.closed_within(5.0)
+        with Wire(port_of(app.url)) as trickle:  # a byte now and then does not reset it
+            sent = await trickle.send(b"GET /healthz HTTP/1.1\r\nX-Slow: ")
+            for _ in range(40):
+                sent = sent and await trickle.send(b"s")
+                await asyncio.sleep(0.1)
+            trickled = await trickle.response(5.0)
+    assert (reply.status, reply.code, closed) == (408, "request_timeout", True)
+    assert (trickled.status, trickled.code) == (408, "request_timeout")
+
+
+async def test_a_body_that_stalls_gets_408_and_is_closed(
+        kafka: KafkaSettings, backstage: Backstage, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING)
+    async with serving(kafka, http_body_timeout_s=0.5) as app:
+        with Wire(port_of(app.url)) as wire:
+            await wire.send(head("POST", f"/agents/{AGENT}", [
+                ("Host", "127.0.0.1"), ("Content-Type", "application/json"),
+                ("Content-Length", "1000")]) + b'{"threadId":')
+            reply = await wire.response(5.0)
+            closed = reply.closed or await wire.closed_within(5.0)
+        await asyncio.sleep(0.2)  # the app's side of the request has ended by now
+    assert (reply.status, reply.code, closed) == (408, "request_timeout", True)
+    assert not [r for r in caplog.records if r.name.startswith(("services", "uvicorn"))
+                and (r.levelno >= logging.ERROR or r.exc_info)]
+
+
+async def test_idle_connections_close_after_the_keep_alive(kafka: KafkaSettings,
+                                                          backstage: Backstage) -> None:
+    async with serving(kafka, http_keepalive_s=0.5) as app:
+        with Wire(port_of(app.url)) as served:
+            await served.send(head("GET", "/healthz", [("Host", "127.0.0.1")]))
+            reply = await served.response(5.0)
+            served_closed = await served.closed_within(5.0)
+        with Wire(port_of(app.url)) as silent:  # never sends a byte
+            silent_closed = await silent.closed_within(5.0)
+    assert (reply.status, reply.closed) == (200, False)
+    assert served_closed
+    assert silent_closed
