@@ -9,12 +9,14 @@ Modules — the SDK: ``agent`` (what an agent is, loading by name),
 most once), ``errors``. Pure logic: ``bookkeeping`` (what a run opened and
 how it must end), ``resume`` (answers, unrecognised entries, uncovered
 interrupts), ``checkpoint`` (the per-thread changelog record),
-``scheduler`` (ordered bounded concurrency, commit positions). One run:
-``runner``. The Kafka service: ``publish`` (event records), ``store`` (the
-checkpoints topic), ``execution`` (one dispatch, in commit order),
-``recovery`` (closing runs a dead worker left open), ``host`` (one agent's
-dispatch consumer), ``worker`` (the process), ``settings``. ``agents/``:
-the samples.
+``scheduler`` (ordered bounded concurrency, commit positions), ``sizes``
+(records the broker takes, interrupts a thread holds), ``deadletter``
+(letters cut to fit). One run: ``runner``, ``sink`` (its records, report,
+sink and options). The Kafka service: ``publish`` (event records),
+``store`` (the checkpoints topic), ``execution`` (one dispatch, in commit
+order), ``recovery`` (closing runs a dead worker left open), ``host`` (one
+agent's dispatch consumer), ``worker`` (the process), ``settings``.
+``delegation``: child runs of other agents. ``agents/``: the samples.
 """
 
 from services.producer.agent import AgentDefinition, agent_definition, load_agents

@@ -17,7 +17,8 @@ are one namespace, so a predictable child thread could be created first by
 another tenant and the owner's pipeline would fail. A resumed parent run
 (a new request) continues the child thread its interrupts name. A child
 id that would be longer than ``AGUI_MAX_ID_LENGTH`` fails the parent run
-(``child_id_too_long``) instead of being submitted.
+(``child_id_too_long``) instead of being submitted, and so does a child
+request whose record would not fit (``child_request_too_large``).
 
 A child that ends interrupted cannot be answered by the parent's caller
 directly — they talk to the parent. So ``carry_up`` re-raises each child
@@ -63,6 +64,7 @@ from services.kafka.clients import new_producer
 from services.kafka.reader import Start, TopicReader
 from services.producer.context import RunContext
 from services.producer.errors import RunFailedError
+from services.producer.sizes import RecordGuard
 from services.runtime import tracing
 from services.runtime.settings import KafkaSettings, LimitSettings
 
@@ -325,6 +327,9 @@ class Delegation:
 
     async def _publish(self, topic: str, key: str, value: bytes,
                        headers: list[tuple[str, bytes]] | None = None) -> None:
+        RecordGuard.of(self.settings.max_record_bytes).check(
+            f"the child run's record on {topic}", "child_request_too_large", key.encode(),
+            value, headers)
         producer = new_producer(self.settings, "agui-relay-delegation")
         try:
             await producer.start()

@@ -64,7 +64,9 @@ class RunWriter:
         has it (the producer's own coroutine, not wrapped in one more per event).
         ``RecordTooLargeError`` when the record would not fit (nothing is sent)."""
         headers = self.headers(event_type, seq)
-        self.guard.check(f"{event_type} #{seq}", EVENT_CODE, self.key, value, headers)
+        size = self.guard.limit.excess(self.key, value, headers)
+        if size is not None:  # (the message is built only then: this runs per event)
+            raise self.guard.refused(f"{event_type} #{seq}", EVENT_CODE, size)
         sent: Awaitable[asyncio.Future[Any]] = self.producer.send(
             self.topic, value, key=self.key, partition=self.partition, headers=headers)
         return sent

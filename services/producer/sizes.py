@@ -77,7 +77,11 @@ class RecordGuard:
         """Raise ``RecordTooLargeError`` (``code``) when the record would not fit."""
         size = self.limit.excess(key, value, headers)
         if size is not None:
-            raise RecordTooLargeError(self.limit.why(what, size), code, size)
+            raise self.refused(what, code, size)
+
+    def refused(self, what: str, code: str, size: int) -> RecordTooLargeError:
+        """The error for ``what``, a record of ``size`` bytes, not fitting."""
+        return RecordTooLargeError(self.limit.why(what, size), code, size)
 
 
 @dataclass(frozen=True, slots=True)

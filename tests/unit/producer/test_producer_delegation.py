@@ -26,7 +26,7 @@ from services.producer.delegation import (
     DelegationError,
     child_thread_id,
 )
-from services.producer.errors import RunFailedError
+from services.producer.errors import RecordTooLargeError, RunFailedError
 from services.runtime.settings import KafkaSettings
 
 pytestmark = pytest.mark.unit
@@ -103,3 +103,11 @@ async def test_a_child_run_id_over_the_limit_fails_the_parent_with_a_code() -> N
 def test_a_run_without_a_request_id_cannot_delegate() -> None:
     with pytest.raises(DelegationError):
         Delegation(context(), KafkaSettings()).child_thread("review")
+
+
+async def test_a_child_request_too_large_for_a_record_is_not_sent() -> None:
+    delegation = Delegation(context(request_id=REQUEST),
+                            KafkaSettings(max_record_bytes=1024))  # type: ignore[call-arg]
+    with pytest.raises(RecordTooLargeError) as caught:  # raised before any connection
+        await delegation._publish("requests", "t1/review", b"x" * 5_000)
+    assert caught.value.code == "child_request_too_large"
