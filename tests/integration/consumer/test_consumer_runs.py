@@ -90,8 +90,15 @@ async def test_the_body_closes_after_the_terminal_event_without_waiting_for_more
 async def test_a_rejection_is_a_problem_with_no_stream_byte(
         kafka: KafkaSettings, backstage: Backstage, code: str, status: int,
         ids: list[str] | None) -> None:
+    body = run_input()
+    # a thread that has run (on a thread never seen, unknown_interrupt reads as unknown_thread)
+    await backstage.write_state(ThreadState(thread_id=body["threadId"], run_id="before"),
+                                body["threadId"])
     async with serving(kafka) as app:
-        task = asyncio.create_task(post(app.http, run_input()))
+        async with asyncio.timeout(20):
+            while app.relay.threads.get(body["threadId"]) is None:
+                await asyncio.sleep(0.05)
+        task = asyncio.create_task(post(app.http, body))
         await backstage.decide(await backstage.next_request(), "rejected", code=code,
                                interrupt_ids=ids, message=f"refused: {code}")
         response = await task
