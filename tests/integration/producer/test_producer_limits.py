@@ -84,6 +84,25 @@ async def test_an_end_marker_over_the_record_limit_ends_checkpoint_too_large(
         await still_serves(relay, worker, "t-big-checkpoint")
 
 
+async def test_a_start_marker_over_the_record_limit_ends_checkpoint_too_large(
+        kafka: KafkaSettings, relay: Relay) -> None:
+    # Run 1's end marker (47 open interrupts, each naming its 250-character run id) fits
+    # 16 KiB by ~500 bytes; run 2's start marker adds the active run (ids, a 100-character
+    # worker id) and does not.
+    small = kafka.model_copy(update={"max_record_bytes": 16_384})
+    interrupts = [{"id": f"i-{n}", "reason": "approval"} for n in range(47)]
+    async with in_process_worker(small, AGUI_WORKER_ID="w" * 100) as worker:
+        first = await relay.run("scripted", first_input("t-start-marker", "a" * 250,
+                                                        script={"interrupts": interrupts}))
+        first.assert_conformant()
+        assert first.outcome["type"] == "interrupt"
+        second = await relay.run("scripted", first_input("t-start-marker", "b" * 250))
+        error = one_error(second, "checkpoint_too_large")
+        assert second.types == ["RUN_STARTED", "RUN_ERROR"]
+        assert "checkpoint" in error["message"]
+        await still_serves(relay, worker, "t-start-marker-next")
+
+
 async def test_a_deep_dispatch_is_opened_and_ends_input_too_large(
         kafka: KafkaSettings, relay: Relay) -> None:
     deep: Any = "bottom"
