@@ -138,7 +138,7 @@ def await_ready(broker: Broker, layout: Layout, log_offset: int, deadline: float
         if not processes.alive(broker.pid):
             forget(layout.root)
             raise BrokerError(f"the broker JVM exited during startup:\n{log_tail(layout)}")
-        marker_seen = marker_seen or _log_has(layout.server_log, log_offset, STARTED_MARKER)
+        marker_seen = marker_seen or log_has(layout.server_log, log_offset, STARTED_MARKER)
         if marker_seen and serves(broker):
             return
         if time.monotonic() > deadline:
@@ -155,7 +155,8 @@ def serves(broker: Broker) -> bool:
             and all(accepts(ep) for ep in tls_endpoints))
 
 
-def _log_has(path: Path, offset: int, marker: str) -> bool:
+def log_has(path: Path, offset: int, marker: str) -> bool:
+    """True when ``marker`` is in ``path`` past byte ``offset`` (this run's part of a log)."""
     try:
         with path.open("rb") as fh:
             fh.seek(offset)

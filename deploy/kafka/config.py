@@ -4,7 +4,10 @@
 ``choose_ports`` picks its listener ports (refusing one that is taken);
 ``render`` writes ``server.properties`` and ``log4j2.properties`` from the
 ``*.template`` files next to this module (``string.Template``), adding the
-SASL and TLS listener sections a test asks for.
+SASL and TLS listener sections a test asks for. ``Topology`` says whether the
+broker is the single node (replication 1, ``single.properties.template``) or
+one node of a local cluster (``cluster.properties.template``): its node id,
+the controller quorum, and the replication every node of it applies.
 """
 
 from __future__ import annotations
@@ -20,6 +23,55 @@ from deploy.kafka.defaults import HOST, KAFKA_DIR
 from deploy.kafka.errors import BrokerError
 from deploy.kafka.probe import free_port, port_free
 from deploy.kafka.tls import TlsConfig
+
+CLUSTER_INTERNAL_PARTITIONS = 3
+"""Partitions of ``__consumer_offsets`` and ``__transaction_state`` on a cluster:
+their leaders, the group and transaction coordinators, spread over the nodes."""
+
+
+@dataclass(frozen=True)
+class Topology:
+    """Which node this broker is, and of which quorum.
+
+    ``voters`` are ``(node_id, controller_port)`` of every node of a cluster,
+    this one included; empty means the single node, which votes alone on its
+    own controller port. On a cluster every partition gets ``replication``
+    copies (3 at most) and a write with acks=all needs ``min_isr`` of them.
+    """
+
+    node_id: int = 1
+    voters: tuple[tuple[int, int], ...] = ()
+    session_timeout_ms: int = 6000
+
+    @property
+    def nodes(self) -> int:
+        return max(1, len(self.voters))
+
+    @property
+    def replication(self) -> int:
+        return min(3, self.nodes)
+
+    @property
+    def min_isr(self) -> int:
+        return max(1, self.replication - 1)
+
+    def quorum_voters(self, controller_port: int) -> str:
+        """``controller.quorum.voters``: ``id@host:port`` of every voter."""
+        voters = self.voters or ((self.node_id, controller_port),)
+        return ",".join(f"{node}@{HOST}:{port}" for node, port in voters)
+
+    def section(self) -> str:
+        """The topology's part of ``server.properties``."""
+        if not self.voters:
+            return template("single.properties.template").substitute()
+        return template("cluster.properties.template").substitute(
+            node_id=self.node_id, nodes=self.nodes, replication=self.replication,
+            min_isr=self.min_isr, internal_partitions=CLUSTER_INTERNAL_PARTITIONS,
+            session_timeout_ms=self.session_timeout_ms,
+        )
+
+
+SINGLE = Topology()
 
 
 @dataclass(frozen=True)
@@ -80,6 +132,7 @@ def render(
     ports: Mapping[str, int],
     users: Mapping[str, str],
     tls: TlsConfig | None = None,
+    topology: Topology = SINGLE,
 ) -> None:
     """Write the broker's ``server.properties`` and ``log4j2.properties``."""
     listeners = [f"PLAINTEXT://{HOST}:{ports['port']}"]
@@ -100,7 +153,9 @@ def render(
             security_section += tls.properties(protocol)
     advertised = ",".join(listeners)
     props = template("server.properties.template").substitute(
-        controller_port=ports["controller_port"],
+        node_id=topology.node_id,
+        quorum_voters=topology.quorum_voters(ports["controller_port"]),
+        topology_section=topology.section(),
         listeners=",".join([*listeners, f"CONTROLLER://{HOST}:{ports['controller_port']}"]),
         advertised_listeners=advertised,
         protocol_map=",".join(protocols),
@@ -132,3 +187,29 @@ def cluster_id() -> str:
         cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
         if not cid.startswith("-"):
             return cid
+
+
+def choose_cluster_ports(nodes: int, base_port: int | None = None) -> list[dict[str, int]]:
+    """Client and controller ports of each node of a cluster, all distinct.
+
+    With ``base_port`` node ``i`` (from 0) listens on ``base_port + 2i`` and its
+    controller on ``base_port + 2i + 1`` (so node 0 of a cluster on 9092 keeps
+    the single broker's 9092/9093); without it every port is a free one.
+    """
+    chosen: list[dict[str, int]] = []
+    taken: set[int] = set()
+    for i in range(nodes):
+        node: dict[str, int] = {}
+        for offset, name in enumerate(("port", "controller_port")):
+            if base_port is not None:
+                value = base_port + 2 * i + offset
+                if not port_free(value):
+                    raise BrokerError(f"{HOST}:{value} ({name} of node {i + 1}) is already in use")
+            else:
+                value = free_port()
+                while value in taken:
+                    value = free_port()
+            taken.add(value)
+            node[name] = value
+        chosen.append(node)
+    return chosen

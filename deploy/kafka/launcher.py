@@ -1,15 +1,16 @@
-"""Fetch and run a real single-node Apache Kafka broker (KRaft) on 127.0.0.1.
+"""Fetch and run a real Apache Kafka broker (KRaft) on 127.0.0.1, or a local cluster.
 
 Why this exists: the project's machines have no Docker and no packaged Kafka,
 so the broker comes from Maven Central as jars (``deploy/kafka/pom.xml``) and
 runs on the local JDK. The Makefile, the CLI and the pytest fixture all use
 this module, which is the launcher's public face (the work is done by
-``jars``, ``probe``, ``processes``, ``config``, ``jvm``, ``records`` and
-``broker`` next to it) and its command line. The whole package imports only
-the standard library because it runs before the virtualenv has any
-dependencies.
+``jars``, ``probe``, ``processes``, ``config``, ``jvm``, ``records``,
+``broker``, ``cluster`` and ``cluster_start`` next to it) and its command
+line. The whole package imports only the standard library because it runs
+before the virtualenv has any dependencies.
 
     python -m deploy.kafka.launcher fetch|up|down|status [--dir .run/kafka] [--port 9092]
+    python -m deploy.kafka.launcher up --brokers 3     # 3 nodes: 9092/9093, 9094/9095, 9096/9097
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from deploy.kafka.broker import start, status, stop_dir
+from deploy.kafka.cluster import NODE_HEAP, Cluster, Node, recorded_cluster
+from deploy.kafka.cluster_start import start_cluster, up_cluster
 from deploy.kafka.config import choose_ports as _choose_ports
 from deploy.kafka.defaults import (
     DEFAULT_CONTROLLER_PORT,
@@ -34,7 +37,7 @@ from deploy.kafka.defaults import (
 )
 from deploy.kafka.errors import BrokerError, FetchError, LauncherError
 from deploy.kafka.jars import LIB_DIR, POM, check_jars, fetch, jar_version, lib_dir
-from deploy.kafka.probe import answers, api_versions, free_port
+from deploy.kafka.probe import Metadata, PartitionInfo, answers, api_versions, free_port, metadata
 from deploy.kafka.processes import alive
 from deploy.kafka.records import Broker, forget, recorded
 
@@ -45,13 +48,18 @@ __all__ = [
     "HOST",
     "KAFKA_DIR",
     "LIB_DIR",
+    "NODE_HEAP",
     "POM",
     "REPO_ROOT",
     "STARTED_MARKER",
     "Broker",
     "BrokerError",
+    "Cluster",
     "FetchError",
     "LauncherError",
+    "Metadata",
+    "Node",
+    "PartitionInfo",
     "_choose_ports",
     "answers",
     "api_versions",
@@ -61,9 +69,13 @@ __all__ = [
     "jar_version",
     "lib_dir",
     "main",
+    "metadata",
+    "recorded_cluster",
     "start",
+    "start_cluster",
     "status",
     "stop_dir",
+    "up_cluster",
 ]
 
 EXIT_OK = 0
@@ -87,14 +99,20 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("fetch", help="copy the Kafka jars from Maven Central (if missing)")
     up = sub.add_parser("up", parents=[common], help="start the dev broker (idempotent)")
-    up.add_argument("--port", type=int, default=DEFAULT_PORT)
-    up.add_argument("--controller-port", type=int, default=DEFAULT_CONTROLLER_PORT)
-    up.add_argument("--timeout", type=float, default=60.0, help="readiness budget in seconds")
+    up.add_argument("--port", type=int, default=DEFAULT_PORT,
+                    help="client port; with --brokers N node i uses PORT+2i and PORT+2i+1")
+    up.add_argument("--controller-port", type=int, default=None,
+                    help=f"single broker only (default {DEFAULT_CONTROLLER_PORT})")
+    up.add_argument("--brokers", type=int, default=1,
+                    help="nodes (each broker and controller, its own JVM); 3 for a cluster")
+    up.add_argument("--timeout", type=float, default=None,
+                    help="readiness budget in seconds (60, a cluster 120)")
     up.add_argument(
         "--foreground", action="store_true", help="stay attached; stop the broker on SIGINT/SIGTERM"
     )
     sub.add_parser("down", parents=[common], help="stop the dev broker")
-    sub.add_parser("status", parents=[common], help="exit 0 running, 1 stale, 3 stopped")
+    sub.add_parser("status", parents=[common],
+                   help="exit 0 running, 1 stale (a cluster: some node down), 3 stopped")
     return parser
 
 
@@ -106,6 +124,8 @@ def _cmd_fetch(_: argparse.Namespace) -> int:
 
 def _cmd_up(args: argparse.Namespace) -> int:
     data_dir: Path = args.dir.resolve()
+    if args.brokers > 1:
+        return _cmd_up_cluster(args, data_dir)
     running = status(data_dir)
     if running is not None:
         print(
@@ -122,9 +142,9 @@ def _cmd_up(args: argparse.Namespace) -> int:
     broker = start(
         data_dir,
         args.port,
-        args.controller_port,
+        args.controller_port or DEFAULT_CONTROLLER_PORT,
         persistent=True,
-        ready_timeout=args.timeout,
+        ready_timeout=args.timeout or 60.0,
         quiet=True,
     )
     print(
@@ -133,6 +153,35 @@ def _cmd_up(args: argparse.Namespace) -> int:
         flush=True,
     )
     return _foreground(broker) if args.foreground else EXIT_OK
+
+
+def _cmd_up_cluster(args: argparse.Namespace, data_dir: Path) -> int:
+    if args.controller_port is not None:
+        print("--controller-port is for one broker; with --brokers N node i's controller "
+              "listens on PORT+2i+1", file=sys.stderr)
+        return EXIT_FAIL
+    if args.foreground:
+        print("--foreground is for one broker; stop a cluster with `down`", file=sys.stderr)
+        return EXIT_FAIL
+    fetch()
+    cluster, restarted = up_cluster(data_dir, args.brokers, base_port=args.port,
+                                    ready_timeout=args.timeout or 120.0)
+    if restarted:
+        print(f"started node(s) {', '.join(str(i + 1) for i in restarted)} again")
+    print(f"Kafka {cluster.version} cluster of {len(cluster.nodes)} nodes on {cluster.bootstrap} "
+          f"(dir {data_dir})", flush=True)
+    _print_nodes(cluster)
+    return EXIT_OK
+
+
+def _print_nodes(cluster: Cluster) -> list[str]:
+    """One line per node; returns the states."""
+    states = [cluster.state(i) for i in range(len(cluster.nodes))]
+    for node, state in zip(cluster.nodes, states, strict=True):
+        pid = "-" if node.pid is None or state == "stopped" else str(node.pid)
+        print(f"  node {node.node_id}  {state:<13}  pid {pid:>7}  port {node.port}  "
+              f"controller {node.controller_port}  {node.layout.root}")
+    return states
 
 
 def _foreground(broker: Broker) -> int:
@@ -155,12 +204,22 @@ def _foreground(broker: Broker) -> int:
 
 def _cmd_down(args: argparse.Namespace) -> int:
     data_dir: Path = args.dir.resolve()
+    cluster = recorded_cluster(data_dir)
+    if cluster is not None and cluster.stop():
+        print(f"Kafka cluster of {len(cluster.nodes)} nodes stopped")
+        return EXIT_OK
     print("Kafka stopped" if stop_dir(data_dir) else f"Kafka was not running ({data_dir})")
     return EXIT_OK
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
     data_dir: Path = args.dir.resolve()
+    cluster = recorded_cluster(data_dir)
+    if cluster is not None and any(node.alive() for node in cluster.nodes):
+        print(f"Kafka {cluster.version} cluster of {len(cluster.nodes)} nodes on "
+              f"{cluster.bootstrap} (dir {data_dir})")
+        states = _print_nodes(cluster)
+        return EXIT_OK if all(state == "running" for state in states) else EXIT_FAIL
     running = status(data_dir)
     if running is not None:
         print(

@@ -1,8 +1,10 @@
 """Is something listening, and is it Kafka: socket-level checks with no client library.
 
 The launcher runs before the virtualenv has aiokafka, so readiness is proven
-with a real Kafka request written by hand: ``api_versions`` sends an
-ApiVersions v0 request (a few lines of ``struct``) and reads the reply. The
+with real Kafka requests written by hand: ``api_versions`` sends an
+ApiVersions v0 request (a few lines of ``struct``) and reads the reply, and
+``metadata`` a Metadata v1 request, which names the live brokers and each
+partition's leader, replicas and in-sync replicas (a cluster's readiness). The
 port helpers judge a port as the broker's own bind will (SO_REUSEADDR), so a
 port left in TIME_WAIT by a stopped broker counts as free.
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 import random
 import socket
 import struct
+from dataclasses import dataclass
 
 from deploy.kafka.defaults import HOST
 
@@ -24,18 +27,102 @@ def api_versions(host: str, port: int, timeout: float = 2.0) -> dict[int, tuple[
 
     Raises OSError when nothing answers, ValueError on a malformed or error reply.
     """
-    client_id = b"agui-relay-launcher"
-    correlation = random.randrange(1, 2**31)
-    request = struct.pack(">hhih", API_VERSIONS_API, 0, correlation, len(client_id)) + client_id
-    with socket.create_connection((host, port), timeout=timeout) as sock:
-        sock.settimeout(timeout)
-        sock.sendall(struct.pack(">i", len(request)) + request)
-        (size,) = struct.unpack(">i", recv_exact(sock, 4))
-        body = recv_exact(sock, size)
+    correlation, body = _round_trip(host, port, API_VERSIONS_API, 0, b"", timeout)
     got, error, count = struct.unpack_from(">ihi", body)
     if got != correlation or error != 0 or len(body) < 10 + 6 * count:
         raise ValueError(f"bad ApiVersions reply (correlation {got}, error {error})")
     return {key: (lo, hi) for key, lo, hi in struct.iter_unpack(">hhh", body[10 : 10 + 6 * count])}
+
+
+@dataclass(frozen=True)
+class PartitionInfo:
+    """One partition as the metadata reports it (``leader`` -1: none)."""
+
+    topic: str
+    partition: int
+    leader: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Metadata:
+    """A broker's view of the cluster: live brokers by node id, partitions of every topic."""
+
+    brokers: dict[int, tuple[str, int]]
+    controller: int
+    partitions: tuple[PartitionInfo, ...]
+
+    def under_replicated(self) -> list[PartitionInfo]:
+        """Partitions with no leader or an in-sync set smaller than their replica set."""
+        return [p for p in self.partitions if p.leader < 0 or set(p.isr) != set(p.replicas)]
+
+
+def metadata(host: str, port: int, timeout: float = 2.0) -> Metadata:
+    """One Metadata v1 round trip for all topics (internal ones included).
+
+    Raises OSError when nothing answers, ValueError on a malformed reply.
+    """
+    every_topic = struct.pack(">i", -1)  # a null topic array
+    correlation, body = _round_trip(host, port, METADATA_API, 1, every_topic, timeout)
+    reader = _Reader(body)
+    try:
+        if reader.int32() != correlation:
+            raise ValueError("Metadata reply for another request")
+        brokers: dict[int, tuple[str, int]] = {}
+        for _ in range(reader.int32()):
+            node, host_name, node_port = reader.int32(), reader.string(), reader.int32()
+            reader.string()  # rack
+            brokers[node] = (host_name or "", node_port)
+        controller = reader.int32()
+        partitions: list[PartitionInfo] = []
+        for _ in range(reader.int32()):
+            reader.int16()  # topic error code
+            topic = reader.string() or ""
+            reader.int8()  # is_internal
+            for _ in range(reader.int32()):
+                reader.int16()  # partition error code (leader -1 says what matters)
+                index, leader = reader.int32(), reader.int32()
+                replicas, isr = reader.int32s(), reader.int32s()
+                partitions.append(PartitionInfo(topic, index, leader, replicas, isr))
+    except struct.error as exc:
+        raise ValueError(f"malformed Metadata reply: {exc}") from exc
+    return Metadata(brokers, controller, tuple(partitions))
+
+
+class _Reader:
+    """Big-endian Kafka primitives read off one response body."""
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+        self.at = 0
+
+    def _take(self, fmt: str) -> int:
+        (value,) = struct.unpack_from(fmt, self.body, self.at)
+        self.at += struct.calcsize(fmt)
+        return int(value)
+
+    def int8(self) -> int:
+        return self._take(">b")
+
+    def int16(self) -> int:
+        return self._take(">h")
+
+    def int32(self) -> int:
+        return self._take(">i")
+
+    def string(self) -> str | None:
+        size = self.int16()
+        if size < 0:
+            return None
+        raw = self.body[self.at : self.at + size]
+        if len(raw) != size:
+            raise struct.error("string past the end of the reply")
+        self.at += size
+        return raw.decode()
+
+    def int32s(self) -> tuple[int, ...]:
+        return tuple(self.int32() for _ in range(max(self.int32(), 0)))
 
 
 def answers(bootstrap: str, timeout: float = 2.0) -> bool:
@@ -45,6 +132,21 @@ def answers(bootstrap: str, timeout: float = 2.0) -> bool:
         return METADATA_API in api_versions(host, int(port), timeout)
     except (OSError, ValueError, struct.error):
         return False
+
+
+def _round_trip(
+    host: str, port: int, api: int, version: int, payload: bytes, timeout: float
+) -> tuple[int, bytes]:
+    """Send one request (header v1: key, version, correlation, client id); its reply body."""
+    client_id = b"agui-relay-launcher"
+    correlation = random.randrange(1, 2**31)
+    header = struct.pack(">hhih", api, version, correlation, len(client_id)) + client_id
+    request = header + payload
+    with socket.create_connection((host, port), timeout=timeout) as sock:
+        sock.settimeout(timeout)
+        sock.sendall(struct.pack(">i", len(request)) + request)
+        (size,) = struct.unpack(">i", recv_exact(sock, 4))
+        return correlation, recv_exact(sock, size)
 
 
 def recv_exact(sock: socket.socket, n: int) -> bytes:
