@@ -42,13 +42,23 @@ async def still_serves(relay: Relay, worker: Worker, thread_id: str) -> None:
     assert worker.ready
 
 
+def asking(count: int) -> dict[str, Any]:
+    """A scripted agent's script raising ``count`` small interrupts."""
+    return {"interrupts": [{"id": f"i-{n}", "reason": "approval"} for n in range(count)]}
+
+
+def checkpoint_error(view: RunView) -> None:
+    error = one_error(view, "checkpoint_too_large")
+    assert view.types == ["RUN_STARTED", "RUN_ERROR"]
+    assert "checkpoint" in error["message"]
+    assert "16384" in error["message"]
+
+
 async def test_finding_2_a_50000_character_run_id_with_50_interrupts_ends_in_one_run_error(
         kafka: KafkaSettings, relay: Relay) -> None:
-    run_id = "r" * 50_000
-    interrupts = [{"id": f"i-{n}", "reason": "approval"} for n in range(50)]
     async with in_process_worker(kafka) as worker:
-        view = await relay.run("scripted", first_input("t-finding-2", run_id,
-                                                       script={"interrupts": interrupts}))
+        view = await relay.run("scripted", first_input("t-finding-2", "r" * 50_000,
+                                                       script=asking(50)))
         error = one_error(view, "input_too_large")
         assert view.types == ["RUN_STARTED", "RUN_ERROR"]
         assert "runId is 50000 characters" in error["message"]
@@ -74,13 +84,9 @@ async def test_an_end_marker_over_the_record_limit_ends_checkpoint_too_large(
     # Each open interrupt's checkpoint entry repeats the 250-character run id: 90 of them
     # make a 30 KB checkpoint from a 3 KB interrupt outcome (within 16 KiB / 4).
     small = kafka.model_copy(update={"max_record_bytes": 16_384})
-    interrupts = [{"id": f"i-{n}", "reason": "approval"} for n in range(90)]
     async with in_process_worker(small) as worker:
-        view = await relay.run("scripted", first_input("t-big-checkpoint", "c" * 250,
-                                                       script={"interrupts": interrupts}))
-        error = one_error(view, "checkpoint_too_large")
-        assert view.types == ["RUN_STARTED", "RUN_ERROR"]
-        assert "16384" in error["message"]
+        checkpoint_error(await relay.run("scripted", first_input(
+            "t-big-checkpoint", "c" * 250, script=asking(90))))
         await still_serves(relay, worker, "t-big-checkpoint")
 
 
@@ -90,16 +96,12 @@ async def test_a_start_marker_over_the_record_limit_ends_checkpoint_too_large(
     # 16 KiB by ~500 bytes; run 2's start marker adds the active run (ids, a 100-character
     # worker id) and does not.
     small = kafka.model_copy(update={"max_record_bytes": 16_384})
-    interrupts = [{"id": f"i-{n}", "reason": "approval"} for n in range(47)]
     async with in_process_worker(small, AGUI_WORKER_ID="w" * 100) as worker:
         first = await relay.run("scripted", first_input("t-start-marker", "a" * 250,
-                                                        script={"interrupts": interrupts}))
+                                                        script=asking(47)))
         first.assert_conformant()
         assert first.outcome["type"] == "interrupt"
-        second = await relay.run("scripted", first_input("t-start-marker", "b" * 250))
-        error = one_error(second, "checkpoint_too_large")
-        assert second.types == ["RUN_STARTED", "RUN_ERROR"]
-        assert "checkpoint" in error["message"]
+        checkpoint_error(await relay.run("scripted", first_input("t-start-marker", "b" * 250)))
         await still_serves(relay, worker, "t-start-marker-next")
 
 
