@@ -182,12 +182,9 @@ def _hint(state: ThreadState, code: RejectionCode | None, ids: Sequence[str]) ->
     if code == "uncovered_interrupts":
         return f"add --resolve ID=JSON, {_flags(ids)}, or --cancel-all"
     if code == "interrupt_expired":
-        return (f"cancel instead of resolving ({_flags(ids)}), or drop the --resolve and add "
-                "--cancel-expired")
+        return f"use {_flags(ids)} instead of --resolve, or --cancel-expired"
     if code == "duplicate_entry":
         return "give each id in one --resolve or one --cancel"
-    if code == "unknown_interrupt":
-        return f"see the open ones with `agui-relay threads show {state.thread_id}`"
     return ""
 
 

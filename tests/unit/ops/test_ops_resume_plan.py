@@ -128,7 +128,7 @@ def can(iid: str) -> ResumeEntry:
     (thread(intr("a", STALE)), ResumeOptions(resolve=[("a", 1)]), [res("a")],
      "--cancel-expired"),
     (thread(intr("a")), ResumeOptions(resolve=[("a", 1)], cancel=["zz"]),
-     [res("a"), can("zz")], "threads show t1"),
+     [res("a"), can("zz")], "waiting on interrupt a"),
     (thread(intr("a")), ResumeOptions(resolve=[("a", 1)], cancel=["a"]),
      [res("a"), can("a")], "one --resolve or one --cancel"),
     (thread(intr("a"), status="running"), ResumeOptions(cancel_all=True), [can("a")],
