@@ -110,6 +110,16 @@ class Cluster:
             return "stopped"
         return "running" if answers(node.bootstrap, timeout) else "not answering"
 
+    def report(self) -> list[tuple[str, str]]:
+        """Each node's state and a line saying where it runs (``kafka status``)."""
+        out = []
+        for i, node in enumerate(self.nodes):
+            state = self.state(i)
+            pid = "-" if node.pid is None or state == "stopped" else str(node.pid)
+            out.append((state, f"node {node.node_id}  {state:<13}  pid {pid:>7}  port {node.port}"
+                               f"  controller {node.controller_port}  {node.layout.root}"))
+        return out
+
     def start_node(self, i: int, ready_timeout: float = 60) -> None:
         """Launch node ``i`` again on its data; return when it serves."""
         node = self.nodes[i]

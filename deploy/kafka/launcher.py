@@ -176,12 +176,10 @@ def _cmd_up_cluster(args: argparse.Namespace, data_dir: Path) -> int:
 
 def _print_nodes(cluster: Cluster) -> list[str]:
     """One line per node; returns the states."""
-    states = [cluster.state(i) for i in range(len(cluster.nodes))]
-    for node, state in zip(cluster.nodes, states, strict=True):
-        pid = "-" if node.pid is None or state == "stopped" else str(node.pid)
-        print(f"  node {node.node_id}  {state:<13}  pid {pid:>7}  port {node.port}  "
-              f"controller {node.controller_port}  {node.layout.root}")
-    return states
+    report = cluster.report()
+    for _, line in report:
+        print(f"  {line}")
+    return [state for state, _ in report]
 
 
 def _foreground(broker: Broker) -> int:

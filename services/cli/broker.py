@@ -1,8 +1,11 @@
-"""``agui-relay kafka up|down|status``: the local development broker.
+"""``agui-relay kafka up|down|status``: the local development broker, or a local cluster.
 
 A thin face over ``deploy.kafka.launcher`` (which the Makefile and the test
 fixture use too): the broker is fetched from Maven Central on first use and
 runs on the JDK at 127.0.0.1:9092 with its data in ``.run/kafka``.
+``up --brokers 3`` runs a three-node KRaft cluster instead (each node broker
+and controller in its own JVM, node i on 9092+2i with its controller on
+9093+2i); ``down`` stops every node and ``status`` lists them.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from rich.console import Console
 
 from deploy.kafka import launcher
 
-app = typer.Typer(help="Run the local Apache Kafka broker (fetched from Maven Central).",
+app = typer.Typer(help="Run the local Apache Kafka broker or cluster (fetched from Maven Central).",
                   no_args_is_help=True)
 console = Console(stderr=True)
 
@@ -24,9 +27,14 @@ DirOption = typer.Option(launcher.DEFAULT_RUN_DIR, "--dir", help="Broker data di
 @app.command()
 def up(
     data_dir: Path = DirOption,
-    port: int = typer.Option(launcher.DEFAULT_PORT, help="Client port on 127.0.0.1."),
+    port: int = typer.Option(launcher.DEFAULT_PORT,
+                             help="Client port on 127.0.0.1 (a cluster's node i: PORT+2i)."),
+    brokers: int = typer.Option(1, min=1, help="Nodes: 1 broker, or 3 for a replicated cluster."),
 ) -> None:
-    """Fetch the jars if needed and start the broker in the background (idempotent)."""
+    """Fetch the jars if needed and start the broker(s) in the background (idempotent)."""
+    if brokers > 1:
+        _up_cluster(data_dir, port, brokers)
+        return
     running = launcher.status(data_dir)
     if running is not None:
         console.print(f"Kafka already running on [bold]{running.bootstrap}[/] (pid {running.pid})")
@@ -39,10 +47,34 @@ def up(
         raise typer.Exit(1) from exc
 
 
+def _up_cluster(data_dir: Path, port: int, brokers: int) -> None:
+    try:
+        launcher.fetch()
+        cluster, restarted = launcher.up_cluster(data_dir.resolve(), brokers, base_port=port)
+    except launcher.LauncherError as exc:
+        console.print(f"[red]The Kafka cluster did not start:[/] {exc}")
+        raise typer.Exit(1) from exc
+    if restarted:
+        console.print(f"Started node(s) {', '.join(str(i + 1) for i in restarted)} again")
+    console.print(f"Kafka {cluster.version} cluster of {brokers} on [bold]{cluster.bootstrap}[/]")
+    _print_nodes(cluster)
+
+
+def _print_nodes(cluster: launcher.Cluster) -> list[str]:
+    colours = {"running": "green", "not answering": "yellow", "stopped": "red"}
+    report = cluster.report()
+    for state, line in report:
+        console.print(f"  [{colours.get(state, 'red')}]{line}[/]", highlight=False)
+    return [state for state, _ in report]
+
+
 @app.command()
 def down(data_dir: Path = DirOption) -> None:
-    """Stop the broker recorded in the data directory."""
-    if launcher.stop_dir(data_dir):
+    """Stop the broker (or every node of the cluster) recorded in the data directory."""
+    cluster = launcher.recorded_cluster(data_dir)
+    if cluster is not None and cluster.stop():
+        console.print(f"Kafka cluster of {len(cluster.nodes)} stopped")
+    elif launcher.stop_dir(data_dir):
         console.print("Kafka stopped")
     else:
         console.print("No broker was running")
@@ -50,7 +82,14 @@ def down(data_dir: Path = DirOption) -> None:
 
 @app.command()
 def status(data_dir: Path = DirOption) -> None:
-    """Say whether the broker is running and where (exit 1 when it is not)."""
+    """Say whether the broker or cluster runs and where (exit 1 when not, or a node is down)."""
+    cluster = launcher.recorded_cluster(data_dir)
+    if cluster is not None and any(node.alive() for node in cluster.nodes):
+        console.print(f"Kafka {cluster.version} cluster of {len(cluster.nodes)} on "
+                      f"[bold]{cluster.bootstrap}[/]")
+        if any(state != "running" for state in _print_nodes(cluster)):
+            raise typer.Exit(1)
+        return
     running = launcher.status(data_dir)
     if running is None:
         console.print("Kafka is not running")

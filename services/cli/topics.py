@@ -5,7 +5,9 @@ it again and each topic is reported as found) with its configs; ``describe``
 only reads. Both print what the broker really has, not what the catalog
 asks for, and flag where the two differ. A mismatch that breaks agui-relay
 (co-partitioned topics with different partition counts, a missing topic on
-``describe``) exits 1; ``--json`` prints the same rows for scripts.
+``describe``) exits 1; ``--json`` prints the same rows for scripts. The
+replicas column is each topic's replication factor and the min ISR its
+``min.insync.replicas``: 3 and 2 on a cluster, 1 and 1 on one broker.
 """
 
 from __future__ import annotations
@@ -99,6 +101,8 @@ def _table(rows: list[Row], title: str) -> Table:
     table.add_column("partitions", justify="right")
     table.add_column("cleanup policy")
     table.add_column("retention", justify="right")
+    table.add_column("replicas", justify="right")
+    table.add_column("min ISR", justify="right")
     table.add_column("co-partitioned", justify="center")
     table.add_column("status")
     colours = {"created": "green", "found": "cyan", "missing": "red"}
@@ -106,7 +110,8 @@ def _table(rows: list[Row], title: str) -> Table:
         s = row.state
         table.add_row(
             s.spec.name, "-" if s.partitions is None else str(s.partitions), _policy(s),
-            _retention(s), "yes" if s.spec.copartitioned else "no",
+            _retention(s), "-" if s.replicas is None else str(s.replicas),
+            s.configs.get("min.insync.replicas", "-"), "yes" if s.spec.copartitioned else "no",
             f"[{colours[row.status]}]{row.status}[/]",
         )
     return table
@@ -117,6 +122,8 @@ def _json(rows: list[Row]) -> bytes:
         {"topic": r.state.spec.name, "role": r.state.spec.role, "partitions": r.state.partitions,
          "cleanupPolicy": r.state.configs.get("cleanup.policy"),
          "retentionMs": r.state.configs.get("retention.ms"),
+         "replicationFactor": r.state.replicas,
+         "minInsyncReplicas": r.state.configs.get("min.insync.replicas"),
          "copartitioned": r.state.spec.copartitioned, "status": r.status}
         for r in rows
     ], option=orjson.OPT_INDENT_2)

@@ -1,8 +1,15 @@
-"""Topic administration: create the catalog idempotently and describe it."""
+"""Topic administration: create the catalog idempotently and describe it.
+
+Topics are replicated as the cluster allows: on a cluster of three brokers or
+more every topic gets 3 replicas and ``min.insync.replicas=2`` (with the
+producers' ``acks=all``, an acknowledged record survives the loss of any one
+broker, and writes go on while one is down); on one broker, 1.
+"""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,11 +30,39 @@ class TopicReport:
     partitions: int
 
 
+@dataclass(frozen=True, slots=True)
+class Replication:
+    """How many copies each new topic gets, and how many must have a write (acks=all)."""
+
+    factor: int
+    min_insync: int | None = None
+    """``min.insync.replicas`` set on the topic; None leaves the broker's default."""
+
+    @classmethod
+    def for_cluster(cls, brokers: int, default_factor: int = 1) -> Replication:
+        """3 replicas and min ISR 2 on a cluster of 3 brokers or more, else 1.
+
+        ``brokers`` are the live ones in the cluster metadata; ``default_factor``
+        is the brokers' own ``default.replication.factor``, so a cluster with a
+        broker down still counts as one (creating then fails loudly rather than
+        making topics that are not replicated).
+        """
+        return cls(3, 2) if max(brokers, default_factor) >= 3 else cls(1)
+
+    def configs(self, base: Mapping[str, str]) -> dict[str, str]:
+        """A topic's configs with this replication's ``min.insync.replicas``."""
+        if self.min_insync is None:
+            return dict(base)
+        return {**base, "min.insync.replicas": str(self.min_insync)}
+
+
 async def ensure_topics(
-    settings: KafkaSettings, agents: tuple[str, ...] = (), replication: int = 1
+    settings: KafkaSettings, agents: tuple[str, ...] = (),
+    replication: Replication | None = None,
 ) -> list[TopicReport]:
     """Create every catalog topic that is missing; report each as created or found.
 
+    ``replication`` defaults to what the cluster allows (``Replication.for_cluster``).
     An existing topic is left as it is (its partition count is reported, so a
     caller can see when it differs from the catalog).
     """
@@ -38,8 +73,10 @@ async def ensure_topics(
         existing = await _partition_counts(admin, [s.name for s in specs])
         missing = [s for s in specs if s.name not in existing]
         if missing:
+            chosen = replication or await cluster_replication(admin)
             response = await admin.create_topics(
-                [NewTopic(s.name, s.partitions, replication, topic_configs=s.configs)
+                [NewTopic(s.name, s.partitions, chosen.factor,
+                          topic_configs=chosen.configs(s.configs))
                  for s in missing]
             )
             _raise_failures(response.topic_errors)
@@ -50,6 +87,24 @@ async def ensure_topics(
     return [
         TopicReport(s, s.name not in existing, counts.get(s.name, 0)) for s in specs
     ]
+
+
+async def cluster_replication(admin: AIOKafkaAdminClient) -> Replication:
+    """The replication this cluster allows, from its metadata and a broker's defaults."""
+    brokers = (await admin.describe_cluster())["brokers"]
+    if not brokers:
+        return Replication(1)
+    node = str(brokers[0]["node_id"])
+    key = "default.replication.factor"
+    responses = await admin.describe_configs(
+        [ConfigResource(ConfigResourceType.BROKER, node, {key: None})])
+    default = 1
+    for response in responses:
+        for error_code, message, _type, _name, entries, *_ in response.resources:
+            if error_code:
+                raise for_code(error_code)(f"describing broker {node}'s configs: {message}")
+            default = max([default, *(int(e[1]) for e in entries if e[0] == key and e[1])])
+    return Replication.for_cluster(len(brokers), default)
 
 
 def _raise_failures(topic_errors: list[Any]) -> None:
@@ -81,14 +136,19 @@ async def _await_leaders(
 
 
 async def _partition_counts(admin: AIOKafkaAdminClient, names: list[str]) -> dict[str, int]:
+    return {name: len(parts) for name, parts in (await _partitions(admin, names)).items()}
+
+
+async def _partitions(
+    admin: AIOKafkaAdminClient, names: list[str]
+) -> dict[str, list[dict[str, Any]]]:
+    """The partitions (leader, replicas, isr) of each of ``names`` that exists."""
     present = set(await admin.list_topics())
     wanted = [n for n in names if n in present]
     if not wanted:
         return {}
     described = await admin.describe_topics(wanted)
-    return {
-        d["topic"]: len(d["partitions"]) for d in described if d.get("error_code", 0) == 0
-    }
+    return {d["topic"]: list(d["partitions"]) for d in described if d.get("error_code", 0) == 0}
 
 
 async def topics_present(settings: KafkaSettings, names: list[str]) -> bool:
@@ -102,7 +162,8 @@ async def topics_present(settings: KafkaSettings, names: list[str]) -> bool:
     return all(n in present for n in names)
 
 
-DESCRIBED_CONFIGS = ("cleanup.policy", "retention.ms", "min.compaction.lag.ms", "segment.ms")
+DESCRIBED_CONFIGS = ("cleanup.policy", "retention.ms", "min.compaction.lag.ms", "segment.ms",
+                     "min.insync.replicas")
 """The topic configs ``describe_catalog`` reads back from the broker."""
 
 
@@ -114,6 +175,8 @@ class TopicState:
     partitions: int | None
     configs: dict[str, str]
     """The broker's values of ``DESCRIBED_CONFIGS`` (defaults included)."""
+    replicas: int | None = None
+    """Replicas of its first partition (the replication factor); None when unknown."""
 
     @property
     def exists(self) -> bool:
@@ -128,11 +191,19 @@ async def describe_catalog(
     admin = new_admin(settings)
     await admin.start()
     try:
-        counts = await _partition_counts(admin, [s.name for s in specs])
-        configs = await _topic_configs(admin, [s.name for s in specs if s.name in counts])
+        partitions = await _partitions(admin, [s.name for s in specs])
+        configs = await _topic_configs(admin, [s.name for s in specs if s.name in partitions])
     finally:
         await admin.close()
-    return [TopicState(s, counts.get(s.name), configs.get(s.name, {})) for s in specs]
+    return [TopicState(s, len(partitions[s.name]) if s.name in partitions else None,
+                       configs.get(s.name, {}), _replication_factor(partitions.get(s.name)))
+            for s in specs]
+
+
+def _replication_factor(partitions: list[dict[str, Any]] | None) -> int | None:
+    if not partitions:
+        return None
+    return len(partitions[0].get("replicas", ()))
 
 
 async def _topic_configs(admin: AIOKafkaAdminClient, names: list[str]) -> dict[str, dict[str, str]]:
