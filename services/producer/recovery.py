@@ -13,7 +13,8 @@ still marked active by a worker that died. For each such run of its agent:
    (``RUN_ERROR`` implicitly ends whatever the run had open) — preceded by
    the run's ``RUN_STARTED`` (without the input echo, which only the dead
    worker had) when nothing of the run was published at all, so every run's
-   stream opens the same way;
+   stream opens the same way (nothing, when those records would not fit:
+   ids an older version let through; the run is ``unclosable``, logged);
 3. the checkpoint records the run as closed; what stays open is what the
    terminal event found asked for (an interrupt outcome), else what the
    start marker kept open — interrupts a run never delivered were never
@@ -70,7 +71,8 @@ class Recovered:
     thread_id: str
     run_id: str
     action: str
-    """``worker_lost``, or ``found_closed`` when its terminal event was already written."""
+    """``worker_lost``, ``found_closed`` when its terminal event was already written, or
+    ``unclosable`` when its RUN_ERROR would not fit a record."""
 
 
 async def trace_runs(settings: KafkaSettings, runs: dict[str, str],
@@ -131,12 +133,18 @@ async def recover(store: CheckpointStore, producer: AIOKafkaProducer, agent: str
             if trace.last_seq < 0:
                 events.insert(0, RunStartedEvent(thread_id=thread_id, run_id=active.run_id,
                                                  protocol_version=PROTOCOL_VERSION))
-            sent = [await send_event(producer, topic, thread_id,
-                                     EventHeaders(active.run_id, e.type.value, agent,
-                                                  trace.last_seq + 1 + i),
-                                     event_bytes(e, clock), store.guard)
-                    for i, e in enumerate(events)]
-            await asyncio.gather(*sent)
+            try:
+                sent = [await send_event(producer, topic, thread_id,
+                                         EventHeaders(active.run_id, e.type.value, agent,
+                                                      trace.last_seq + 1 + i),
+                                         event_bytes(e, clock), store.guard)
+                        for i, e in enumerate(events)]
+            except RecordTooLargeError as exc:  # ids an older version let through
+                action = "unclosable"
+                log.error("run %s cannot be closed on events: %s", active.run_id,
+                          exc.message, extra=fields)
+            else:
+                await asyncio.gather(*sent)
             metrics.run_finished(agent, "worker_lost")
         try:
             await store.update(thread_id, closer(active.run_id, open_after, clock()))

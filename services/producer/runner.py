@@ -3,13 +3,16 @@
 ``Runner.run()`` opens the run with its own ``RUN_STARTED`` (protocolVersion
 "1.0", the input echoed) followed by any warnings (CUSTOM
 ``agui-relay.warning``), drives the agent in a task of its own, and passes
-every event through three gates before it reaches the sink:
+every event through four gates before it reaches the sink:
 
 1. validation against the ``ag-ui-protocol`` models (a failure ends the run
    with ``RUN_ERROR`` ``invalid_event``; nothing invalid is published);
-2. the run's bookkeeping (``RunBook.admit``: lifecycle checks, chunk
+2. its size: a record that would not fit ends the run ``event_too_large``
+   (``sizes``; so do an interrupt outcome or a terminal event too large,
+   and a send that fails anyway ends it with a RUN_ERROR, not an exception);
+3. the run's bookkeeping (``RunBook.admit``: lifecycle checks, chunk
    expansion; a violation ends the run with ``RUN_ERROR``);
-3. numbering: each record gets the next per-run sequence number.
+4. numbering: each record gets the next per-run sequence number.
 
 The agent's task only *admits* events onto a queue; the run's own task
 publishes them, so cancelling the agent can never tear an event in half. ``cancel()``

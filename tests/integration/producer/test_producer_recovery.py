@@ -169,3 +169,18 @@ async def test_sigkilled_worker_leaves_no_run_open_and_repeats_no_approval(
     finally:
         first_worker.kill()
         second_worker.kill()
+
+
+async def test_a_left_open_run_whose_records_cannot_fit_does_not_stop_the_worker(
+        kafka: KafkaSettings, relay: Relay) -> None:
+    # What an older version could leave: a 70,000-character thread id, over this worker's
+    # 64 KiB as a key alone: neither its RUN_ERROR nor its closing checkpoint fits.
+    huge = "t" * 70_000
+    await lay_down(relay, huge, "r-huge", "scripted", [started(huge, "r-huge")])
+    small = kafka.model_copy(update={"max_record_bytes": 65_536})
+    async with in_process_worker(small) as worker:
+        normal = await relay.run("scripted", first_input("t-after-huge",
+                                                         script={"text": "served"}))
+        assert normal.text() == "served"
+        assert worker.failure is None
+        assert relay.runs["r-huge"].types == ["RUN_STARTED"]
