@@ -39,6 +39,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+import orjson
 from ag_ui.core import EventType, RunFinishedEvent
 
 from contracts import (
@@ -55,7 +56,14 @@ from contracts import (
 from contracts.headers import EVENT_TYPE, TRACEPARENT
 from contracts.limits import InputLimits
 from services.gatekeeper import wire
-from services.gatekeeper.intake import DEFAULT_LIMITS, Refused, Unreadable, read_request, refusal
+from services.gatekeeper.intake import (
+    DEFAULT_LIMITS,
+    Refused,
+    Unreadable,
+    outcome_limits,
+    read_request,
+    refusal,
+)
 from services.gatekeeper.letters import DEAD_LETTER_VALUE_LIMIT, InRecord, dead_letter
 from services.gatekeeper.rules import Outcome, Policy, decide, on_boundary
 from services.gatekeeper.thread import BOUNDARY_TYPES, Boundary, fresh
@@ -283,7 +291,10 @@ class Batch:
         """``after``'s record value; None when unchanged; why, when it would not fit."""
         if after is before:
             return None
-        value = wire.state(after)
+        try:
+            value = wire.state(after)
+        except orjson.JSONEncodeError as exc:  # e.g. nested deeper than orjson writes
+            return f"the thread's state cannot be written ({exc})"
         size = self.limits.record.excess(thread_id.encode(), value)
         if size is None:
             return value
@@ -336,6 +347,11 @@ class Batch:
             reason = f"RUN_FINISHED record does not validate ({exc}); the thread stays running"
             self._dead(record, "invalid_event", reason)
             return None
+        broken = outcome_limits(record.value or b"", self.limits.input)
+        if broken is not None:  # it did end the run: closed as failed, nothing left open
+            reason = f"RUN_FINISHED breaks a limit ({broken.detail}); the run is recorded as failed"
+            self._dead(record, "invalid_event", reason)
+            return thread_id, Boundary(kind, headers.run_id, headers.agent).failed()
         return thread_id, Boundary(kind, headers.run_id, headers.agent, event.outcome)
 
 

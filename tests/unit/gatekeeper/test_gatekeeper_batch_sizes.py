@@ -216,3 +216,36 @@ def test_every_dead_letter_record_decodes() -> None:
         assert record.topic == "p.deadletter"
         DeadLetter.model_validate_json(record.value)
         assert fits(record, LIMIT)
+
+
+def finished_with(interrupt_json: bytes) -> bytes:
+    """A RUN_FINISHED body as a writer outside the relay could make it (no encoder involved)."""
+    return (b'{"type":"RUN_FINISHED","threadId":"t1","runId":"r0",'
+            b'"outcome":{"type":"interrupt","interrupts":[' + interrupt_json + b"]}}")
+
+
+NESTED = b'{"d":' * 300 + b'"leaf"' + b"}" * 300
+"""300 levels: parsed by orjson (1,024), past what it writes (255)."""
+
+
+@pytest.mark.parametrize(
+    ("body", "fragment"),
+    [
+        (finished_with(b'{"id":"' + b"i" * 300 + b'","reason":"approve"}'),
+         "outcome/interrupts/0/id is 300 characters long"),
+        (finished_with(b'{"id":"a","reason":"approve","metadata":' + NESTED + b"}"),
+         "nested deeper than 64 levels"),
+    ],
+    ids=["interrupt-id-too-long", "nested-past-what-orjson-writes"],
+)
+def test_a_run_finished_breaking_a_limit_is_dead_lettered_and_its_run_failed(
+    body: bytes, fragment: str
+) -> None:
+    b = batch({"t1": running("r0")})
+    b.event(ev("r0", "RUN_FINISHED", body))
+    assert b.states["t1"].status == "idle"
+    assert b.states["t1"].open_interrupts == []
+    [letter] = b.dead_letters
+    assert letter.code == "invalid_event"
+    assert fragment in letter.reason
+    assert all_fit(b)
