@@ -10,6 +10,7 @@ top and routed down.
 from __future__ import annotations
 
 import asyncio
+import re
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -142,9 +143,10 @@ async def test_pipeline_child_interrupt_is_answered_at_the_top(system: System) -
     (carried,) = first.interrupts
     assert carried["id"] == "review/sign-off"
     child = carried["metadata"][CHILD_METADATA]
-    assert (child["agent"], child["threadId"], child["interruptId"]) == (
-        "pipeline_child", "t-pipe/review", "sign-off")
-    child_runs = await run_cli(system.settings, "threads", "show", "t-pipe/review", "--json")
+    assert (child["agent"], child["interruptId"]) == ("pipeline_child", "sign-off")
+    child_thread = child["threadId"]
+    assert re.fullmatch(r"t-pipe/review-[0-9a-f]{16}", child_thread)
+    child_runs = await run_cli(system.settings, "threads", "show", child_thread, "--json")
     (child_doc,) = child_runs.json_lines()
     assert child_doc["runs"][0]["parentRunId"] == "t-pipe-run-1"
     assert child_doc["state"]["status"] == "interrupted"
@@ -157,7 +159,7 @@ async def test_pipeline_child_interrupt_is_answered_at_the_top(system: System) -
     assert finished["result"]["review"] == {"published": True, "signOff": "resolved"}
     text = "".join(line["value"].get("delta", "") for line in result.json_lines())
     assert "Signed off: published." in text
-    child_after = await run_cli(system.settings, "threads", "show", "t-pipe/review", "--json")
+    child_after = await run_cli(system.settings, "threads", "show", child_thread, "--json")
     (after,) = child_after.json_lines()
     assert [r["outcome"] for r in after["runs"]] == ["interrupt", "success"]
     assert after["runs"][1]["resume"] == ["sign-off=resolved"]
@@ -171,8 +173,9 @@ async def test_pipeline_expired_child_interrupt_is_cancelled_from_the_top(
                        new_input("t-late", "the Q4 report", {"childExpiresAt": past}))
     (carried,) = first.interrupts
     assert carried["expiresAt"] == past
+    child_thread = carried["metadata"][CHILD_METADATA]["threadId"]
     listed = await run_cli(system.settings, "threads", "--expired", "--json")
-    assert {"t-late", "t-late/review"} <= {r["threadId"] for r in listed.json_lines()}
+    assert {"t-late", child_thread} <= {r["threadId"] for r in listed.json_lines()}
     late = await run_cli(system.settings, "resume", "t-late", "--resolve",
                          'review/sign-off={"approved": true}')
     assert late.code == 1
@@ -181,7 +184,7 @@ async def test_pipeline_expired_child_interrupt_is_cancelled_from_the_top(
     assert result.code == 0, result.stderr
     finished = result.json_lines()[-1]["value"]
     assert finished["result"]["review"] == {"published": False, "signOff": "cancelled"}
-    child_after = await run_cli(system.settings, "threads", "show", "t-late/review", "--json")
+    child_after = await run_cli(system.settings, "threads", "show", child_thread, "--json")
     (after,) = child_after.json_lines()
     assert after["runs"][1]["resume"] == ["sign-off=cancelled"]
     assert after["state"]["status"] == "idle"
@@ -193,7 +196,10 @@ async def test_cancelling_the_parent_cancels_the_child_run(system: System) -> No
                                    new_input("t-stop", "the budget", slow)))
     for _ in range(150):
         listed = await run_cli(system.settings, "threads", "--status", "running", "--json")
-        if {"t-stop", "t-stop/review"} <= {r["threadId"] for r in listed.json_lines()}:
+        running = {r["threadId"] for r in listed.json_lines()}
+        children = [t for t in running if t.startswith("t-stop/review-")]
+        if "t-stop" in running and children:
+            (child_thread,) = children
             break
         await asyncio.sleep(0.2)
     else:
@@ -204,7 +210,7 @@ async def test_cancelling_the_parent_cancels_the_child_run(system: System) -> No
     reply = await asyncio.wait_for(run, 30)
     assert (reply.terminal or {}).get("outcome") == {"type": "cancelled"}
     for _ in range(100):  # the child is cancelled by the parent's delegation, a moment later
-        shown = await run_cli(system.settings, "threads", "show", "t-stop/review", "--json")
+        shown = await run_cli(system.settings, "threads", "show", child_thread, "--json")
         (doc,) = shown.json_lines()
         if doc["runs"][-1]["outcome"] != "open":
             break

@@ -10,21 +10,12 @@ from hypothesis import strategies as st
 from services.producer.delegation import (
     CHILD_METADATA,
     ChildOutcome,
-    DelegationError,
     carry_up,
-    child_thread_id,
     outcome_of,
     route_down,
 )
 
 pytestmark = pytest.mark.unit
-
-
-def test_child_thread_is_derived_and_keys_are_checked() -> None:
-    assert child_thread_id("t1", "review") == "t1/review"
-    for bad in ("", "a/b"):
-        with pytest.raises(DelegationError):
-            child_thread_id("t1", bad)
 
 
 def child(*interrupts: Interrupt) -> ChildOutcome:
