@@ -40,8 +40,10 @@ Commit procedure, for each owned partition p, in every round:
    whether it committed after all (``settle``): if so it is installed as in
    a success; if not, each partition it carried is sought back to its
    committed offsets and the held requests dropped: the same records are
-   decided again. Offsets refused for a stale generation, or a producer
-   fenced by a successor that took its id, need no asking: the successor
+   decided again (except the inputs of records the broker refused for their
+   size, which are dead-lettered instead: ``refusals``). Offsets refused
+   for a stale generation, or a producer fenced by a successor that took
+   its id, need no asking: the successor
    decides from what Kafka holds, so the partitions are rewound and the
    instance decides nothing more until the group has assigned it partitions
    again.
@@ -307,7 +309,7 @@ class Processor:
         if self._lingering(owned):
             return
         owned.waiting_since = None
-        limits = self.limits.with_agents(self._agents.names)
+        self.limits = limits = self.limits.with_agents(self._agents.names)
         batch = Batch(owned.states, self.clock(), self.settings.policy, limits,
                       poison=owned.poison)
         for record in owned.inbox:
