@@ -3,8 +3,8 @@
 The order is the point of this module:
 
 1. check the agent is served and the fan-out is positioned (else 404 / 503);
-2. check the agent's name is not too long (400) and the body is JSON
-   (415, ``headers``), read the body under the size limit, count its
+2. (before step 1) check the agent's name is not too long (400) and the
+   body is declared JSON (415, ``headers``); then read the body under the size limit, count its
    messages and resume entries (413, ``limits``), check its depth and ids
    (400 ``json_too_deep`` / ``id_too_long``), validate it as a
    ``RunAgentInput`` with the ag-ui-protocol model (400), and check the
@@ -136,7 +136,8 @@ class RunService:
         """Steps 1-5 of the module docstring; returns the admitted run's stream."""
         try:
             check_ids(self.limits.input, {"agent": agent})
-        except InvalidInput as problem:
+            require_json(request.headers.get("content-type"), required=True)
+        except (InvalidInput, UnsupportedMediaType) as problem:
             self.metrics.requests.labels(problem.code).inc()
             raise
         if not await self.agents.knows(agent):
@@ -145,10 +146,9 @@ class RunService:
         if not self.fanout.ready.is_set():
             raise Unavailable("not_ready", "the service is still connecting to Kafka")
         try:
-            require_json(request.headers.get("content-type"), required=True)
             run_input = parse_input(await read_body(request, self.settings.max_body_bytes),
                                     self.settings, self.limits.input)
-        except (InvalidInput, PayloadTooLarge, UnsupportedMediaType, RequestTimeout) as problem:
+        except (InvalidInput, PayloadTooLarge, RequestTimeout) as problem:
             self.metrics.requests.labels(problem.code).inc()
             raise
         principal = principal or self.settings.principal

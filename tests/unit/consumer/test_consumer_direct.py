@@ -27,6 +27,7 @@ pytestmark = pytest.mark.unit
 
 TOKEN = "tok-direct-0123456789abcdef"
 UNREACHABLE = KafkaSettings(KAFKA_BOOTSTRAP_SERVERS="127.0.0.1:1")
+JSON = {"Content-Type": "application/json"}
 
 
 def app(**settings: object) -> FastAPI:
@@ -48,12 +49,12 @@ def problem(response: httpx.Response) -> dict[str, object]:
 
 
 async def test_the_route_renders_its_problems(http: httpx.AsyncClient) -> None:
-    unknown = await http.post("/agents/nobody", content=b"{}")
+    unknown = await http.post("/agents/nobody", content=b"{}", headers=JSON)
     assert unknown.status_code == 404
     assert problem(unknown)["code"] == "unknown_agent"
-    decoded = await http.post("/agents/a%20b", content=b"{}")
+    decoded = await http.post("/agents/a%20b", content=b"{}", headers=JSON)
     assert problem(decoded)["detail"] == "no agent named 'a b' is served here"
-    not_ready = await http.post("/agents/scripted", content=b"{}")
+    not_ready = await http.post("/agents/scripted", content=b"{}", headers=JSON)
     assert not_ready.status_code == 503
     assert problem(not_ready)["code"] == "not_ready"
 
@@ -73,9 +74,9 @@ async def test_authentication_runs_before_the_route(caplog: pytest.LogCaptureFix
     caplog.set_level(logging.CRITICAL)
     transport = httpx.ASGITransport(app=app(AGUI_API_KEYS=f"{TOKEN}=tenant-a"))
     async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
-        refused = await client.post("/agents/nobody", content=b"{}")
+        refused = await client.post("/agents/nobody", content=b"{}", headers=JSON)
         admitted = await client.post("/agents/nobody", content=b"{}",
-                                     headers={"Authorization": f"Bearer {TOKEN}"})
+                                     headers={**JSON, "Authorization": f"Bearer {TOKEN}"})
     assert refused.status_code == 401
     assert problem(refused)["code"] == "unauthorized"
     assert problem(admitted)["code"] == "unknown_agent"

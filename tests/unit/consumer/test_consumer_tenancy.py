@@ -135,3 +135,25 @@ async def test_a_run_seen_admitted_waits_for_its_thread_state() -> None:
     fanout2.admitted.put(("t9", "r1"), "scripted")
     with pytest.raises(NotFound):  # never shows up: no owner, no access
         await quick.readable("t9", A, "r1")
+
+
+def test_resume_entries_on_a_thread_never_seen_read_as_an_unknown_thread() -> None:
+    nothing_open = Decision(request_id="q", thread_id="t1", verdict="rejected",
+                            code="unknown_interrupt", interrupt_ids=["i1"],
+                            message="resume names 'i1' but nothing is open",
+                            decided_at=datetime.now(UTC))
+    hidden = rejection(nothing_open, "t1", unseen=True)
+    assert hidden.body() == unknown_thread("t1").body()
+    seen = rejection(nothing_open, "t1")
+    assert (seen.status, seen.code, seen.interrupt_ids) == (422, "unknown_interrupt", ["i1"])
+
+
+def test_check_run_says_whether_the_thread_was_seen_running() -> None:
+    guard, threads, _ = tenancy(enforced=True)
+    assert guard.check_run("t1", A) is True  # no state at all
+    threads.apply(b"t1", encode(state(None, ran=False)))
+    assert guard.check_run("t1", A) is True  # only rejections so far
+    threads.apply(b"t1", encode(state(A)))
+    assert guard.check_run("t1", A) is False
+    with pytest.raises(NotFound):
+        guard.check_run("t1", B)
