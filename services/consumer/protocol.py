@@ -23,8 +23,9 @@ request cycle and adds, per connection:
   a request is arriving (the head clock is the one that counts then).
 
 A refusal is written by the protocol itself, as a problem document (the
-app never sees the request; when a response to an earlier request is still
-under way, the connection is only closed), then the connection stops reading
+app never sees the request; when the app has begun answering the request,
+or a response to an earlier one is still under way, the connection is only
+closed), then the connection stops reading
 for good: what the client still sends is discarded unparsed for ``LINGER_S``
 (so it can read the answer rather than a reset) and the connection closes.
 Timers are only armed when a request is still incomplete after the bytes at
@@ -216,12 +217,17 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         transport = self.transport
         if transport.is_closing():
             return
-        cycle = self.cycle
-        ongoing = cycle is not None and cycle.response_started and not cycle.response_complete
+        cycle = self.cycle  # while a head arrives: the previous request's, if any
+        if cycle is None:
+            answered = False
+        elif self._in_head:  # a response of the previous request still under way
+            answered = cycle.response_started and not cycle.response_complete
+        else:  # this request was answered (or is being answered) by the app already
+            answered = cycle.response_started
         if cycle is not None and not cycle.response_complete:
             cycle.disconnected = True  # the app, if it runs, now reads a disconnect
             cycle.message_event.set()
-        if ongoing:
+        if answered:
             transport.close()
             return
         body = problem.encoded()

@@ -141,3 +141,17 @@ async def test_idle_connections_close_after_the_keep_alive(kafka: KafkaSettings,
     assert (reply.status, reply.closed) == (200, False)
     assert served_closed
     assert silent_closed
+
+
+async def test_a_body_stalling_after_the_app_answered_is_closed_without_a_second_answer(
+        kafka: KafkaSettings, backstage: Backstage) -> None:
+    keys = "tok-limits-0123456789abcdef=tenant-a"
+    async with serving(kafka, api_keys=keys, http_body_timeout_s=0.5) as app:
+        with Wire(port_of(app.url)) as wire:
+            await wire.send(head("POST", f"/agents/{AGENT}", [
+                ("Host", "127.0.0.1"), ("Content-Type", "application/json"),
+                ("Content-Length", "1000")]) + b'{"threadId":')
+            refused = await wire.response(5.0)  # 401 before the body is read
+            after = await wire.response(5.0)
+    assert (refused.status, refused.code, refused.closed) == (401, "unauthorized", False)
+    assert (after.status, after.closed) == (0, True)
