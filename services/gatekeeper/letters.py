@@ -6,11 +6,11 @@ headers nobody bounded. A letter copying any of them whole could itself be
 refused by the broker, failing the transaction that was to move the
 partition past the record, and so the partition again. So every part a
 client chose is cut to a fixed bound here — the key, the value, each header
-and the reason — and the reason says what was cut; with the defaults a
-letter stays far below any record limit (the value's JSON escaping, at most
-six bytes a byte, included). ``minimal`` keeps the origin and the reason
-only, for a limit configured too small for even that, or a letter the
-broker refused after all.
+and the reason — and the reason says what was cut; a letter so cut stays
+under 1 MiB however its parts are escaped in JSON (at most six bytes a byte:
+about 400 KB for the value, as much for the headers). ``minimal`` keeps the
+origin and the reason only, for a smaller ``AGUI_MAX_RECORD_BYTES`` the cut
+letter does not fit, or a letter the broker refused after all.
 
 Pure: the clock is an argument.
 """
