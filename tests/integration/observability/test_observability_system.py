@@ -35,6 +35,7 @@ from contracts.headers import TRACEPARENT, header_value
 from services.kafka.admin import ensure_topics
 from services.kafka.clients import ConsumerRecord
 from services.kafka.reader import TopicReader
+from services.producer.delegation import CHILD_METADATA
 from services.runtime.settings import KafkaSettings
 from services.runtime.tracing import parse
 
@@ -201,6 +202,9 @@ async def test_a_deployment_shows_its_runs_in_metrics_traces_and_logs(
             assert response.status_code == 200
             ending = [event async for event in frames(response)][-1]
         assert ending["outcome"]["type"] == "interrupt", ending
+        (carried,) = ending["outcome"]["interrupts"]
+        child_thread = carried["metadata"][CHILD_METADATA]["threadId"]
+        assert child_thread.startswith("t-pipe/review-"), child_thread
 
     # 7. one trace from the HTTP request to the events, a new span at each hop
     (request,) = await read_topic(settings, settings.topics.requests, "t-obs-1")
@@ -216,7 +220,7 @@ async def test_a_deployment_shows_its_runs_in_metrics_traces_and_logs(
     worker_spans = {span_of(e) for e in run_events}
     assert len(worker_spans) == 1
     assert len({CLIENT_SPAN, consumer_span, gatekeeper_span, *worker_spans}) == 4
-    for thread in ("t-pipe", "t-pipe/review"):
+    for thread in ("t-pipe", child_thread):
         (request,) = await read_topic(settings, settings.topics.requests, thread)
         run_events = await read_topic(settings, settings.topics.events, thread)
         assert run_events
@@ -228,9 +232,9 @@ async def test_a_deployment_shows_its_runs_in_metrics_traces_and_logs(
     for text in stack.texts:
         assert password not in text
     runs = {"t-obs-1": "r-obs-1", "t-obs-2": "r-obs-2", "t-pipe": "r-pipe",
-            "t-pipe/review": "r-pipe/review-"}
+            child_thread: "r-pipe/review-"}
     traces = {"t-obs-1": TRACE_ID, "t-pipe": PIPELINE_TRACE_ID,
-              "t-pipe/review": PIPELINE_TRACE_ID}
+              child_thread: PIPELINE_TRACE_ID}
     for role, service in stack.services.items():
         assert password not in service.log_path.read_text("utf-8")
         lines = service.log_lines()
