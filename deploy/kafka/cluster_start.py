@@ -50,7 +50,10 @@ def start_cluster(
     root = run_dir.resolve()
     refuse_if_cluster_running(root)
     previous = recorded_cluster(root) if persistent else None
-    if previous is not None and len(previous.nodes) == brokers and base_port is None:
+    if previous is not None and len(previous.nodes) != brokers:
+        raise BrokerError(f"{root} holds a cluster of {len(previous.nodes)} nodes; start it with "
+                          f"that many, or delete the directory for a new one of {brokers}")
+    if previous is not None and base_port is None:
         ports = [{"port": n.port, "controller_port": n.controller_port} for n in previous.nodes]
     else:
         ports = choose_cluster_ports(brokers, base_port)

@@ -126,6 +126,12 @@ def _cmd_up(args: argparse.Namespace) -> int:
     data_dir: Path = args.dir.resolve()
     if args.brokers > 1:
         return _cmd_up_cluster(args, data_dir)
+    cluster = recorded_cluster(data_dir)
+    if cluster is not None and any(node.alive() for node in cluster.nodes):
+        print(f"a cluster of {len(cluster.nodes)} nodes runs in {data_dir} on "
+              f"{cluster.bootstrap}; `up --brokers {len(cluster.nodes)}` or `down` first",
+              file=sys.stderr)
+        return EXIT_FAIL
     running = status(data_dir)
     if running is not None:
         print(

@@ -35,6 +35,11 @@ def up(
     if brokers > 1:
         _up_cluster(data_dir, port, brokers)
         return
+    cluster = launcher.recorded_cluster(data_dir)
+    if cluster is not None and any(node.alive() for node in cluster.nodes):
+        console.print(f"[red]A cluster of {len(cluster.nodes)} runs in {data_dir}:[/] "
+                      f"`kafka up --brokers {len(cluster.nodes)}` or `kafka down` first")
+        raise typer.Exit(1)
     running = launcher.status(data_dir)
     if running is not None:
         console.print(f"Kafka already running on [bold]{running.bootstrap}[/] (pid {running.pid})")
@@ -64,7 +69,8 @@ def _print_nodes(cluster: launcher.Cluster) -> list[str]:
     colours = {"running": "green", "not answering": "yellow", "stopped": "red"}
     report = cluster.report()
     for state, line in report:
-        console.print(f"  [{colours.get(state, 'red')}]{line}[/]", highlight=False)
+        console.print(f"  [{colours.get(state, 'red')}]{line}[/]", highlight=False,
+                      soft_wrap=True)
     return [state for state, _ in report]
 
 
