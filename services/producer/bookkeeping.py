@@ -18,15 +18,15 @@ closing events and the one terminal event, applying the run guarantees:
 * success lists the calls started and not answered as ``pendingToolCallIds``;
 * usage is this run's own, aggregated per provider and model.
 
-No I/O, no clock, no asyncio: the module is exercised exhaustively by unit
-and property tests.
+The ending values live in ``endings`` (re-exported here), the events the
+book writes itself (chunk triads, closing events) in ``chunks``. No I/O, no
+clock, no asyncio: the module is exercised exhaustively by unit and
+property tests.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
 
 from ag_ui.core import (
     BaseEvent,
@@ -47,7 +47,6 @@ from ag_ui.core import (
     SubagentErrorEvent,
     SubagentFinishedEvent,
     SubagentFinishedSuccessOutcome,
-    SubagentFinishedSuspendedOutcome,
     SubagentStartedEvent,
     TextMessageContentEvent,
     TextMessageEndEvent,
@@ -60,63 +59,23 @@ from ag_ui.core import (
     aggregate_token_usage,
 )
 
+from services.producer.chunks import CHUNK_OF, chunk_content, chunk_start, closing_event
+from services.producer.endings import (
+    Cancelled,
+    Completed,
+    Ending,
+    Failed,
+    Kind,
+    OpenItem,
+    Outcome,
+    Terminal,
+)
 from services.producer.errors import AgentProtocolError, InterruptConflictError
 
-Kind = Literal["message", "tool_call", "step", "reasoning", "reasoning_message", "subagent"]
-Outcome = Literal["success", "interrupt", "cancelled", "error"]
+__all__ = ["Cancelled", "Completed", "Ending", "Failed", "OpenItem", "Outcome", "RunBook",
+           "Terminal"]
 
 _RUN_TYPES = frozenset({EventType.RUN_STARTED, EventType.RUN_FINISHED, EventType.RUN_ERROR})
-_CHUNK_OF: dict[EventType, Kind] = {
-    EventType.TEXT_MESSAGE_CHUNK: "message",
-    EventType.TOOL_CALL_CHUNK: "tool_call",
-    EventType.REASONING_MESSAGE_CHUNK: "reasoning_message",
-}
-
-
-@dataclass(frozen=True, slots=True)
-class OpenItem:
-    """Something a run opened and has not closed yet."""
-
-    kind: Kind
-    id: str
-    owner: str | None
-    """The opener's ``subagentRunId``; continuations must agree with it."""
-
-
-@dataclass(frozen=True, slots=True)
-class Completed:
-    """The agent returned (or yielded a RUN_FINISHED): finish by what is open."""
-
-    result: Any = None
-
-
-@dataclass(frozen=True, slots=True)
-class Cancelled:
-    """The run was told to stop (or the agent chose the cancelled outcome)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Failed:
-    """The run failed: it ends with RUN_ERROR."""
-
-    message: str
-    code: str | None = None
-    close_open: bool = False
-    """Close what is open before the RUN_ERROR (a run the runtime stopped for a limit)."""
-
-
-Ending = Completed | Cancelled | Failed
-
-
-@dataclass(frozen=True, slots=True)
-class Terminal:
-    """How a run ends: the closing events, then exactly one terminal event."""
-
-    closing: tuple[BaseEvent, ...]
-    event: RunFinishedEvent | RunErrorEvent
-    outcome: Outcome
-    open_interrupts: tuple[Interrupt, ...]
-    """The interrupts still open once the run closed (what a checkpoint keeps)."""
 
 
 _CONTINUATIONS: dict[type[BaseEvent], tuple[Kind, bool]] = {
@@ -268,7 +227,7 @@ class RunBook:
             return [event]
         if event.type in _RUN_TYPES:
             raise AgentProtocolError(f"{event.type.value} is emitted by the runtime, not admitted")
-        chunk_kind = _CHUNK_OF.get(event.type)
+        chunk_kind = CHUNK_OF.get(event.type)
         out = self._close_chunks(keep=chunk_kind)
         if chunk_kind is None:
             self._track(event)
@@ -307,40 +266,16 @@ class RunBook:
                 out += self._close_chunk(kind)
             if item_id is None:
                 raise AgentProtocolError(f"the first {event.type.value} of a stream needs its id")
-            start = self._chunk_start(kind, item_id, event, owner)
+            start = chunk_start(kind, item_id, event, owner)
             self._track(start)
             out.append(start)
             self._chunk[kind] = item_id
             current = item_id
         if delta:
-            content = self._chunk_content(kind, current, delta, owner)
+            content = chunk_content(kind, current, delta, owner)
             self._track(content)
             out.append(content)
         return out
-
-    @staticmethod
-    def _chunk_start(kind: Kind, item_id: str, event: BaseEvent, owner: str | None) -> BaseEvent:
-        if kind == "message":
-            return TextMessageStartEvent(message_id=item_id, role=getattr(event, "role", None),
-                                         name=getattr(event, "name", None),
-                                         subagent_run_id=owner)
-        if kind == "tool_call":
-            name = getattr(event, "tool_call_name", None)
-            if not name:
-                raise AgentProtocolError("the first TOOL_CALL_CHUNK of a call needs toolCallName")
-            return ToolCallStartEvent(tool_call_id=item_id, tool_call_name=name,
-                                      parent_message_id=getattr(event, "parent_message_id", None),
-                                      subagent_run_id=owner)
-        return ReasoningMessageStartEvent(message_id=item_id, subagent_run_id=owner)
-
-    @staticmethod
-    def _chunk_content(kind: Kind, item_id: str, delta: str, owner: str | None) -> BaseEvent:
-        if kind == "message":
-            return TextMessageContentEvent(message_id=item_id, delta=delta, subagent_run_id=owner)
-        if kind == "tool_call":
-            return ToolCallArgsEvent(tool_call_id=item_id, delta=delta, subagent_run_id=owner)
-        return ReasoningMessageContentEvent(message_id=item_id, delta=delta,
-                                            subagent_run_id=owner)
 
     def _track(self, event: BaseEvent) -> None:
         owner: str | None = getattr(event, "subagent_run_id", None)
@@ -463,23 +398,6 @@ class RunBook:
         return out
 
     def _closing_event(self, item: OpenItem, why: Outcome) -> BaseEvent:
-        if item.kind == "message":
-            return TextMessageEndEvent(message_id=item.id, subagent_run_id=item.owner)
-        if item.kind == "tool_call":
-            return ToolCallEndEvent(tool_call_id=item.id, subagent_run_id=item.owner)
-        if item.kind == "step":
-            return StepFinishedEvent(step_name=item.id, subagent_run_id=item.owner)
-        if item.kind == "reasoning":
-            return ReasoningEndEvent(message_id=item.id, subagent_run_id=item.owner)
-        if item.kind == "reasoning_message":
-            return ReasoningMessageEndEvent(message_id=item.id, subagent_run_id=item.owner)
-        if why in ("cancelled", "error"):
-            return SubagentErrorEvent(subagent_run_id=item.id, code=why, message=(
-                "the run was cancelled" if why == "cancelled" else "the run failed"))
-        ids = self.suspension_of(item.id) if why == "interrupt" else None
-        if why == "interrupt":
-            return SubagentFinishedEvent(subagent_run_id=item.id,
-                                         outcome=SubagentFinishedSuspendedOutcome(
-                                             interrupt_ids=ids or None))
-        return SubagentFinishedEvent(subagent_run_id=item.id,
-                                     outcome=SubagentFinishedSuccessOutcome())
+        suspended_on = (self.suspension_of(item.id)
+                        if why == "interrupt" and item.kind == "subagent" else None)
+        return closing_event(item, why, suspended_on)

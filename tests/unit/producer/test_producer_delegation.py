@@ -59,7 +59,7 @@ def context(open_interrupts: Sequence[Interrupt] = (), **kw: Any) -> RunContext:
     answers = [resolved(i.id) for i in open_interrupts]
     runner, _ = runner_for(lambda *_: None, make_input("t1", "r1", resume=answers or None),
                            open_interrupts=open_interrupts, **kw)
-    return RunContext(runner)
+    return RunContext(runner.port)
 
 
 async def test_the_child_request_carries_the_parents_principal_and_derived_thread() -> None:
