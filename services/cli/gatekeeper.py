@@ -5,7 +5,8 @@ Settings come from the environment (``KafkaSettings``, ``GatekeeperSettings``:
 SIGINT/SIGTERM finish the transaction in flight, hand the partitions back
 and leave the consumer group; a second signal stops at once. With
 ``AGUI_HEALTH_PORT`` set it serves /healthz, /readyz (partitions assigned
-and restored) and /metrics there.
+and restored, none stalled: a 503 names the stalled partition) and /metrics
+there.
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ def gatekeeper() -> None:
 
     async def main(stop: asyncio.Event) -> None:
         processor = Processor(kafka, settings)
-        async with serving_health(health.host, health.port, lambda: processor.ready):
+        async with serving_health(health.host, health.port, lambda: processor.ready,
+                                  lambda: processor.failing):
             await processor.run(stop)
 
     run_until_signalled(main)

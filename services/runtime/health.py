@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 
 import uvicorn
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -27,6 +27,8 @@ from starlette.routing import Route
 log = logging.getLogger(__name__)
 
 ReadyCheck = Callable[[], bool]
+FailingChecks = Callable[[], Mapping[str, str]]
+"""The readiness checks failing now, by name, each saying why (``partition-3``: ...)."""
 
 
 class HealthSettings(BaseSettings):
@@ -39,15 +41,21 @@ class HealthSettings(BaseSettings):
     """Unset or 0: no side door."""
 
 
-def health_app(ready: ReadyCheck) -> Starlette:
-    """The three routes; ``ready()`` decides /readyz (True: 200, False: 503)."""
+def health_app(ready: ReadyCheck, failing: FailingChecks | None = None) -> Starlette:
+    """The three routes; ``ready()`` decides /readyz (True: 200, False: 503), and a 503
+    names the checks ``failing()`` reports, so a probe's log says which partition."""
 
     async def healthz(_: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
     async def readyz(_: Request) -> Response:
         ok = ready()
-        return JSONResponse({"ready": ok}, status_code=200 if ok else 503)
+        body: dict[str, object] = {"ready": ok}
+        if not ok and failing is not None:
+            checks = dict(failing())
+            if checks:
+                body["checks"] = checks
+        return JSONResponse(body, status_code=200 if ok else 503)
 
     async def metrics(_: Request) -> Response:
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
@@ -71,13 +79,14 @@ class EmbeddedServer(uvicorn.Server):
 
 
 @contextlib.asynccontextmanager
-async def serving_health(host: str, port: int | None, ready: ReadyCheck) -> AsyncIterator[None]:
+async def serving_health(host: str, port: int | None, ready: ReadyCheck,
+                         failing: FailingChecks | None = None) -> AsyncIterator[None]:
     """Serve the health routes for the duration of the block (no-op when port is falsy)."""
     if not port:
         yield
         return
     # log_config=None: uvicorn's own handlers would print text lines among the JSON ones.
-    config = uvicorn.Config(health_app(ready), host=host, port=port, log_level="warning",
+    config = uvicorn.Config(health_app(ready, failing), host=host, port=port, log_level="warning",
                             access_log=False, lifespan="off", log_config=None)
     server = EmbeddedServer(config)
     task = asyncio.create_task(server.serve())

@@ -49,3 +49,15 @@ async def test_readyz_follows_the_check_and_metrics_are_prometheus_text() -> Non
 async def test_no_port_serves_nothing() -> None:
     async with serving_health("127.0.0.1", 0, lambda: True):
         pass
+
+
+async def test_a_failing_readyz_names_the_checks_that_fail() -> None:
+    port = _free_port()
+    failing = {"partition-3": "input waiting, committed offsets unchanged for 31 s"}
+    async with serving_health("127.0.0.1", port, lambda: not failing, lambda: failing):
+        response = await _get(f"http://127.0.0.1:{port}/readyz")
+        assert response.status_code == 503
+        assert response.json() == {"ready": False, "checks": failing}
+        failing.clear()
+        response = await _get(f"http://127.0.0.1:{port}/readyz")
+        assert (response.status_code, response.json()) == (200, {"ready": True})
