@@ -23,6 +23,8 @@ from aiokafka.conn import create_conn
 from aiokafka.errors import KafkaConnectionError, ProducerFenced, SaslAuthenticationFailed
 
 from deploy.kafka import launcher
+from services.kafka.admin import describe_catalog, ensure_topics
+from services.runtime.settings import KafkaSettings
 
 if TYPE_CHECKING:
     from conftest import SaslEndpoint
@@ -46,10 +48,22 @@ async def admin_client(bootstrap: str) -> AsyncIterator[AIOKafkaAdminClient]:
 
 
 async def create_topics(bootstrap: str, *topics: NewTopic) -> None:
+    """Create ``topics`` and wait until the broker's metadata has their leaders.
+
+    CreateTopics answers once the controller has the topic; the broker's own
+    metadata follows a moment later (longer the more topics it has), and a
+    DescribeConfigs sent in between is refused with UnknownTopicOrPartition.
+    """
     async with admin_client(bootstrap) as admin:
         response = await admin.create_topics(list(topics))
-    failed = {name: code for name, code, *_ in response.topic_errors if code != 0}
-    assert not failed, f"CreateTopics errors: {failed}"
+        failed = {name: code for name, code, *_ in response.topic_errors if code != 0}
+        assert not failed, f"CreateTopics errors: {failed}"
+        names = [t.name for t in topics]
+        async with asyncio.timeout(READ_TIMEOUT_S):
+            while not all(d.get("error_code", 0) == 0 and d["partitions"]
+                          and all(p["leader"] >= 0 for p in d["partitions"])
+                          for d in await admin.describe_topics(names)):
+                await asyncio.sleep(0.05)
 
 
 async def produce(bootstrap: str, topic: str, values: Sequence[bytes]) -> None:
@@ -119,6 +133,38 @@ async def test_broker_serves_the_v0_apis_aiokafka_uses(kafka_bootstrap: str) -> 
     # InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit
     for api_key in (22, 24, 25, 26, 28):
         assert versions[api_key][0] == 0, f"api {api_key} no longer serves v0: {versions[api_key]}"
+
+
+async def test_the_launchers_metadata_probe_reads_what_aiokafka_reads(
+    kafka_bootstrap: str, topic_prefix: str
+) -> None:
+    """``probe.metadata`` (the cluster's readiness and in-sync checks) agrees with aiokafka."""
+    topic = f"{topic_prefix}.probe"
+    await create_topics(kafka_bootstrap, NewTopic(topic, 2, 1))
+    async with admin_client(kafka_bootstrap) as admin:
+        cluster = await admin.describe_cluster()
+        (described,) = await admin.describe_topics([topic])
+    host, _, port = kafka_bootstrap.rpartition(":")
+    meta = launcher.metadata(host, int(port))
+    assert sorted(meta.brokers) == sorted(b["node_id"] for b in cluster["brokers"])
+    assert meta.controller == cluster["controller_id"]
+    ours = sorted((p.partition, p.leader, p.replicas, p.isr)
+                  for p in meta.partitions if p.topic == topic)
+    assert ours == sorted((p["partition"], p["leader"], tuple(p["replicas"]), tuple(p["isr"]))
+                          for p in described["partitions"])
+    assert not [p for p in meta.partitions if p.topic == topic and p in meta.under_replicated()]
+
+
+async def test_catalog_topics_on_one_broker_get_one_replica(
+    kafka_bootstrap: str, topic_prefix: str
+) -> None:
+    """``ensure_topics`` reads the cluster: one broker, one replica, the broker's min ISR."""
+    settings = KafkaSettings(KAFKA_BOOTSTRAP_SERVERS=kafka_bootstrap,
+                             AGUI_TOPIC_PREFIX=topic_prefix, AGUI_PARTITIONS=2)
+    await ensure_topics(settings, ("approval",))
+    states = await describe_catalog(settings, ("approval",))
+    assert {s.replicas for s in states} == {1}
+    assert {s.configs.get("min.insync.replicas") for s in states} == {"1"}
 
 
 async def test_create_compacted_topic_with_configs(kafka_bootstrap: str, topic_prefix: str) -> None:
