@@ -360,7 +360,7 @@ async def test_scram_client_round_trip_and_refusal(
         await producer.stop()
     assert [r.value for r in await read_all(kafka_bootstrap, topic)] == [b"over-scram"]
 
-    intruder = AIOKafkaProducer(**auth, sasl_plain_password="wrong")
+    intruder = AIOKafkaProducer(**auth, sasl_plain_password="wrong", acks="all")
     with caplog.at_level(logging.ERROR, logger="aiokafka"), pytest.raises(KafkaConnectionError):
         await intruder.start()
     await intruder.stop()
