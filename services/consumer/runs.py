@@ -2,14 +2,16 @@
 
 The order is the point of this module:
 
-1. check the agent is served and the fan-out is positioned (else 404 / 503);
-2. (before step 1) check the agent's name is not too long (400) and the
-   body is declared JSON (415, ``headers``); then read the body under the size limit, count its
-   messages and resume entries (413, ``limits``), check its depth and ids
-   (400 ``json_too_deep`` / ``id_too_long``), validate it as a
-   ``RunAgentInput`` with the ag-ui-protocol model (400), and check the
-   caller may run on its thread (404 when it is another tenant's,
-   ``tenancy``); the RunRequest it becomes must fit in a record (413);
+1. check the agent's name is not too long (400 ``id_too_long``) and the body
+   is declared JSON (415, ``headers``), then that the agent is served and the
+   fan-out is positioned (else 404 / 503);
+2. read the body under the size limit, count its messages and resume
+   entries (413, ``limits``), check its depth and ids (400
+   ``json_too_deep`` / ``id_too_long``), validate it as a ``RunAgentInput``
+   with the ag-ui-protocol model (400), check the caller may run on its
+   thread (404 when it is another tenant's, ``tenancy``), and that the
+   RunRequest it becomes fits in a record, key and ``traceparent`` header
+   included (413);
 3. subscribe the run's stream and register the request's decision waiter —
    both *before* publishing, so nothing that arrives early is lost;
 4. publish the RunRequest keyed by threadId, with the request's
@@ -18,8 +20,9 @@ The order is the point of this module:
    (``AGUI_DECISION_TIMEOUT_S`` → 504; after a ``queued`` verdict, keep
    waiting up to ``AGUI_QUEUED_TIMEOUT_S`` for the same requestId's final one);
 5. rejected → the problem (409/422/400; 404 for the gatekeeper's ownership
-   backstop) with no stream byte, and the
-   subscription is dropped; admitted → the caller streams the subscription.
+   backstop, and for resume entries on a thread the view never saw run,
+   ``tenancy``) with no stream byte, and the subscription is dropped;
+   admitted → the caller streams the subscription.
 
 A 504 does not withdraw the request: the gatekeeper may still admit it, and
 the run then executes unobserved (``GET /threads/{id}`` shows it).
