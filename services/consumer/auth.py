@@ -12,7 +12,9 @@ every request it:
   open the process-wide metrics). Open by default because Prometheus
   scrapes by pod annotation and the metrics carry no ids and no secrets;
 - otherwise wants ``Authorization: Bearer <token>`` naming a configured
-  key, and answers a ``401`` problem with ``WWW-Authenticate: Bearer``
+  key (exactly one such header: two are refused before this middleware
+  runs, with authentication on or off, by ``headers.OneAuthorization``), and
+  answers a ``401`` problem with ``WWW-Authenticate: Bearer``
   before the app sees the request (so before the body is read);
 - puts the key's tenant in ``request.state.principal``: the routes publish
   it as ``RunRequest.principal`` and ``tenancy`` checks thread ownership
