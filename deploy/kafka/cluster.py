@@ -94,13 +94,22 @@ class Cluster:
 
     @property
     def topology(self) -> tuple[tuple[int, int], ...]:
+        """``(node_id, controller_port)`` of every node: the controller quorum."""
         return tuple((node.node_id, node.controller_port) for node in self.nodes)
+
+    def index_of(self, node_id: int) -> int:
+        """The index of the node Kafka calls ``node_id`` (a coordinator, a leader)."""
+        for node in self.nodes:
+            if node.node_id == node_id:
+                return node.index
+        raise BrokerError(f"no node {node_id} in this cluster of {len(self.nodes)}")
 
     def pid(self, i: int) -> int | None:
         """Node ``i``'s pid, None while it is stopped."""
         return self.nodes[i].pid
 
     def alive(self, i: int) -> bool:
+        """True while node ``i``'s JVM exists (paused or not)."""
         return self.nodes[i].alive()
 
     def state(self, i: int, timeout: float = 2.0) -> str:
