@@ -137,3 +137,14 @@ def _bindable(port: int) -> bool:
         except OSError:
             return False
         return True
+
+
+def test_kafkas_node_ids_map_to_the_nodes_indices(tmp_path: Path) -> None:
+    nodes = [launcher.Node(i, 20000 + 2 * i, 20001 + 2 * i, Layout(tmp_path / f"node-{i + 1}"))
+             for i in range(3)]
+    cluster = launcher.Cluster(tmp_path, "cid", nodes)
+    assert [cluster.index_of(node_id) for node_id in (1, 2, 3)] == [0, 1, 2]
+    assert cluster.topology == VOTERS
+    assert cluster.bootstrap == "127.0.0.1:20000,127.0.0.1:20002,127.0.0.1:20004"
+    with pytest.raises(launcher.BrokerError, match="no node 4"):
+        cluster.index_of(4)
