@@ -74,18 +74,20 @@ def check_id(field: str, value: object, limits: InputLimits) -> LimitExceeded | 
 
 
 def json_depth_exceeded(document: Any, limits: InputLimits, *, size_hint: int | None = None,
-                        base: str = "") -> LimitExceeded | None:
+                        base: str = "", top: int = 1) -> LimitExceeded | None:
     """Where ``document`` (parsed JSON) is nested deeper than the limit, or None.
 
     ``size_hint``: the number of ``[`` and ``{`` bytes of the raw text, when
     known; a document with no more brackets than the limit cannot be too deep,
     so the walk is skipped (the common case costs two ``bytes.count``).
+    ``top``: the level of ``document`` itself (0 for an envelope around the
+    document the limit is about, so a ``RunRequest`` is measured as its input).
     Iterative, so no document can exhaust the interpreter's stack.
     """
     limit = limits.max_json_depth
     if size_hint is not None and size_hint <= limit:
         return None
-    stack: list[tuple[Any, int, str]] = [(document, 1, base)]
+    stack: list[tuple[Any, int, str]] = [(document, top, base)]
     while stack:
         node, depth, path = stack.pop()
         if depth > limit:
@@ -155,8 +157,12 @@ def check_run_input(raw: Mapping[str, Any], limits: InputLimits, *, size_hint: i
 
 def check_run_request(raw: Mapping[str, Any], limits: InputLimits, *,
                       size_hint: int | None = None) -> LimitExceeded | None:
-    """The first limit a ``RunRequest`` record (wire JSON) breaks, or None."""
-    deep = json_depth_exceeded(raw, limits, size_hint=size_hint)
+    """The first limit a ``RunRequest`` record (wire JSON) breaks, or None.
+
+    Depth is counted as in the input it carries (the envelope is level 0), so a
+    body the consumer service accepted is never refused here for its depth.
+    """
+    deep = json_depth_exceeded(raw, limits, size_hint=size_hint, top=0)
     if deep is not None:
         return deep
     for member in ("requestId", "agent", "principal"):

@@ -282,11 +282,10 @@ async def test_request_limits_answer_413_after_authentication(relay: Secured) ->
 
     many = [{"id": f"m{i}", "role": "user", "content": "hi"} for i in range(MAX_MESSAGES + 1)]
     entries = [{"interruptId": f"i{i}", "status": "cancelled"} for i in range(MAX_RESUME + 1)]
+    as_json = {**bearer(TOKEN_A), "Content-Type": "application/json"}
     cases = {
-        "declared": await relay.http.post("/agents/scripted", content=oversize,
-                                          headers=bearer(TOKEN_A)),
-        "chunked": await relay.http.post("/agents/scripted", content=chunked(),
-                                         headers=bearer(TOKEN_A)),
+        "declared": await relay.http.post("/agents/scripted", content=oversize, headers=as_json),
+        "chunked": await relay.http.post("/agents/scripted", content=chunked(), headers=as_json),
         "messages": await relay.http.post("/agents/scripted", headers=bearer(TOKEN_A),
                                           json={**wire(thread), "messages": many}),
         "resume": await relay.http.post("/agents/scripted", headers=bearer(TOKEN_A),

@@ -126,6 +126,17 @@ def test_a_request_record_checks_its_own_ids_and_its_input() -> None:
     assert found.field == "input/runId"
 
 
+@pytest.mark.parametrize(("depth", "broken"), [(64, False), (65, True)])
+def test_a_request_record_measures_depth_as_its_input(depth: int, broken: bool) -> None:
+    # The consumer service accepts a body of 64 levels; the gatekeeper must accept the record.
+    body = run_input(forwardedProps=nested(depth - 1))
+    assert (check_run_input(body, LIMITS) is not None) is broken
+    request = {"requestId": "q", "agent": "approval", "input": body}
+    raw = orjson.dumps(request)
+    found = check_run_request(request, LIMITS, size_hint=bracket_count(raw))
+    assert (found is not None) is broken
+
+
 def test_non_strings_are_left_to_schema_validation() -> None:
     assert check_id("threadId", 12345, LIMITS) is None
     assert check_run_input(run_input(messages="nope", resume=[1, None]), LIMITS) is None
