@@ -3,8 +3,8 @@
 Pure decision logic, tested without a broker:
 
 - ``thread``: the thread state machine (run boundaries from ``events``);
-- ``expiry``: ``expiresAt`` read exactly as ``@ag-ui/client`` reads it;
-- ``rules``: ``decide(state, request, now, policy)`` and the policies;
+- ``rules``: ``decide(state, request, now, policy)`` and the policies
+  (``expiresAt`` read by the shared rule, ``services.agui.expiry``);
 - ``intake``: raw ``requests`` records → request, stateless refusal or dead letter;
 - ``batch``: one partition's records decided in memory;
 - ``wire``: fast, contract-identical encoders for the hot path.

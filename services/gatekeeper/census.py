@@ -8,7 +8,7 @@ Both go through this module, so the report and the gauges count alike:
 - a thread *runs too long* when it is ``running`` and its run started
   (``runStartedAt``, set at admission) longer ago than the limit;
 - an interrupt is *expired and unanswered* when it is still open and its
-  ``expiresAt`` reads (as ``@ag-ui/client`` reads it, ``expiry``) as a time
+  ``expiresAt`` reads (as ``@ag-ui/client`` reads it, ``services.agui.expiry``) as a time
   at or before ``now``. An expired interrupt cannot be resolved any more,
   only cancelled, so such a thread waits for an operator.
 
@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from contracts import ThreadState
-from services.gatekeeper.expiry import read_expiry, to_epoch_ms
+from services.agui.expiry import read_expiry
+from services.agui.jsdate import to_epoch_ms
 
 
 @functools.lru_cache(maxsize=65_536)

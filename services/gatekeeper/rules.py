@@ -35,7 +35,7 @@ Admission marks the thread running at once, so two resumes racing for the
 same interrupts can never both pass. ``on_boundary`` applies a run boundary
 from ``events`` and, when it closes the running run, decides the queued
 requests in arrival order. Expiry is read exactly as ``@ag-ui/client`` reads
-it (``expiry``): ``expiresAt <= now`` is expired, an unparseable value never
+it (``services.agui.expiry``): ``expiresAt <= now`` is expired, an unparseable value never
 expires and the decision says so in a warning. Pure: ``now`` is an argument.
 """
 
@@ -61,7 +61,7 @@ from contracts import (
     ThreadState,
     Verdict,
 )
-from services.gatekeeper.expiry import Expiry, read_expiry
+from services.agui.expiry import Expiry, read_expiry
 from services.gatekeeper.thread import (
     Boundary,
     apply_boundary,

@@ -59,7 +59,7 @@ from contracts import ControlCommand, Decision, DecodeError, RunRequest, decode,
 from contracts.codec import to_wire
 from contracts.headers import EVENT_TYPE, RUN_ID, SEQ, TRACEPARENT
 from contracts.limits import InputLimits
-from services.cli.ops.history import replay
+from services.agui.transcript import replay
 from services.kafka.clients import new_producer
 from services.kafka.reader import Start, TopicReader
 from services.producer.context import RunContext

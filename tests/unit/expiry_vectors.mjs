@@ -1,4 +1,4 @@
-// Golden vectors for services/gatekeeper/expiry.py, computed by Node itself.
+// Golden vectors for services/agui/jsdate.py, computed by Node itself.
 //
 // For every input string this prints new Date(input).getTime() (null for
 // Invalid Date), which is exactly what @ag-ui/client's isInterruptExpired

@@ -31,8 +31,8 @@ from rich.console import Console
 from rich.panel import Panel
 
 from contracts.headers import EVENT_TYPE, RUN_ID
+from services.agui.transcript import replay
 from services.cli.ops.agui_http import RunReply, run_agent
-from services.cli.ops.history import replay
 from services.cli.ops.kafka_io import EXIT_ERROR, EXIT_OK, EXIT_REFUSED, run_command, stdout
 from services.cli.ops.records import OpsRecord, from_kafka
 from services.cli.ops.render import record_lines

@@ -5,7 +5,7 @@ or an interrupt into ``rich.text.Text``. A line reads
 ``time  thread  run  TYPE  detail``; times are UTC. An interrupt outcome is
 followed by one line per interrupt with its id, reason, message and the
 time left before it expires, read exactly as the gatekeeper reads
-``expiresAt`` (``services.gatekeeper.expiry``) so the two never disagree
+``expiresAt`` (``services.agui.expiry``) so the two never disagree
 about what has expired. Rejections show their code.
 """
 
@@ -19,8 +19,9 @@ import orjson
 from rich.text import Text
 
 from contracts.headers import AGENT, EVENT_TYPE, RUN_ID
+from services.agui.expiry import read_expiry
+from services.agui.jsdate import to_epoch_ms
 from services.cli.ops.records import OpsRecord
-from services.gatekeeper.expiry import read_expiry, to_epoch_ms
 
 DETAIL_MAX = 96
 TYPE_WIDTH = 22

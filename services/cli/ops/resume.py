@@ -27,7 +27,7 @@ from pydantic import ValidationError
 from contracts import RunRequest, encode
 from contracts.codec import to_wire, validation_detail
 from contracts.headers import AGENT
-from services.cli.ops.history import replay
+from services.agui.transcript import replay
 from services.cli.ops.kafka_io import (
     EXIT_ERROR,
     EXIT_OK,

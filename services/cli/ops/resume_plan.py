@@ -32,7 +32,7 @@ import orjson
 from ag_ui.core import Interrupt, ResumeEntry, RunAgentInput
 
 from contracts import Decision, RejectionCode, RunRequest, ThreadState
-from services.gatekeeper.expiry import read_expiry
+from services.agui.expiry import read_expiry
 from services.gatekeeper.rules import Policy, decide
 from services.gatekeeper.thread import knows_run
 

@@ -19,8 +19,8 @@ import orjson
 
 from contracts import DecodeError, ThreadState, decode
 from contracts.headers import AGENT, EVENT_TYPE, RUN_ID
+from services.agui.expiry import read_expiry
 from services.cli.ops.records import OpsRecord
-from services.gatekeeper.expiry import read_expiry
 
 
 def latest_states(records: Iterable[OpsRecord]) -> tuple[dict[str, ThreadState], list[str]]:

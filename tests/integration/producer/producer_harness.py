@@ -29,7 +29,7 @@ from ag_ui.core import ResumeEntry, RunAgentInput, UserMessage
 from ag_ui_validate.pytest_plugin import validate_agui
 
 from contracts import ControlCommand, Dispatch, EventHeaders, encode
-from services.cli.ops.history import replay
+from services.agui.transcript import replay
 from services.kafka.clients import ConsumerRecord, new_producer
 from services.kafka.reader import Start, TopicReader
 from services.producer.agent import load_agents

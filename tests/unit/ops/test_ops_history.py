@@ -10,7 +10,7 @@ from ag_ui.core import RunAgentInput
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.cli.ops.history import replay
+from services.agui.transcript import replay
 
 pytestmark = pytest.mark.unit
 

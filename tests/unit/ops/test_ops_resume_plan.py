@@ -11,13 +11,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from contracts import Decision, OpenInterrupt, RunRequest, ThreadState
+from services.agui.expiry import is_expired
 from services.cli.ops.resume_plan import (
     ResumeOptions,
     parse_resolve,
     plan_resume,
     schema_error,
 )
-from services.gatekeeper.expiry import is_expired
 from services.gatekeeper.rules import Policy, decide
 
 pytestmark = pytest.mark.unit

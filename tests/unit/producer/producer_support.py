@@ -10,7 +10,7 @@ import orjson
 from ag_ui.core import Interrupt, ResumeEntry, RunAgentInput, Tool, UserMessage
 from ag_ui_validate.pytest_plugin import validate_agui
 
-from services.cli.ops.history import replay
+from services.agui.transcript import replay
 from services.producer.agent import AgentDefinition, as_definition
 from services.producer.bookkeeping import Failed
 from services.producer.effects import EffectLedger
