@@ -24,6 +24,7 @@ import orjson
 import pytest
 from faults.load import resume_all, run_input
 
+from contracts import Decision
 from hostile.client import (
     Tenant,
     approval_flow,
@@ -35,8 +36,8 @@ from hostile.client import (
 )
 from hostile.stack import UpStack
 from hostile.topics import (
+    answer_to,
     dead_letter,
-    decision_for,
     envelope,
     publish,
     run_ending,
@@ -154,16 +155,14 @@ async def test_a_poison_request_on_the_topic_is_refused_and_its_partition_decide
 async def assert_refused(relay: UpStack, request_id: str, where: tuple[int, int]) -> None:
     """The request at ``where`` on ``requests`` was rejected ``invalid_input`` or
     dead-lettered with a reason (the gatekeeper has read past it: no waiting long)."""
-    settings = relay.settings
-    decided = await decision_for(settings, request_id, 10.0)
-    if decided is not None:
-        assert (decided.verdict, decided.code) == ("rejected", "invalid_input"), decided
-        assert "AGUI_MAX_ID_LENGTH" in decided.message, decided.message[:300]
-        return
-    letter = await dead_letter(settings, settings.topics.requests, *where, within_s=10.0)
-    assert letter is not None, f"requests p{where[0]}@{where[1]}: no decision, no dead letter"
-    assert letter.code == "record_too_large", letter
-    assert letter.reason, letter
+    answer = await answer_to(relay.settings, request_id, where, 10.0)
+    assert answer is not None, f"requests p{where[0]}@{where[1]}: no decision, no dead letter"
+    if isinstance(answer, Decision):
+        assert (answer.verdict, answer.code) == ("rejected", "invalid_input"), answer
+        assert "AGUI_MAX_ID_LENGTH" in answer.message, answer.message[:300]
+    else:
+        assert answer.code == "record_too_large", answer
+        assert answer.reason, answer
 
 
 async def test_a_huge_run_id_with_fifty_interrupts_is_refused_at_the_edge(

@@ -114,6 +114,16 @@ async def decision_for(settings: KafkaSettings, request_id: str,
     return decision(record) if record is not None else None
 
 
+async def answer_to(settings: KafkaSettings, request_id: str, where: tuple[int, int],
+                    within_s: float) -> Decision | DeadLetter | None:
+    """What became of the ``requests`` record at ``where`` (partition, offset): its
+    decision, else its dead letter, else None."""
+    decided = await decision_for(settings, request_id, within_s)
+    if decided is not None:
+        return decided
+    return await dead_letter(settings, settings.topics.requests, *where, within_s=within_s)
+
+
 async def run_ending(settings: KafkaSettings, thread_id: str, run_id: str,
                      within_s: float = 30.0) -> dict[str, Any] | None:
     """The terminal event of the run on ``events``, if one comes in time."""
