@@ -2,7 +2,9 @@
 
 Agents come from ``--agents`` / ``AGUI_AGENTS`` (``name=module:object,...``,
 or bare names of the samples and of installed ``agui_relay.agents`` entry
-points; empty: all of them). The other settings are environment variables
+points; empty: all of them). A value that is an ``http(s)://`` URL names an
+upstream AG-UI endpoint (``services.producer.upstream``), tuned by the
+``AGUI_UPSTREAM_*`` variables the command's help lists. The other settings are environment variables
 (``ProducerSettings``), overridable here. SIGINT/SIGTERM drain the runs in
 progress (``AGUI_PRODUCER_DRAIN_S``), commit and leave the group; a second
 signal stops at once. With ``AGUI_HEALTH_PORT`` set it serves /healthz,
@@ -34,13 +36,35 @@ log = logging.getLogger("services.producer")
 
 def producer(
     agents: str = typer.Option(None, envvar="AGUI_AGENTS",
-                               help="name=module:object,... (default: every known agent)"),
+                               help="name=module:object or name=http(s)://upstream/agui, "
+                                    "comma-separated (default: every known agent)"),
     max_concurrent_runs: int = typer.Option(None, envvar="AGUI_MAX_CONCURRENT_RUNS",
                                             help="runs in flight per agent"),
     uncovered_policy: str = typer.Option(None, envvar="AGUI_UNCOVERED_POLICY",
                                          help="reject | reinterrupt"),
 ) -> None:
-    """Run agents behind Kafka: dispatched inputs in, AG-UI events out, interrupts kept."""
+    """Run agents behind Kafka: dispatched inputs in, AG-UI events out, interrupts kept.
+
+    Upstream agents: in AGUI_AGENTS, name=http(s)://host/path names an
+    AG-UI endpoint served elsewhere (billing=http://billing:8080/agui).
+    Each run is POSTed to it (RunAgentInput, protocolVersion 1.0, Accept:
+    text/event-stream); its SSE stream is published under the guarantees
+    of a hosted agent. A failure ends the run with one RUN_ERROR coded
+    upstream_unreachable, upstream_status, upstream_protocol,
+    upstream_dropped or upstream_timeout.
+
+    Per upstream: AGUI_UPSTREAM_<NAME>_<SETTING> (NAME upper-cased, - as _);
+    all but HEADERS also take a shared AGUI_UPSTREAM_<SETTING> default.
+    HEADERS: extra request headers, never logged: JSON
+      {"Authorization": "Bearer ..."} or "Name: value; Name: value"
+    CONNECT_TIMEOUT_S (5): to connect and send the request
+    IDLE_TIMEOUT_S (60): longest wait for the answer or the next event
+    RUN_TIMEOUT_S (3600): longest a whole run may stream
+    VERIFY (true): check the upstream's TLS certificate
+    CA_FILE: the CA bundle to check it with
+    CONCURRENCY (64): requests in flight to it from this worker
+    RETRIES (2): when unreachable or 502/503/504, only before any event
+    """
     configure("producer")
     overrides: dict[str, Any] = {"agents": agents}
     if max_concurrent_runs is not None:

@@ -12,12 +12,15 @@ the runtime — it opens the run and ends it — so an agent that yields its own
 about it (the tools whose calls need approval). A worker loads agents by
 name from ``AGUI_AGENTS`` (``name=module:object,...``; a bare ``name`` is
 looked up) or from the ``agui_relay.agents`` entry point group; the sample
-agents are always available under their names.
+agents are always available under their names. A value that is an
+``http://`` or ``https://`` URL names an upstream AG-UI endpoint instead
+(``services.producer.upstream``): ``billing=http://billing-agent:8080/agui``.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
@@ -26,6 +29,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 from ag_ui.core import BaseEvent, RunAgentInput
 
 from services.producer.errors import AgentLoadError
+from services.producer.upstream.config import is_upstream_url, upstream_config
 
 if TYPE_CHECKING:
     from services.producer.context import RunContext
@@ -122,6 +126,15 @@ def parse_agents(spec: str | None) -> dict[str, str]:
     return out
 
 
+def load_target(name: str, target: str) -> AgentDefinition:
+    """Agent ``name``: an upstream endpoint when ``target`` is a URL, else ``module:object``."""
+    if is_upstream_url(target):
+        from services.producer.upstream.client import UpstreamAgent  # imports this module
+
+        return UpstreamAgent(upstream_config(name, target, os.environ)).definition()
+    return load_object(target)
+
+
 def load_agents(spec: str | None) -> dict[str, AgentDefinition]:
     """Load every agent ``spec`` names (see ``parse_agents``)."""
-    return {name: load_object(target) for name, target in parse_agents(spec).items()}
+    return {name: load_target(name, target) for name, target in parse_agents(spec).items()}

@@ -1,0 +1,247 @@
+"""The upstream agent: one POST per run, its SSE stream read back as the run's events.
+
+``UpstreamAgent`` is an ordinary agent (an async generator the runner
+drives), so an upstream run gets every guarantee a hosted one has: the
+runner validates each event again, keeps the bookkeeping, closes what is
+left open and writes the one terminal event. What this module adds:
+
+* the request: the ``RunAgentInput`` wire JSON with ``protocolVersion``
+  "1.0", ``Accept: text/event-stream``, the agent's extra headers (never
+  logged), over one ``httpx.AsyncClient`` per upstream whose connections
+  and in-flight requests are bounded by ``CONCURRENCY``;
+* the stream: parsed by ``httpx-sse``; each ``data`` JSON-decoded and
+  validated as an AG-UI event. The upstream's ``RUN_STARTED`` is dropped
+  (the runtime opened the run already) and its ``RUN_FINISHED`` or
+  ``RUN_ERROR`` is handed to the runner as the agent's own ending, so its
+  interrupt outcome is recorded in the checkpoint as the runtime's own;
+* failures, each one ``RUN_ERROR`` (a ``RunFailedError`` the runner turns
+  into the terminal event): ``upstream_unreachable`` (no connection),
+  ``upstream_status`` (a non-2xx answer, its body quoted, bounded),
+  ``upstream_protocol`` (not an event stream, invalid JSON, an invalid
+  event), ``upstream_dropped`` (the stream broke or ended before its
+  terminal event), ``upstream_timeout`` (no event within
+  ``IDLE_TIMEOUT_S``, or the run past ``RUN_TIMEOUT_S``);
+* retries: only before the first byte of an answer — an unreachable
+  upstream or a 502/503/504 — never once the upstream has started a run.
+
+A cancelled run cancels this generator at its next await: leaving the
+``async with`` closes the response, which aborts the upstream request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+import httpx
+import orjson
+from ag_ui.core import PROTOCOL_VERSION, RunAgentInput
+from httpx_sse import EventSource, ServerSentEvent
+from pydantic import ValidationError
+
+from contracts.codec import EVENT_DECODER, to_wire, validation_detail
+from services.producer.agent import AgentDefinition, AgentItem
+from services.producer.errors import RunFailedError
+from services.producer.upstream.config import UpstreamConfig
+
+if TYPE_CHECKING:
+    from services.producer.context import RunContext
+
+log = logging.getLogger(__name__)
+
+RETRIED_STATUS = frozenset({502, 503, 504})
+BODY_QUOTE_BYTES = 2048
+"""At most this much of an error answer is read; at most ``BODY_QUOTE_CHARS`` quoted."""
+BODY_QUOTE_CHARS = 500
+RETRY_BACKOFF_S = 0.2
+TERMINAL_TYPES = frozenset({"RUN_FINISHED", "RUN_ERROR"})
+
+
+def safe_url(url: str) -> str:
+    """``url`` without credentials or query (what log lines and messages name)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme}://{host}{port}{parts.path}"
+
+
+def quoted(body: bytes) -> str:
+    """An error answer's body as a bounded, one-line quote."""
+    text = " ".join(body.decode("utf-8", "replace").split())
+    return text if len(text) <= BODY_QUOTE_CHARS else text[:BODY_QUOTE_CHARS] + "…"
+
+
+class UpstreamAgent:
+    """An AG-UI endpoint served elsewhere, run as this worker's agent."""
+
+    def __init__(self, config: UpstreamConfig) -> None:
+        self.config = config
+        self.where = safe_url(config.url)
+        self._client: httpx.AsyncClient | None = None
+        self._slots = asyncio.Semaphore(config.concurrency)
+
+    def definition(self) -> AgentDefinition:
+        return AgentDefinition(self, description=f"AG-UI upstream at {self.where}")
+
+    def _http(self) -> httpx.AsyncClient:
+        if self._client is None:
+            cfg = self.config
+            verify: ssl.SSLContext | bool = (ssl.create_default_context(cafile=cfg.ca_file)
+                                             if cfg.verify and cfg.ca_file else cfg.verify)
+            self._client = httpx.AsyncClient(
+                verify=verify, follow_redirects=False,
+                timeout=httpx.Timeout(connect=cfg.connect_timeout_s, read=None,
+                                      write=cfg.connect_timeout_s, pool=None),
+                limits=httpx.Limits(max_connections=cfg.concurrency,
+                                    max_keepalive_connections=min(cfg.concurrency, 16)))
+        return self._client
+
+    async def __call__(self, run_input: RunAgentInput,
+                       ctx: RunContext) -> AsyncIterator[AgentItem]:
+        wire = to_wire(run_input)
+        wire["protocolVersion"] = PROTOCOL_VERSION
+        body = orjson.dumps(wire)
+        deadline = asyncio.get_running_loop().time() + self.config.run_timeout_s
+        async with self._slots:
+            response = await self._open(body, deadline)
+            try:
+                async for item in self._events(response, deadline):
+                    yield item
+            finally:
+                await response.aclose()
+
+    # ---- the request ---------------------------------------------------
+
+    async def _open(self, body: bytes, deadline: float) -> httpx.Response:
+        """The upstream's event-stream answer (retried while nothing was started)."""
+        cfg = self.config
+        headers = {**cfg.headers, "Content-Type": "application/json",
+                   "Accept": "text/event-stream"}
+        attempt = 0
+        while True:
+            request = self._http().build_request("POST", cfg.url, content=body, headers=headers)
+            wait, limit = self._wait(deadline)
+            try:
+                async with asyncio.timeout(wait):
+                    response = await self._http().send(request, stream=True)
+            except TimeoutError:
+                raise RunFailedError(f"upstream {self.where} sent no answer within {limit}",
+                                     "upstream_timeout") from None
+            except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+                failure = RunFailedError(f"upstream {self.where} is unreachable: "
+                                         f"{type(exc).__name__}: {exc}", "upstream_unreachable")
+            except httpx.TransportError as exc:
+                raise RunFailedError(f"upstream {self.where} dropped the request: "
+                                     f"{type(exc).__name__}: {exc}", "upstream_dropped") from exc
+            else:
+                if 200 <= response.status_code < 300:
+                    return await self._checked_stream(response)
+                failure = await self._status_failure(response)
+                if response.status_code not in RETRIED_STATUS:
+                    raise failure
+            if attempt >= cfg.retries:
+                raise failure
+            attempt += 1
+            log.warning("upstream %s attempt %d failed (%s); retrying", self.where, attempt,
+                        failure.code)
+            await asyncio.sleep(min(RETRY_BACKOFF_S * 2 ** (attempt - 1),
+                                    self._wait(deadline)[0]))
+
+    async def _checked_stream(self, response: httpx.Response) -> httpx.Response:
+        kind = response.headers.get("content-type", "").partition(";")[0].strip().lower()
+        if kind != "text/event-stream":
+            await response.aclose()
+            raise RunFailedError(f"upstream {self.where} answered {kind or 'no content type'}, "
+                                 "not text/event-stream", "upstream_protocol")
+        return response
+
+    async def _status_failure(self, response: httpx.Response) -> RunFailedError:
+        body = b""
+        try:
+            async with asyncio.timeout(self.config.connect_timeout_s):
+                async for chunk in response.aiter_bytes():
+                    body += chunk
+                    if len(body) >= BODY_QUOTE_BYTES:
+                        break
+        except (TimeoutError, httpx.HTTPError):
+            pass
+        finally:
+            await response.aclose()
+        said = quoted(body[:BODY_QUOTE_BYTES])
+        return RunFailedError(f"upstream {self.where} answered {response.status_code}"
+                              + (f": {said}" if said else ""), "upstream_status")
+
+    # ---- the stream ----------------------------------------------------
+
+    async def _events(self, response: httpx.Response,
+                      deadline: float) -> AsyncIterator[dict[str, Any]]:
+        """The upstream's events, validated, its RUN_STARTED dropped, up to its terminal."""
+        stream = EventSource(response).aiter_sse()
+        started = False
+        try:
+            while True:
+                sse = await self._next(stream, deadline)
+                if sse is None:
+                    raise RunFailedError(f"upstream {self.where} ended its stream without "
+                                         "RUN_FINISHED or RUN_ERROR", "upstream_dropped")
+                if not sse.data:
+                    continue
+                wire = self._event(sse)
+                if wire["type"] == "RUN_STARTED":
+                    if started:
+                        raise RunFailedError(f"upstream {self.where} started its run twice",
+                                             "upstream_protocol")
+                    started = True
+                    continue
+                yield wire
+                if wire["type"] in TERMINAL_TYPES:
+                    return
+        finally:
+            await stream.aclose()
+
+    async def _next(self, stream: AsyncIterator[ServerSentEvent],
+                    deadline: float) -> ServerSentEvent | None:
+        wait, limit = self._wait(deadline)
+        try:
+            async with asyncio.timeout(wait):
+                return await anext(stream)
+        except StopAsyncIteration:
+            return None
+        except TimeoutError:
+            raise RunFailedError(f"upstream {self.where} sent no event within {limit}",
+                                 "upstream_timeout") from None
+        except httpx.TransportError as exc:
+            raise RunFailedError(f"upstream {self.where} dropped the stream: "
+                                 f"{type(exc).__name__}: {exc}", "upstream_dropped") from exc
+
+    def _event(self, sse: ServerSentEvent) -> dict[str, Any]:
+        try:
+            wire = orjson.loads(sse.data)
+        except orjson.JSONDecodeError as exc:
+            raise RunFailedError(f"upstream {self.where} sent an event that is not JSON: {exc}",
+                                 "upstream_protocol") from None
+        if not isinstance(wire, dict):
+            raise RunFailedError(f"upstream {self.where} sent {type(wire).__name__} JSON, "
+                                 "not an event object", "upstream_protocol")
+        try:
+            EVENT_DECODER.validate_python(wire)
+        except ValidationError as exc:
+            raise RunFailedError(f"upstream {self.where} sent an invalid event: "
+                                 f"{validation_detail(exc)}", "upstream_protocol") from None
+        return wire
+
+    # ---- time ------------------------------------------------------------
+
+    def _wait(self, deadline: float) -> tuple[float, str]:
+        """How long the next wait may take — the idle timeout, cut by the run's
+        deadline — and the limit that names (for the timeout's message)."""
+        left = deadline - asyncio.get_running_loop().time()
+        if left <= self.config.idle_timeout_s:
+            return (max(left, 0.0),
+                    f"the run's {self.config.run_timeout_s:g}s (AGUI_UPSTREAM_RUN_TIMEOUT_S)")
+        return (self.config.idle_timeout_s,
+                f"{self.config.idle_timeout_s:g}s (AGUI_UPSTREAM_IDLE_TIMEOUT_S)")
