@@ -20,8 +20,8 @@ and part of its value) is dead-lettered ``record_too_large``, and nothing
 else is written for it; a run boundary whose new thread state would not fit
 is dead-lettered too, and its run closed as failed (``Boundary.failed``),
 so the thread is never left running; dead letters are cut to fit
-(``letters``). The encodings are kept and written as they are. What still
-slips past (a broker whose limit is below the configured one) is named by
+(``services.kafka.deadletters``). The encodings are kept and written as
+they are. What still slips past (a broker whose limit is below the configured one) is named by
 the broker's refusal; the processor hands its inputs back as ``poison``,
 and the next batch dead-letters them instead of deciding them again.
 
@@ -50,7 +50,6 @@ from contracts import (
     EventHeaders,
     ThreadState,
     decode,
-    encode,
     header_value,
 )
 from contracts.headers import EVENT_TYPE, TRACEPARENT
@@ -64,15 +63,13 @@ from services.gatekeeper.intake import (
     read_request,
     refusal,
 )
-from services.gatekeeper.letters import DEAD_LETTER_VALUE_LIMIT, InRecord, dead_letter
 from services.gatekeeper.rules import Outcome, Policy, decide, on_boundary
 from services.gatekeeper.thread import BOUNDARY_TYPES, Boundary, fresh
+from services.kafka.deadletters import InRecord, fitting
 from services.kafka.sizing import RecordLimit
 from services.runtime.tracing import next_hop_bytes
 
-__all__ = [
-    "DEAD_LETTER_VALUE_LIMIT", "Batch", "Decided", "InRecord", "Limits", "Poison", "dead_letter",
-]
+__all__ = ["Batch", "Decided", "Limits", "Poison"]
 
 TOO_LARGE = "record_too_large"
 """The dead-letter code of an input whose outputs cannot be written."""
@@ -319,10 +316,8 @@ class Batch:
 
     def _dead(self, record: InRecord, code: str, reason: str, *, minimal: bool = False) -> None:
         """Dead-letter ``record``; cut to its origin and reason when even the cut one is too big."""
-        letter = dead_letter(record, code, reason, self.now, minimal=minimal)
-        if not minimal and not self.limits.record.fits(_key(letter.key), encode(letter)):
-            letter = dead_letter(record, code, reason, self.now, minimal=True)
-        self.dead_letters.append(letter)
+        self.dead_letters.append(fitting(record, code, reason, self.now, service="gatekeeper",
+                                         limit=self.limits.record, minimal=minimal))
 
     def _boundary(self, kind: str, record: InRecord) -> tuple[str, Boundary] | None:
         """The thread and boundary a boundary record names, or None (dead-lettered)."""

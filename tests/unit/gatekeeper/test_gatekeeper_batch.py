@@ -11,9 +11,10 @@ from ag_ui.core import RunErrorEvent, RunFinishedEvent, RunFinishedInterruptOutc
 from gatekeeper_builders import ENQUEUE, NOW, REJECT, interrupt, request, resolve, running
 
 from contracts import EventHeaders, ThreadState, TopicCatalog, encode, encode_event
-from services.gatekeeper.batch import DEAD_LETTER_VALUE_LIMIT, Batch, Limits, dead_letter
+from services.gatekeeper.batch import Batch, Limits
 from services.gatekeeper.partition import outputs
 from services.gatekeeper.rules import Policy
+from services.kafka.deadletters import DEAD_LETTER_VALUE_LIMIT, dead_letter
 from services.kafka.sizing import RecordLimit, record_size
 from services.kafka.transactions import OutRecord
 
@@ -165,7 +166,7 @@ def test_a_closing_boundary_decides_the_queued_requests() -> None:
 
 def test_a_huge_dead_letter_is_cut_and_says_so() -> None:
     value = b"x" * (DEAD_LETTER_VALUE_LIMIT + 10)
-    letter = dead_letter(Rec("p.requests", value), "oversize", "too big", NOW)
+    letter = dead_letter(Rec("p.requests", value), "oversize", "too big", NOW, service="gatekeeper")
     assert len(letter.value) == DEAD_LETTER_VALUE_LIMIT
     assert f"of {DEAD_LETTER_VALUE_LIMIT + 10} bytes" in letter.reason
 

@@ -17,9 +17,9 @@ from test_gatekeeper_batch import Rec, ev, fits, req
 
 from contracts import DeadLetter, ThreadState, TopicCatalog, encode, encode_event
 from services.gatekeeper.batch import Batch, Limits, Poison
-from services.gatekeeper.letters import DEAD_LETTER_KEY_LIMIT, dead_letter
 from services.gatekeeper.partition import outputs
 from services.gatekeeper.rules import Policy
+from services.kafka.deadletters import DEAD_LETTER_KEY_LIMIT, dead_letter
 from services.kafka.sizing import RecordLimit, record_size
 from services.kafka.transactions import OutRecord
 
@@ -93,7 +93,7 @@ def test_a_dead_letter_cuts_a_huge_key_and_headers_so_it_always_fits() -> None:
     key = b"k" * 400_000
     headers = [(f"h{i}", b"v" * 5000) for i in range(100)]
     letter = dead_letter(Rec("p.requests", b"x" * 900_000, key, headers), "oversize", "r" * 9000,
-                         NOW)
+                         NOW, service="gatekeeper")
     assert letter.key is not None
     assert len(letter.key) == DEAD_LETTER_KEY_LIMIT
     assert "key cut to 1024 of 400000 characters" in letter.reason

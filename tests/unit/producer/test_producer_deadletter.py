@@ -8,8 +8,9 @@ from datetime import UTC, datetime
 import pytest
 
 from contracts import DeadLetter, decode
+from services.kafka.deadletters import DEAD_LETTER_KEY_LIMIT as KEY_SHOWN
 from services.kafka.sizing import record_size
-from services.producer.deadletter import KEY_SHOWN, Source, fitted
+from services.producer.deadletter import Source, fitted
 from services.producer.sizes import RecordGuard
 
 pytestmark = pytest.mark.unit
