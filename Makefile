@@ -11,7 +11,7 @@ NPM_DIRS := $(patsubst %/package-lock.json,%,$(wildcard tests/*/package-lock.jso
 NPM_STAMPS := $(addsuffix /node_modules/.installed,$(NPM_DIRS))
 PYTEST_ARGS ?=
 
-.PHONY: help install jars run test test-faults lint bench contracts kafka-up kafka-down clean
+.PHONY: help install jars run test test-faults test-cluster lint bench contracts kafka-up kafka-cluster-up kafka-down clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | \
@@ -41,6 +41,9 @@ test: install lint ## Set up and run the whole test suite against a real Kafka b
 test-faults: install ## Run only the fault suite (kills, restarts, fuzz)
 	$(PY) -m pytest -m faults $(PYTEST_ARGS)
 
+test-cluster: install ## The cluster suite: three local KRaft nodes (RF 3, min ISR 2), kills and restarts
+	$(PY) -m pytest tests/cluster -m cluster $(PYTEST_ARGS)
+
 lint: $(STAMP) ## ruff and mypy --strict (with the pydantic plugin)
 	$(VENV)/bin/ruff check contracts services deploy tests $(wildcard bench)
 	$(VENV)/bin/mypy
@@ -54,7 +57,10 @@ contracts: $(STAMP) ## Regenerate the JSON Schemas and the AsyncAPI document in 
 kafka-up: jars ## Start the local broker on 127.0.0.1:9092 (background)
 	$(VENV)/bin/agui-relay kafka up
 
-kafka-down: $(STAMP) ## Stop the local broker
+kafka-cluster-up: jars ## Start a local 3-node cluster on 127.0.0.1:9092/9094/9096 (background)
+	$(VENV)/bin/agui-relay kafka up --brokers 3
+
+kafka-down: $(STAMP) ## Stop the local broker (or cluster)
 	$(VENV)/bin/agui-relay kafka down
 
 clean: ## Stop the local broker and remove everything fetched or generated

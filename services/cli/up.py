@@ -66,6 +66,11 @@ def ensure_broker() -> tuple[str, launcher.Broker | None]:
     if given:
         console.print(f"[bold]Kafka[/]: using KAFKA_BOOTSTRAP_SERVERS={given}")
         return given, None
+    cluster = launcher.recorded_cluster(launcher.DEFAULT_RUN_DIR)
+    if cluster is not None and any(node.alive() for node in cluster.nodes):
+        console.print(f"[bold]Kafka[/]: using the local {len(cluster.nodes)}-node cluster on "
+                      f"{cluster.bootstrap}")
+        return cluster.bootstrap, None
     running = launcher.status(launcher.DEFAULT_RUN_DIR)
     if running is not None:
         console.print(f"[bold]Kafka[/]: reusing the local broker on {running.bootstrap}")
