@@ -92,17 +92,17 @@ async def test_a_child_thread_is_readable_replayable_and_cancellable_through_2f(
     child_thread, child_run = child["threadId"], child["runId"]
     assert child_thread.startswith(f"{parent}/"), child_thread
     assert child_thread != f"{parent}/review", "the child's thread id is predictable"
-    encoded = quote(child_thread, safe="")
+    encoded, run = quote(child_thread, safe=""), quote(child_run, safe="")  # both hold a '/'
     view = await tenant_a.get(f"/threads/{encoded}")
     assert view.status_code == 200, view.text[:300]
     assert view.json()["threadId"] == child_thread
-    events = await tenant_a.get(f"/threads/{encoded}/runs/{child_run}/events",
+    events = await tenant_a.get(f"/threads/{encoded}/runs/{run}/events",
                                 headers={"accept": "text/event-stream"}, timeout=10.0)
     assert events.status_code == 200, events.text[:300]
     assert "RUN_FINISHED" in events.text, events.text[-300:]
     foreign = await tenant_b.get(f"/threads/{encoded}")
     assert foreign.status_code == 404, foreign.text[:300]
-    cancel = await tenant_a.post(f"/threads/{encoded}/runs/{child_run}/cancel")
+    cancel = await tenant_a.post(f"/threads/{encoded}/runs/{run}/cancel")
     assert cancel.status_code == 202, cancel.text[:300]
 
 
