@@ -14,7 +14,9 @@ name from ``AGUI_AGENTS`` (``name=module:object,...``; a bare ``name`` is
 looked up) or from the ``agui_relay.agents`` entry point group; the sample
 agents are always available under their names. A value that is an
 ``http://`` or ``https://`` URL names an upstream AG-UI endpoint instead
-(``services.producer.upstream``): ``billing=http://billing-agent:8080/agui``.
+(``services.producer.upstream``): ``billing=http://billing-agent:8080/agui``;
+an object that is a framework's AG-UI agent (``LangGraphAgent``) is hosted
+as it is (``services.producer.framework``).
 """
 
 from __future__ import annotations
@@ -67,11 +69,16 @@ def agent_definition(
 
 
 def as_definition(obj: object, origin: str = "agent") -> AgentDefinition:
-    """Accept an ``AgentDefinition`` or a bare async callable."""
+    """Accept an ``AgentDefinition``, a bare async callable, or a framework's AG-UI
+    agent object (``services.producer.framework``: ``LangGraphAgent``, ``ADKAgent``)."""
     if isinstance(obj, AgentDefinition):
         return obj
     if callable(obj):
         return agent_definition(obj)
+    from services.producer.framework import framework_definition, is_framework_agent
+
+    if is_framework_agent(obj):
+        return framework_definition(obj, origin)
     raise AgentLoadError(f"{origin} is {type(obj).__name__}, not an agent callable")
 
 
