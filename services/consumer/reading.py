@@ -4,7 +4,8 @@ The fan-out and the thread view each run one group-less consumer in a task
 of their own for the life of the app. ``BackgroundReader`` starts and stops
 that task and its consumer the same way for both, and tells liveness
 (``running`` turns false when the task died); ``wait_for_partitions`` holds
-a reader back, with backoff, until its topics exist.
+a reader back, with backoff, until its topics exist; ``Progress`` wakes a
+route waiting for a reader to move on (``freshness``).
 """
 
 from __future__ import annotations
@@ -36,6 +37,30 @@ async def wait_for_partitions(kafka: KafkaSettings, names: tuple[str, ...]) -> d
         log.warning("waiting for topics %s", ", ".join(missing))
         await asyncio.sleep(delay)
         delay = min(delay * 2, 5.0)
+
+
+class Progress:
+    """Wakes whoever waits for a reader to hand over its next batch.
+
+    The reader calls ``moved`` after each batch it applied; ``next`` returns at
+    the next ``moved`` or after ``within_s``, whichever comes first (a waiter
+    checks its own condition again either way: a reader's position may also
+    move without a batch, over transaction markers).
+    """
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+
+    def moved(self) -> None:
+        event, self._event = self._event, asyncio.Event()
+        event.set()
+
+    async def next(self, within_s: float) -> None:
+        if within_s <= 0:
+            return
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(within_s):
+                await self._event.wait()
 
 
 class BackgroundReader:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from services.consumer.agents import AgentDirectory
+from services.consumer.freshness import Freshness
 from services.consumer.limits import EdgeLimits
 from services.consumer.metrics import ConsumerMetrics
 from services.consumer.publisher import Publisher
@@ -61,7 +62,10 @@ class Relay:
                              stream_queue=settings.stream_queue,
                              index_size=settings.replay_index_size)
         self.threads = ThreadView(kafka)
-        self.tenancy = Tenancy(self.threads, self.fanout, enforced=authenticated)
+        self.freshness = Freshness(self.threads, self.fanout, self.limits,
+                                   settings.read_your_writes_s)
+        self.tenancy = Tenancy(self.threads, self.fanout, enforced=authenticated,
+                               freshness=self.freshness)
         """Thread ownership; ``authenticated``: callers are tenants named by API keys."""
         self.tasks: set[asyncio.Task[Any]] = set()
         self.runs = RunService(settings, kafka, self.fanout, self.publisher, self.agents,

@@ -81,7 +81,8 @@ async def run_agent(agent: str, request: Request) -> EventStreamResponse:
             responses=_problems(400, 404), summary="A thread's status and open interrupts",
             description="A thread id holding `/` (a pipeline child's) is sent as `%2F`.")
 async def get_thread(thread_id: str, request: Request) -> Response:
-    state = await _ids(request, thread_id).tenancy.readable(thread_id, _principal(request))
+    state = await _ids(request, thread_id).tenancy.readable(thread_id, _principal(request),
+                                                            fresh=True)
     if state is None:
         raise NotFound("unknown_thread", f"no thread {thread_id!r} is known")
     return _json(ThreadView.of(state))

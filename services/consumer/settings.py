@@ -50,6 +50,8 @@ class ConsumerSettings(BaseSettings):
     """Runs whose first offset the instance remembers, so a replay seeks instead of scanning."""
     startup_timeout_s: float = Field(30.0, alias="AGUI_STARTUP_TIMEOUT_S", ge=0)
     """How long startup waits for the Kafka readers before serving anyway (not ready)."""
+    read_your_writes_s: float = Field(2.0, alias="AGUI_READ_YOUR_WRITES_S", ge=0, le=60)
+    """How long ``GET /threads/{id}`` may wait for the state a run's end produced (0: off)."""
     principal: str = Field("anonymous", alias="AGUI_PRINCIPAL")
     """Who requests come from when authentication is off (no API keys configured)."""
     http_max_header_bytes: int = Field(16_384, alias="AGUI_HTTP_MAX_HEADER_BYTES",

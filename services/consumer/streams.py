@@ -14,8 +14,11 @@ bounded queue. A stream whose client reads too slowly fills its queue; it is
 then dropped (error log, ``streams_dropped`` metric) instead of stalling the
 router and every other stream. Alongside routing, the reader remembers, in
 bounded LRU maps, where each run it saw begins (so a replay seeks instead of
-scanning) and which runs were admitted (so a cancel for a run the thread
-view has not caught up with yet is not refused).
+scanning), which runs were admitted (so a cancel for a run the thread
+view has not caught up with yet is not refused) and how each run ended (its
+terminal event, so ``GET /threads/{id}`` answers no state from before an end
+a client has read: ``freshness``, which also asks ``reach_end`` to wait until
+this reader has read a thread's partition up to its end).
 
 Partitions added to a topic after startup are not read until restart.
 """
@@ -32,11 +35,13 @@ import orjson
 from pydantic import ValidationError
 
 from contracts import Decision
-from contracts.headers import EVENT_TYPE, RUN_ID, SEQ, header_value
+from contracts.headers import AGENT, EVENT_TYPE, RUN_ID, SEQ, header_value
+from services.consumer.catchup import KEPT_BYTES, Ending
 from services.consumer.mailbox import Mailbox
 from services.consumer.metrics import ConsumerMetrics
+from services.consumer.ordering import TERMINAL_TYPES
 from services.consumer.problems import Unavailable
-from services.consumer.reading import BackgroundReader, wait_for_partitions
+from services.consumer.reading import BackgroundReader, Progress, wait_for_partitions
 from services.kafka.clients import (
     AIOKafkaConsumer,
     ConsumerRecord,
@@ -44,10 +49,15 @@ from services.kafka.clients import (
     TopicPartition,
     new_consumer,
 )
+from services.kafka.partitioning import partition_for
 from services.runtime.logging import run_fields
 from services.runtime.settings import KafkaSettings
 
 log = logging.getLogger(__name__)
+
+POSITION_POLL_S = 0.01
+"""``reach_end`` looks at the reader's position at least this often (it can pass a
+transaction marker without handing over a batch)."""
 
 
 def _text(value: object) -> str | None:
@@ -154,6 +164,11 @@ class FanOut(BackgroundReader):
         """(threadId, runId) → (partition, offset) of the first record seen of that run."""
         self.admitted: LruMap[RunKey, str] = LruMap(max(index_size, 1024))
         """(threadId, runId) → agent, for runs this instance saw admitted."""
+        self.ended: LruMap[RunKey, Ending] = LruMap(max(index_size, 1024))
+        """(threadId, runId) → the run's terminal event, for runs this instance saw end."""
+        self.last_ended: LruMap[str, str] = LruMap(max(index_size, 1024))
+        """threadId → the run whose end this instance read last."""
+        self.progress = Progress()
         self.ready = asyncio.Event()
         self.partitions: dict[str, int] = {}
         self._streams: dict[RunKey, set[RunStream]] = {}
@@ -230,6 +245,24 @@ class FanOut(BackgroundReader):
                     for record in records:
                         self._on_event(tp.partition, record)
                     self.metrics.records_routed.labels("events").inc(len(records))
+            if batch:
+                self.progress.moved()
+
+    async def reach_end(self, thread_id: str, deadline: float) -> bool:
+        """Wait until this reader has read the thread's events partition up to the end
+        it has now (one ListOffsets); False when ``deadline`` (the loop's clock) comes first."""
+        consumer = self._consumer
+        topic = self.kafka.topics.events
+        if consumer is None or not self.ready.is_set():
+            return False
+        tp = TopicPartition(topic, partition_for(thread_id, self.partitions[topic]))
+        end = (await consumer.end_offsets([tp]))[tp]
+        while await consumer.position(tp) < end:
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                return False
+            await self.progress.next(min(left, POSITION_POLL_S))
+        return True
 
     async def _assign(self, consumer: AIOKafkaConsumer,
                       names: tuple[str, ...]) -> list[TopicPartition]:
@@ -275,6 +308,9 @@ class FanOut(BackgroundReader):
             return
         key = (record.key.decode("utf-8", "replace"), run_id)
         self.run_starts.setdefault(key, (partition, record.offset))
+        event_type = header_value(headers, EVENT_TYPE) or ""
+        if event_type in TERMINAL_TYPES:
+            self._ended(key, event_type, record)
         subs = self._streams.get(key)
         if not subs:
             return
@@ -282,8 +318,7 @@ class FanOut(BackgroundReader):
             number = int(seq)
         except ValueError:
             return
-        delivery = Delivery(number, header_value(headers, EVENT_TYPE) or "", record.value,
-                            record.offset)
+        delivery = Delivery(number, event_type, record.value, record.offset)
         for stream in list(subs):
             if not stream.push(delivery):
                 log.error("stream of run %s dropped: client reads too slowly "
@@ -291,3 +326,12 @@ class FanOut(BackgroundReader):
                           extra={"threadId": key[0], "runId": run_id})
                 self.metrics.streams_dropped.labels("slow_client").inc()
                 self.unsubscribe(stream)
+
+    def _ended(self, key: RunKey, event_type: str, record: ConsumerRecord) -> None:
+        """Remember the run's terminal event (its first one: a late one changes nothing)."""
+        if key in self.ended:
+            return
+        value = record.value if len(record.value or b"") <= KEPT_BYTES else None
+        self.ended.put(key, Ending(key[1], event_type, header_value(record.headers, AGENT) or "",
+                                   record.offset, value))
+        self.last_ended.put(key[0], key[1])

@@ -56,6 +56,7 @@ from __future__ import annotations
 import asyncio
 
 from contracts import Decision, ThreadState
+from services.consumer.freshness import Freshness
 from services.consumer.problems import NotFound, Problem, Rejected, Unavailable
 from services.consumer.streams import FanOut
 from services.consumer.threads import ThreadView
@@ -110,9 +111,11 @@ class Tenancy:
     """Ownership checks against this instance's thread view."""
 
     def __init__(self, threads: ThreadView, fanout: FanOut, *, enforced: bool,
-                 settle_s: float = SETTLE_S) -> None:
+                 settle_s: float = SETTLE_S, freshness: Freshness | None = None) -> None:
         self.threads = threads
         self.fanout = fanout
+        self.freshness = freshness
+        """Read-your-writes for ``readable(fresh=True)``; None: the view as it is."""
         self.enforced = enforced
         """True when API keys are configured (callers are tenants)."""
         self.settle_s = settle_s
@@ -127,17 +130,24 @@ class Tenancy:
             raise unknown_thread(thread_id)
         return never_ran(state)
 
-    async def readable(self, thread_id: str, principal: str,
-                       run_id: str | None = None) -> ThreadState | None:
+    async def readable(self, thread_id: str, principal: str, run_id: str | None = None, *,
+                       fresh: bool = False) -> ThreadState | None:
         """The thread's state for ``principal``; None when the view does not know it.
 
         Raises the 404 when the thread is another tenant's, and, with
         authentication on, when its owner cannot be established (no state:
         404 once the view has caught up, 503 ``not_ready`` before).
+        ``fresh``: a state past every run end this service has streamed
+        (``freshness``), waited for only once the caller may read the thread
+        (an owner never changes), so another tenant learns nothing from it.
         """
         state = self.threads.get(thread_id)
         if state is None and run_id is not None and (thread_id, run_id) in self.fanout.admitted:
             state = await self._settle(thread_id)
+        if state is not None and not may_read(state, principal, enforced=self.enforced):
+            raise unknown_thread(thread_id)
+        if fresh and self.freshness is not None and (state is not None or not self.enforced):
+            state = await self.freshness.settled(thread_id, state)
         if state is None:
             if not self.enforced:
                 return None

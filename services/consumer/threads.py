@@ -6,7 +6,8 @@ beginning and keeps the latest value of each thread as raw bytes, decoding
 only when a route asks. A tombstone (null value) removes the thread. Memory
 is therefore proportional to the compacted topic (one small record per live
 thread); ``caught_up`` says when the startup backlog has been read, so a
-route can tell "unknown thread" from "not read yet".
+route can tell "unknown thread" from "not read yet", and ``progress`` wakes a
+route waiting for a thread's next state (``freshness``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import asyncio
 import logging
 
 from contracts import DecodeError, ThreadState, decode
-from services.consumer.reading import BackgroundReader, wait_for_partitions
+from services.consumer.reading import BackgroundReader, Progress, wait_for_partitions
 from services.kafka.clients import KafkaError, TopicPartition, new_consumer
 from services.runtime.settings import KafkaSettings
 
@@ -30,6 +31,7 @@ class ThreadView(BackgroundReader):
     def __init__(self, kafka: KafkaSettings) -> None:
         super().__init__(kafka)
         self.caught_up = asyncio.Event()
+        self.progress = Progress()
         self._states: dict[str, bytes] = {}
 
     def __len__(self) -> int:
@@ -79,6 +81,8 @@ class ThreadView(BackgroundReader):
             for records in batch.values():
                 for record in records:
                     self.apply(record.key, record.value)
+            if batch:
+                self.progress.moved()
             if pending:
                 for tp in list(pending):
                     if await consumer.position(tp) >= ends[tp]:

@@ -1,0 +1,72 @@
+"""Read-your-writes: a thread read right after its run's stream ended shows that end.
+
+The real gatekeeper and producer worker (``backend``) behind two consumer
+instances in this process. Back to back, 200 runs: each ``approval`` run
+(one interrupt) on a fresh thread and each ``scripted`` run (finishing) on
+one shared thread are streamed from instance A; the moment the stream ends,
+``GET /threads/{id}`` on A and on B must show that run and the state its end
+produced, never the ``running`` state from before it (which the gatekeeper
+replaces only after it has read the terminal event, tens of milliseconds
+after the client did).
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+from backend import backend
+from consumer_harness import data_values, serving
+
+from services.runtime.settings import KafkaSettings
+
+pytestmark = pytest.mark.integration
+
+PAIRS = 100
+"""Each pair is an interrupting run and a finishing one."""
+
+
+def _input(thread_id: str) -> dict[str, Any]:
+    return {"threadId": thread_id, "runId": f"run-{uuid.uuid4().hex[:10]}",
+            "messages": [{"id": f"m-{uuid.uuid4().hex[:6]}", "role": "user",
+                          "content": "tidy the disk"}]}
+
+
+async def _run(http: httpx.AsyncClient, agent: str, body: dict[str, Any]) -> dict[str, Any]:
+    """Stream one run to its end; its terminal event."""
+    response = await http.post(f"/agents/{agent}", json=body)
+    assert response.status_code == 200, response.text
+    last: dict[str, Any] = orjson.loads(data_values(response.content)[-1])
+    assert last["type"] in ("RUN_FINISHED", "RUN_ERROR"), last
+    return last
+
+
+async def _thread(http: httpx.AsyncClient, thread_id: str) -> dict[str, Any]:
+    response = await http.get(f"/threads/{thread_id}")
+    assert response.status_code == 200, (thread_id, response.text)
+    view: dict[str, Any] = response.json()
+    return view
+
+
+async def test_a_thread_read_right_after_a_stream_ended_shows_that_end(
+        kafka: KafkaSettings, tmp_path: Path) -> None:
+    shared = f"rw-{uuid.uuid4().hex[:8]}"
+    behind: list[tuple[str, str, str, dict[str, Any]]] = []
+    async with backend(kafka, tmp_path), serving(kafka) as a, serving(kafka) as b:
+        for _ in range(PAIRS):
+            for agent, thread_id, expected in (("approval", f"rw-{uuid.uuid4().hex[:8]}",
+                                                "interrupted"),
+                                               ("scripted", shared, "idle")):
+                body = _input(thread_id)
+                end = await _run(a.http, agent, body)
+                assert end["type"] == "RUN_FINISHED", end
+                for name, instance in (("A", a), ("B", b)):
+                    view = await _thread(instance.http, thread_id)
+                    if view.get("lastRunId") != body["runId"] or view["status"] != expected:
+                        behind.append((agent, name, body["runId"], view))
+    assert not behind, f"{len(behind)} reads showed a state from before the stream's end; " \
+                       f"first: {behind[0]}"
