@@ -64,6 +64,7 @@ def producer(
     CA_FILE: the CA bundle to check it with
     CONCURRENCY (64): requests in flight to it from this worker
     RETRIES (2): when unreachable or 502/503/504, only before any event
+    MAX_EVENT_BYTES (4194304): the longest SSE event read from it
     """
     configure("producer")
     overrides: dict[str, Any] = {"agents": agents}

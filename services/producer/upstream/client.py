@@ -22,7 +22,10 @@ left open and writes the one terminal event. What this module adds:
   terminal event), ``upstream_timeout`` (no event within
   ``IDLE_TIMEOUT_S``, or the run past ``RUN_TIMEOUT_S``);
 * retries: only before the first byte of an answer — an unreachable
-  upstream or a 502/503/504 — never once the upstream has started a run.
+  upstream or a 502/503/504 — never once the upstream has started a run;
+* bounds: the answer is asked for uncompressed (``Accept-Encoding:
+  identity``; a compressed one is refused) and read through ``BoundedStream``,
+  so no event longer than ``MAX_EVENT_BYTES`` is ever buffered.
 
 A cancelled run cancels this generator at its next await: leaving the
 ``async with`` closes the response, which aborts the upstream request.
@@ -75,6 +78,39 @@ def quoted(body: bytes) -> str:
     return text if len(text) <= BODY_QUOTE_CHARS else text[:BODY_QUOTE_CHARS] + "…"
 
 
+class EventTooLongError(Exception):
+    """An upstream's SSE event grew past ``MAX_EVENT_BYTES``."""
+
+
+class BoundedStream(httpx.AsyncByteStream):
+    """A response body that refuses to run on past ``limit`` bytes without an event end.
+
+    Counts the bytes since the last blank line (an SSE event boundary; looked for
+    across chunk edges), so memory stays bounded whatever the upstream sends.
+    """
+
+    BOUNDARIES = (b"\n\n", b"\r\r", b"\r\n\r\n")
+
+    def __init__(self, inner: httpx.AsyncByteStream, limit: int) -> None:
+        self.inner = inner
+        self.limit = limit
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        pending = 0
+        tail = b""
+        async for chunk in self.inner:
+            window = tail + chunk
+            ends = [i + len(b) for b in self.BOUNDARIES if (i := window.rfind(b)) >= 0]
+            pending = len(window) - max(ends) if ends else pending + len(chunk)
+            if pending > self.limit:
+                raise EventTooLongError(f"an event over {self.limit} bytes")
+            tail = window[-3:]
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
 class UpstreamAgent:
     """An AG-UI endpoint served elsewhere, run as this worker's agent."""
 
@@ -120,7 +156,7 @@ class UpstreamAgent:
         """The upstream's event-stream answer (retried while nothing was started)."""
         cfg = self.config
         headers = {**cfg.headers, "Content-Type": "application/json",
-                   "Accept": "text/event-stream"}
+                   "Accept": "text/event-stream", "Accept-Encoding": "identity"}
         attempt = 0
         while True:
             request = self._http().build_request("POST", cfg.url, content=body, headers=headers)
@@ -153,10 +189,14 @@ class UpstreamAgent:
 
     async def _checked_stream(self, response: httpx.Response) -> httpx.Response:
         kind = response.headers.get("content-type", "").partition(";")[0].strip().lower()
-        if kind != "text/event-stream":
+        encoding = response.headers.get("content-encoding", "identity").strip().lower()
+        if kind != "text/event-stream" or encoding not in ("", "identity"):
             await response.aclose()
-            raise RunFailedError(f"upstream {self.where} answered {kind or 'no content type'}, "
-                                 "not text/event-stream", "upstream_protocol")
+            said = (f"{kind or 'no content type'}, not text/event-stream"
+                    if kind != "text/event-stream" else f"a {encoding} body, not identity")
+            raise RunFailedError(f"upstream {self.where} answered {said}", "upstream_protocol")
+        if isinstance(response.stream, httpx.AsyncByteStream):
+            response.stream = BoundedStream(response.stream, self.config.max_event_bytes)
         return response
 
     async def _status_failure(self, response: httpx.Response) -> RunFailedError:
@@ -217,6 +257,9 @@ class UpstreamAgent:
         except httpx.TransportError as exc:
             raise RunFailedError(f"upstream {self.where} dropped the stream: "
                                  f"{type(exc).__name__}: {exc}", "upstream_dropped") from exc
+        except EventTooLongError as exc:
+            raise RunFailedError(f"upstream {self.where} sent {exc} "
+                                 "(AGUI_UPSTREAM_MAX_EVENT_BYTES)", "upstream_protocol") from None
 
     def _event(self, sse: ServerSentEvent) -> dict[str, Any]:
         try:

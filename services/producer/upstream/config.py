@@ -17,7 +17,9 @@ with ``-`` as ``_``):
   CA bundle to verify it with;
 * ``CONCURRENCY`` (64): requests in flight to this upstream, per worker;
 * ``RETRIES`` (2): attempts after the first when the upstream is unreachable
-  or answers 502/503/504 — only before its first event, never after.
+  or answers 502/503/504 — only before its first event, never after;
+* ``MAX_EVENT_BYTES`` (4194304): the largest SSE event read from it (a longer
+  one ends the run ``upstream_protocol`` before it is buffered whole).
 
 A bad value is an ``AgentLoadError`` naming the variable, raised when the
 worker loads its agents: a worker never starts half configured.
@@ -55,6 +57,7 @@ class UpstreamConfig:
     ca_file: str | None = None
     concurrency: int = 64
     retries: int = 2
+    max_event_bytes: int = 4 * 1024 * 1024
 
 
 def env_name(agent: str, setting: str) -> str:
@@ -147,4 +150,6 @@ def upstream_config(name: str, url: str, env: Mapping[str, str]) -> UpstreamConf
         ca_file=ca_file[1] if ca_file else None,
         concurrency=int(_number(env, name, "CONCURRENCY", 64, integer=True, least=1)),
         retries=int(_number(env, name, "RETRIES", 2, integer=True, least=0)),
+        max_event_bytes=int(_number(env, name, "MAX_EVENT_BYTES", 4 * 1024 * 1024,
+                                    integer=True, least=1024)),
     )

@@ -47,6 +47,7 @@ UP = {  # agent name: (path, settings)
     "up_garbage": ("garbage", {}),
     "up_invalid": ("invalid", {}),
     "up_drop": ("drop", {}),
+    "up_huge": ("huge", {"MAX_EVENT_BYTES": "200000"}),
     "up_idle": ("idle", {"IDLE_TIMEOUT_S": "0.5"}),
     "up_endless": ("endless", {"IDLE_TIMEOUT_S": "5", "RUN_TIMEOUT_S": "1.5"}),
     "up_slow": ("endless", {}),
@@ -155,6 +156,7 @@ FAILURES = [  # agent, RUN_ERROR code, in its message, upstream calls for the on
     ("up_garbage", "upstream_protocol", "not JSON", 1),
     ("up_invalid", "upstream_protocol", "invalid event", 1),
     ("up_drop", "upstream_dropped", "dropped the stream", 1),
+    ("up_huge", "upstream_protocol", "an event over 200000 bytes", 1),
     ("up_idle", "upstream_timeout", "AGUI_UPSTREAM_IDLE_TIMEOUT_S", 1),
     ("up_endless", "upstream_timeout", "AGUI_UPSTREAM_RUN_TIMEOUT_S", 1),
 ]

@@ -138,6 +138,13 @@ def upstream_app(seen: Upstream) -> FastAPI:
         if path == "invalid":
             return streamed(path, body, of([started(body), {"type": "TEXT_MESSAGE_CONTENT",
                                                             "delta": "no message id"}]))
+        if path == "huge":  # one event that never ends: 64 KiB chunks of one data line
+            async def endless_line() -> AsyncIterator[bytes]:
+                yield frame(started(body)) + b'data: {"type": "CUSTOM", "name": "x", "value": "'
+                for _ in range(1_000):
+                    yield b"x" * 65536
+                    await asyncio.sleep(0)
+            return streamed(path, body, endless_line())
         if path == "drop":
             return streamed(path, body, of(opening, then="drop"))
         if path == "hang_once":  # the first call hangs, every later one is good

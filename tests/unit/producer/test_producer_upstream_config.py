@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
+import httpx
 import pytest
 
 from services.cli.up import agent_names
@@ -9,7 +12,13 @@ from services.consumer.settings import ConsumerSettings
 from services.producer.agent import load_agents, parse_agents
 from services.producer.errors import AgentLoadError
 from services.producer.upstream import is_upstream_url, upstream_config
-from services.producer.upstream.client import UpstreamAgent, quoted, safe_url
+from services.producer.upstream.client import (
+    BoundedStream,
+    EventTooLongError,
+    UpstreamAgent,
+    quoted,
+    safe_url,
+)
 from services.producer.upstream.config import parse_headers
 
 pytestmark = pytest.mark.unit
@@ -90,3 +99,26 @@ def test_what_messages_name_of_an_upstream_and_its_answers_is_bounded() -> None:
     assert len(long) == 501
     assert long.endswith("…")
     assert quoted(b"\xff ok") == "\ufffd ok"
+
+
+class Chunks(httpx.AsyncByteStream):
+    def __init__(self, *chunks: bytes) -> None:
+        self.chunks = chunks
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for chunk in self.chunks:
+            yield chunk
+
+
+async def read(stream: BoundedStream) -> bytes:
+    return b"".join([chunk async for chunk in stream])
+
+
+async def test_the_bounded_stream_counts_bytes_since_the_last_event_end() -> None:
+    event = b"data: " + b"x" * 90 + b"\n\n"  # 98 bytes, an event each
+    # many events, each under the limit, boundaries split across chunks (\r\n\r\n too)
+    body = (event * 5 + b"data: y\r\n\r\n") * 3
+    chunks = [body[i:i + 7] for i in range(0, len(body), 7)]
+    assert await read(BoundedStream(Chunks(*chunks), 100)) == body
+    with pytest.raises(EventTooLongError, match="over 100 bytes"):
+        await read(BoundedStream(Chunks(event, b"data: " + b"z" * 50, b"z" * 50), 100))
