@@ -1,13 +1,14 @@
 """One partition's work between two transactions, decided in memory.
 
-The processor feeds a ``Batch`` the records it fetched for one partition:
+The commit path (``commit.prepare``) feeds a ``Batch`` the records it fetched for one partition:
 run boundaries from ``events`` first, then ``requests``. Boundaries first is
 safe because an event can only belong to a run admitted in an *earlier*
 transaction, and it spares a resume sent right after its interrupt arrived a
 spurious ``thread_busy``. The batch collects what the transaction must
 write: decisions, dispatches, dead letters and the latest state of every
-thread it changed. Nothing here touches Kafka or the clock; the committed
-states it reads are only replaced by the processor after the commit.
+thread it changed. Nothing here touches Kafka, the clock or a random
+source: ``now`` and the entropy for new trace ids are passed in, and the
+committed states it reads are only replaced after the commit.
 
 Nothing the gatekeeper writes may outgrow a record: a record the broker
 refuses fails the whole transaction, again on every retry, and would stall
@@ -21,8 +22,9 @@ else is written for it; a run boundary whose new thread state would not fit
 is dead-lettered too, and its run closed as failed (``Boundary.failed``),
 so the thread is never left running; dead letters are cut to fit
 (``services.kafka.deadletters``). The encodings are kept and written as
-they are. What still slips past (a broker whose limit is below the configured one) is named by
-the broker's refusal; the processor hands its inputs back as ``poison``,
+they are. What still slips past (a broker whose limit is below the
+configured one) is named by the broker's refusal; its inputs come back
+as ``poison`` (``refusals``),
 and the next batch dead-letters them instead of deciding them again.
 
 Events other than ``RUN_STARTED`` / ``RUN_FINISHED`` / ``RUN_ERROR`` are
@@ -67,7 +69,7 @@ from services.gatekeeper.rules import Outcome, Policy, decide, on_boundary
 from services.gatekeeper.thread import BOUNDARY_TYPES, Boundary, fresh
 from services.kafka.deadletters import InRecord, fitting
 from services.kafka.sizing import RecordLimit
-from services.runtime.tracing import next_hop_bytes
+from services.runtime.tracing import Entropy, next_hop_bytes
 
 __all__ = ["Batch", "Decided", "Limits", "Poison"]
 
@@ -157,6 +159,9 @@ class Batch:
     """Inputs to dead-letter instead of deciding (their outputs were refused)."""
     changed_by: dict[str, Source] = field(default_factory=dict)
     """threadId → the last input that changed ``states[threadId]``."""
+    entropy: Entropy = field(kw_only=True)
+    """Random bytes for new span and trace ids (``os.urandom`` in the processor): passed
+    in, so the batch stays pure and a test can pin the ids it writes."""
 
     @property
     def has_output(self) -> bool:
@@ -232,7 +237,7 @@ class Batch:
         if isinstance(read, Unreadable):
             self._dead(record, read.code, read.reason)
             return
-        trace = next_hop_bytes(_header(record.headers, TRACEPARENT))
+        trace = next_hop_bytes(_header(record.headers, TRACEPARENT), self.entropy)
         if isinstance(read, Refused):
             self._decide(record, Decided(read.decision, trace=trace, source=source))
             return

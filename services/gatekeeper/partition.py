@@ -4,7 +4,7 @@ A gatekeeper instance owns partition p of ``requests`` and ``events`` (and
 restores p of ``threads``). Everything it knows about p lives here: the
 committed thread states, the offsets committed with them, how far it has
 read, and the requests it holds back until ``events`` p has been read far
-enough (see ``processor``). The instance's one transactional producer, whose
+enough (see ``commit``). The instance's one transactional producer, whose
 id names the partitions it owns, commits every partition's batches together.
 This module also turns a decided ``Batch`` into the records its transaction
 writes; it does no I/O itself but start the producer.
@@ -205,7 +205,7 @@ def outputs(topics: TopicCatalog, partition: int, batch: Batch) -> list[OutRecor
     one; thread states go to partition p of ``threads`` whatever their key
     hashes to, so restoring p finds them. Each record's ``source`` is the
     input it was made from (a thread state: the last input that changed it),
-    for the processor to set aside should the broker refuse it.
+    for ``commit`` to set aside should the broker refuse it.
     """
     out: list[OutRecord] = []
     for d in batch.decided:

@@ -7,7 +7,7 @@ stopped) or not. Guessing either way breaks exactly-once: taking a committed
 batch for failed decides its requests again against the old thread states,
 dispatching their runs twice; taking a failed one for committed skips them.
 
-So the instance's producer is replaced first (by the processor). The new
+So the instance's producer is replaced first (by ``commit``). The new
 producer's ``init_transactions``, with the same transactional id, aborts the
 transaction if it is still open, and waits for a commit the broker had
 already accepted to complete. Then, for every partition p the transaction

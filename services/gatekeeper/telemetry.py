@@ -1,6 +1,7 @@
 """What the gatekeeper tells Prometheus, recorded where it becomes true.
 
-The processor calls this at four points and nowhere else:
+The Kafka loop (``processor``, ``commit``, ``takeover``) calls this at four
+points and nowhere else:
 
 - ``restored(p, states)`` when it takes partition p over;
 - ``committed(p, batch, polled_at)`` after p's transaction committed: the

@@ -456,4 +456,5 @@ def successor_producers(monkeypatch: Any, another_id: Callable[[], bool]) -> Non
             settings = settings.with_prefix(f"{settings.topic_prefix}.successor")
         return await start_producer(settings, client_id, partitions, retry=retry)
 
-    monkeypatch.setattr("services.gatekeeper.processor.start_producer", start)
+    for module in ("takeover", "commit"):  # taking partitions over, replacing a failed producer
+        monkeypatch.setattr(f"services.gatekeeper.{module}.start_producer", start)

@@ -197,7 +197,7 @@ async def test_a_wedged_partition_makes_readiness_fail_naming_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Without the set-aside, the broker's refusal wedges the partition: /readyz says which."""
-    monkeypatch.setattr("services.gatekeeper.processor.set_aside", lambda *_: [])
+    monkeypatch.setattr("services.gatekeeper.commit.set_aside", lambda *_: [])
     processor: Processor = await in_process(
         kafka.model_copy(update={"max_record_bytes": 4 * MIB}), AGUI_GATEKEEPER_STALL_S=2
     )

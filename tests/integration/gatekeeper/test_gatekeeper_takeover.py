@@ -67,7 +67,7 @@ async def test_a_long_takeover_keeps_the_membership(
     await topics.requests(requests)
     a: Processor = await in_process(kafka, transaction_deadline_s=300.0)
     await asyncio.wait_for(frozen.wait(), 30)
-    await a._require_consumer()._coordinator.maybe_leave_group()  # A's session is over
+    await a.state.require_consumer()._coordinator.maybe_leave_group()  # A's session is over
 
     started = time.monotonic()
     b: Processor = await in_process(kafka, session_timeout_ms=SESSION_TIMEOUT_MS)

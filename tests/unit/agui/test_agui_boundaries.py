@@ -19,7 +19,9 @@ import pytest
 pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[3]
-SERVICES = ("gatekeeper", "producer", "consumer", "runtime", "kafka", "agui")
+SERVICES = sorted(p.name for p in (ROOT / "services").iterdir()
+                  if p.is_dir() and p.name != "cli" and (p / "__init__.py").exists())
+"""Every service package (gatekeeper, producer, consumer, runtime, kafka, agui, ...)."""
 
 
 def _module_name(path: Path) -> str:
@@ -48,6 +50,7 @@ def _imports(source: str, package: list[str]) -> list[tuple[int, str]]:
 
 
 def _service_files() -> list[Path]:
+    assert {"gatekeeper", "producer", "consumer", "runtime", "kafka", "agui"} <= set(SERVICES)
     files = [p for name in SERVICES for p in sorted((ROOT / "services" / name).rglob("*.py"))]
     assert len(files) > 50, "the service packages were not found"
     return [p for p in files if p.name != "__main__.py"]

@@ -6,6 +6,7 @@ Everything takes keyword overrides and defaults to one thread ``t1`` on agent
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
@@ -27,6 +28,8 @@ from services.gatekeeper.thread import Boundary, fresh
 
 NOW = datetime(2026, 3, 1, 12, 0, 0, 250_000, tzinfo=UTC)
 """The clock of every decision in these tests (with milliseconds, to test them)."""
+ENTROPY = os.urandom
+"""The trace-id entropy a ``Batch`` is given in these tests (as the processor gives it)."""
 THREAD = "t1"
 AGENT = "scripted"
 REJECT = Policy()

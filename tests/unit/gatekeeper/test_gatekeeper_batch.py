@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import orjson
 import pytest
 from ag_ui.core import RunErrorEvent, RunFinishedEvent, RunFinishedInterruptOutcome
-from gatekeeper_builders import ENQUEUE, NOW, REJECT, interrupt, request, resolve, running
+from gatekeeper_builders import ENQUEUE, ENTROPY, NOW, REJECT, interrupt, request, resolve, running
 
 from contracts import EventHeaders, ThreadState, TopicCatalog, encode, encode_event
 from services.gatekeeper.batch import Batch, Limits
@@ -33,7 +34,8 @@ class Rec:
 
 def batch(committed: dict[str, ThreadState] | None = None, policy: Policy = REJECT) -> Batch:
     return Batch(
-        committed or {}, NOW, policy, Limits(RecordLimit(8192), agents=frozenset({"scripted"}))
+        committed or {}, NOW, policy, Limits(RecordLimit(8192), agents=frozenset({"scripted"})),
+        entropy=ENTROPY,
     )
 
 
@@ -209,6 +211,26 @@ def test_one_request_id_on_several_threads_dispatches_each_thread_its_own_run() 
     assert [trace[:36] if trace else None for *_, trace in written] == [
         _trace(n + 1)[:36] for n in range(5)
     ]
+
+
+def test_a_decisions_span_ids_come_from_the_entropy_the_batch_is_given() -> None:
+    """The batch draws no randomness of its own: pinned entropy, pinned trace ids."""
+    def pinned(n: int) -> bytes:
+        return bytes(range(1, n + 1))
+
+    def traces(entropy: Callable[[int], bytes], incoming: bytes | None) -> list[bytes | None]:
+        b = Batch({}, NOW, REJECT, Limits(RecordLimit(8192), agents=frozenset({"scripted"})),
+                  entropy=entropy)
+        headers = [("traceparent", incoming)] if incoming is not None else []
+        b.request(Rec("p.requests", encode(request("q1", "r1")), headers=headers))
+        return [trace for *_, trace in _dispatched(b)]
+
+    continued = _trace(7)[:36] + b"0102030405060708" + _trace(7)[52:]
+    assert traces(pinned, _trace(7)) == [continued]
+    assert traces(pinned, None) == traces(pinned, None)
+    [started] = traces(pinned, None)
+    assert started is not None
+    assert started.startswith(b"00-0102030405060708090a0b0c0d0e0f10-")
 
 
 def test_a_queued_request_keeps_its_own_input_beside_another_threads_same_request_id() -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import orjson
 import pytest
 from ag_ui.core import RunFinishedEvent, RunFinishedInterruptOutcome
-from gatekeeper_builders import ENQUEUE, NOW, REJECT, interrupt, request, running
+from gatekeeper_builders import ENQUEUE, ENTROPY, NOW, REJECT, interrupt, request, running
 from test_gatekeeper_batch import Rec, ev, fits, req
 
 from contracts import DeadLetter, ThreadState, TopicCatalog, encode, encode_event
@@ -35,7 +35,7 @@ def batch(
     poison: dict[tuple[str, int, int], Poison] | None = None,
 ) -> Batch:
     limits = Limits(RecordLimit(LIMIT), agents=frozenset({"scripted"}))
-    return Batch(committed or {}, NOW, policy, limits, poison=poison or {})
+    return Batch(committed or {}, NOW, policy, limits, poison=poison or {}, entropy=ENTROPY)
 
 
 def keyed(thread_id: str, *, key: str | None = None, **kwargs: object) -> Rec:
@@ -159,7 +159,7 @@ def test_a_queued_admission_whose_dispatch_would_not_fit_is_rejected() -> None:
     start = running("r0").model_copy(update={"queued": [queued]})
     # the request itself would fit; its dispatch (key, decidedAt, framing) would not
     tight = Limits(RecordLimit(len(encode(queued)) + 20), agents=frozenset({"scripted"}))
-    b = Batch({"t1": start}, NOW, ENQUEUE, tight)
+    b = Batch({"t1": start}, NOW, ENQUEUE, tight, entropy=ENTROPY)
     b.event(ev("r0", "RUN_ERROR", b"{}"))
     [decision] = b.decisions
     assert (decision.verdict, decision.code) == ("rejected", "invalid_input")

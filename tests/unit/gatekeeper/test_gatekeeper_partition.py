@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import orjson
 import pytest
-from gatekeeper_builders import NOW, REJECT, request, running
+from gatekeeper_builders import ENTROPY, NOW, REJECT, request, running
 
 from contracts import TopicCatalog, encode
 from services.gatekeeper.batch import Batch, Limits
@@ -55,7 +55,7 @@ def test_held_requests_are_not_committed_past() -> None:
 
 def test_a_commit_installs_states_and_offsets_and_a_rewind_returns_to_them() -> None:
     o = owned()
-    batch = Batch(o.states, NOW, REJECT, Limits(RecordLimit(65_536)))
+    batch = Batch(o.states, NOW, REJECT, Limits(RecordLimit(65_536)), entropy=ENTROPY)
     batch.states["t1"] = running("r0")
     o.next_request, o.applied_event = 14, 25
     o.committed(o.offsets(), batch)
@@ -71,7 +71,8 @@ def test_a_commit_installs_states_and_offsets_and_a_rewind_returns_to_them() -> 
 
 
 def test_a_transaction_writes_decision_dispatch_and_state_with_their_keys() -> None:
-    batch = Batch({}, NOW, REJECT, Limits(RecordLimit(65_536), agents=frozenset({"scripted"})))
+    batch = Batch({}, NOW, REJECT, Limits(RecordLimit(65_536), agents=frozenset({"scripted"})),
+                  entropy=ENTROPY)
     req = request("q1", "r1")
     batch.request(Rec(5, encode(req), headers=[("traceparent", TRACE)]))
     batch.request(Rec(6, b"garbage"))

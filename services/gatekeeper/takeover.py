@@ -1,0 +1,168 @@
+"""Partitions taken over on assignment and handed back on revocation, before anything is decided.
+
+On assignment, before any decision, in a task of its own (aiokafka sends no
+heartbeat while its rebalance callback runs, and this can outlast the
+session): start the producer named by the new partitions (its
+``init_transactions`` fences a predecessor and aborts what it left open),
+read the group's committed offsets once stable (a transaction of a previous
+owner still holding some has ended), restore each partition's thread states
+from ``threads`` (``store.restore``). On revocation: wait for the takeover,
+the round and the transactions in flight (``commit.drain``), commit any
+offsets read past, stop the producer, forget every partition. Every step
+holds the instance's lock, so no round routes records meanwhile, and moves
+the generation, so a round polled across it is dropped and read again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from services.gatekeeper.commit import drain
+from services.gatekeeper.partition import Owned, start_producer
+from services.gatekeeper.settle import committed_offsets
+from services.gatekeeper.state import Instance
+from services.gatekeeper.store import restore
+from services.kafka.clients import TopicPartition
+from services.kafka.fencing import FencedGroup, fenced_group
+from services.kafka.transactions import commit_outputs, stop_producer
+
+log = logging.getLogger(__name__)
+
+
+def assign(st: Instance, assigned: set[TopicPartition]) -> None:
+    """On assignment: start taking the partitions over, in the background.
+
+    aiokafka sends no heartbeat while a rebalance callback runs, and a
+    takeover can outlast the session: the group's offsets become stable
+    only once a transaction the last owner left open has ended (up to the
+    transaction timeout, when the successor's transactional id does not
+    fence it). Done inside the callback, that wait would cost the
+    membership and hand the partitions round again. The member's
+    generation is taken now, while it is the one that was assigned them.
+    """
+    try:
+        group: FencedGroup | Exception = fenced_group(st.require_consumer())
+    except Exception as exc:  # not a member any more: the next assignment comes soon
+        group = exc
+    previous = st.takeover
+    st.takeover = asyncio.create_task(_take_over(st, previous, assigned, group))
+
+
+async def settle_takeover(st: Instance) -> None:
+    """Wait until a takeover in progress has ended (before giving partitions back)."""
+    while (task := st.takeover) is not None:
+        await asyncio.gather(task, return_exceptions=True)
+        if st.takeover is task:  # not followed by another assignment meanwhile
+            st.takeover = None
+
+
+async def _take_over(
+    st: Instance,
+    previous: asyncio.Task[None] | None,
+    assigned: set[TopicPartition],
+    group: FencedGroup | Exception,
+) -> None:
+    if previous is not None:
+        await asyncio.gather(previous, return_exceptions=True)
+    await acquire(st, assigned, group)
+
+
+async def acquire(st: Instance, assigned: set[TopicPartition],
+                  group: FencedGroup | Exception) -> None:
+    """Fence, restore, position, before anything is decided (``assign``'s task).
+
+    The loop may poll the new assignment while this runs (it is not
+    blocked by the lock until it has records), so positions come from the
+    group's committed offsets, not from the consumer, and the generation
+    moves again at the end: that poll is dropped and read again.
+    """
+    async with st.lock:
+        st.joined = True
+        st.generation += 1
+        st.accepting = False
+        await drain(st)
+        await release(st)  # normally empty: revocation came first
+        st.accepting = True  # nothing is in flight: the new partitions start idle
+        numbers = sorted({tp.partition for tp in assigned})
+        if not numbers:
+            return
+        if isinstance(group, Exception):
+            log.warning("assigned partitions %s but %s; waiting for the next assignment",
+                        numbers, group)
+            st.group = None
+            return
+        started = time.monotonic()
+        try:
+            st.group = group
+            await _restore(st, numbers)
+        except Exception as exc:
+            st.fatal = exc
+            log.exception("could not take over partitions %s", numbers)
+            return
+        finally:
+            st.generation += 1
+        st.read_again(st.owned.values())
+        st.heap.freeze()  # the restored states stay: keep them out of every pass
+        st.stats["takeovers"] += 1
+        threads = sum(len(o.states) for o in st.owned.values())
+        log.info(
+            "assigned partitions %s: %d threads restored in %.0f ms",
+            numbers,
+            threads,
+            (time.monotonic() - started) * 1000,
+        )
+        st.assigned.set()
+
+
+async def _restore(st: Instance, numbers: list[int]) -> None:
+    """The producer for ``numbers`` (fencing), their committed offsets and thread states."""
+    topics = st.kafka.topics
+    st.producer = await start_producer(st.kafka, st.client_id, numbers)
+    positions = [
+        (TopicPartition(topics.requests, p), TopicPartition(topics.events, p)) for p in numbers
+    ]
+    committed = await committed_offsets(
+        st.require_consumer(), [tp for pair in positions for tp in pair]
+    )
+    restored = await restore(st.kafka, numbers, f"{st.client_id}-restore")
+    for p, (requests, events) in zip(numbers, positions, strict=True):
+        st.owned[p] = Owned(
+            p,
+            requests,
+            events,
+            restored[p],
+            committed[requests],
+            committed[events],
+            last_commit=time.monotonic(),
+        )
+        st.telemetry.restored(p, restored[p])
+
+
+async def revoke(st: Instance) -> None:
+    """On revocation: the takeover and the round in flight finish first, then hand back."""
+    await settle_takeover(st)
+    async with st.lock:
+        st.generation += 1
+        st.accepting = False
+        await drain(st)
+        await release(st)
+
+
+async def release(st: Instance) -> None:
+    """Commit offsets read past (when possible), stop the producer, forget all."""
+    owned_all, st.owned = list(st.owned.values()), {}
+    producer, st.producer = st.producer, None
+    st.telemetry.released([o.partition for o in owned_all])
+    advanced = {tp: n for o in owned_all if o.advanced() for tp, n in o.offsets().items()}
+    if producer is not None and advanced and st.fatal is None and st.group is not None:
+        try:
+            await commit_outputs(producer, [], advanced, st.fence(),
+                                 deadline_s=st.settings.transaction_deadline_s)
+        except Exception:
+            log.warning("could not commit offsets read past on release", exc_info=True)
+    if producer is not None:
+        await stop_producer(producer)
+    if owned_all:
+        log.info("released partitions %s", [o.partition for o in owned_all])
