@@ -52,6 +52,15 @@ POISON = 400_000
 HUGE_RUN = 50_000
 
 
+def huge_run(thread: str, run_length: int = HUGE_RUN) -> tuple[dict[str, Any], str]:
+    """A run of the scripted agent raising 50 interrupts, with a ``run_length`` runId
+    (and only that id long: run_input names the message after the run)."""
+    run = sized("r", run_length)
+    wire = run_input(thread, run, script=fifty_interrupts())
+    wire["messages"][-1]["id"] = "m-1"
+    return wire, run
+
+
 def fifty_interrupts(id_length: int = 8) -> dict[str, Any]:
     return {"interrupts": [{"id": sized(f"i{i}", id_length), "reason": "input_required",
                             "message": "continue?"} for i in range(50)]}
@@ -167,8 +176,7 @@ async def assert_refused(relay: UpStack, request_id: str, where: tuple[int, int]
 
 async def test_a_huge_run_id_with_fifty_interrupts_is_refused_at_the_edge(
         tenant_a: Tenant) -> None:
-    thread, _ = fresh("bigrun")
-    wire = run_input(thread, sized("r", HUGE_RUN), script=fifty_interrupts())
+    wire, _ = huge_run(fresh("bigrun")[0])
     problem = refused(await tenant_a.run("scripted", wire), 400, "id_too_long")
     assert problem.get("field") == "runId", problem
 
@@ -191,14 +199,13 @@ async def test_a_huge_run_id_on_the_topics_leaves_gatekeeper_and_worker_serving(
     settings = relay.settings
     # Onto requests: the gatekeeper refuses it (or dead-letters it), never admits it.
     thread, _ = fresh("bigrun-rq")
-    request = envelope(run_input(thread, sized("r", HUGE_RUN), script=fifty_interrupts()))
+    request = envelope(huge_run(thread)[0])
     partition, offset = await publish(settings, settings.topics.requests, thread.encode(),
                                       orjson.dumps(request))
     # Onto the dispatch topic, as if admitted: the worker ends the run or dead-letters it.
     other, _ = fresh("bigrun-dp")
-    dispatch_run = sized("r", HUGE_RUN)
-    dispatch = envelope(run_input(other, dispatch_run, script=fifty_interrupts()),
-                        decidedAt=datetime.now(UTC).isoformat())
+    wire, dispatch_run = huge_run(other)
+    dispatch = envelope(wire, decidedAt=datetime.now(UTC).isoformat())
     topic = settings.topics.dispatch("scripted")
     d_partition, d_offset = await publish(settings, topic, other.encode(), orjson.dumps(dispatch))
 
