@@ -6,7 +6,13 @@ the end offsets captured at start: status, agent, open interrupts, the
 oldest expiry and last activity, filtered by ``--status``, ``--expired``
 and ``--agent``. ``show`` reads the one partition the thread's key maps to
 on ``threads``, ``events`` and ``decisions`` and prints its runs, its
-decisions and its open interrupts with their ``responseSchema``. Ids are
+decisions and its open interrupts with their ``responseSchema``. The state
+is read first and the events after it, to their end, so a run that ended a
+moment ago may be in the events while the state still reads ``running``
+(the gatekeeper writes the new state after it reads the end): ``settled``
+then reads the state again until it is past that end, for at most
+``SETTLE_S``, and else shows the state the end produces, derived with the
+gatekeeper's rules as the consumer service derives it (``catchup``). Ids are
 what an operator copies into ``resume`` and ``cancel``, so the tables
 print them whole at any width, boxed in a terminal and as plain aligned
 columns in a pipe (``columns``); the count of threads goes to stderr.
@@ -26,12 +32,14 @@ from rich.json import JSON
 from rich.padding import Padding
 from rich.text import Text
 
+from contracts import ThreadState
 from contracts.codec import to_wire
 from services.cli.ops.columns import Column, Grid, print_grid
 from services.cli.ops.kafka_io import (
     EXIT_OK,
     EXIT_REFUSED,
     ThreadRecords,
+    read_state,
     read_thread,
     run_command,
     stderr,
@@ -44,13 +52,19 @@ from services.cli.ops.threadview import (
     ThreadRow,
     latest_states,
     row_of,
+    run_ending,
     select,
     summarize_runs,
 )
+from services.consumer.catchup import boundary, closed, passed
 from services.kafka.reader import TopicReader
-from services.runtime.settings import KafkaSettings
+from services.runtime.settings import KafkaSettings, LimitSettings
 
 app = typer.Typer(help="Threads from the compacted thread-state topic.", no_args_is_help=False)
+
+SETTLE_S = 2.0
+"""How long ``threads show`` re-reads a state that is behind the events it read."""
+SETTLE_POLL_S = 0.05
 
 _STATUS_STYLE = {"idle": "green", "running": "cyan", "interrupted": "bold yellow"}
 
@@ -198,8 +212,29 @@ def print_show(console: Console, found: ThreadRecords, now: datetime) -> None:
             console.print(Padding(schema, (0, 0, 0, 6), expand=False))
 
 
+async def settled(settings: KafkaSettings, found: ThreadRecords) -> ThreadState | None:
+    """The thread's state, past the end of its running run when ``found.events`` holds it."""
+    state = found.state
+    if state is None or state.status != "running" or state.run_id is None:
+        return state
+    run_id = state.run_id
+    ending = run_ending(found.events, run_id)
+    limits = LimitSettings().limits
+    if ending is None or boundary(ending, limits) is None:
+        return state  # still running, or an end the gatekeeper cannot read either
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + SETTLE_S
+    while loop.time() < deadline:
+        latest = await read_state(settings, found.thread_id)
+        if passed(latest, run_id):
+            return latest
+        await asyncio.sleep(SETTLE_POLL_S)
+    return closed(state, ending, datetime.now(UTC), limits) or state
+
+
 async def _show(settings: KafkaSettings, thread_id: str, as_json: bool) -> int:
     found = await read_thread(settings, thread_id)
+    found.state = await settled(settings, found)
     for warning in found.warnings:
         stderr().print(f"[yellow]warning:[/] {warning}")
     if found.state is None and not found.events and not found.decisions:

@@ -6,7 +6,10 @@ value (tombstone) deletes a thread: ``latest_states`` keeps the last record
 per key. ``ThreadRow`` is what the ``threads`` table shows (status, agent,
 open interrupts, oldest expiry, last activity) and ``select`` applies its
 filters. ``summarize_runs`` turns a thread's events into one line per run
-(agent, start, end, outcome, interrupts) for ``threads show``. Pure.
+(agent, start, end, outcome, interrupts) for ``threads show``, and
+``run_ending`` finds a run's terminal event among them, as the consumer
+service's ``catchup`` reads one (``threads show`` never prints a state from
+before an end it has read). Pure.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from contracts import DecodeError, ThreadState, decode
 from contracts.headers import AGENT, EVENT_TYPE, RUN_ID
 from services.agui.expiry import read_expiry
 from services.cli.ops.records import OpsRecord
+from services.consumer.catchup import Ending
 
 
 def latest_states(records: Iterable[OpsRecord]) -> tuple[dict[str, ThreadState], list[str]]:
@@ -161,3 +165,14 @@ def summarize_runs(events: Iterable[OpsRecord]) -> list[RunSummary]:
         elif kind in ("RUN_FINISHED", "RUN_ERROR"):
             _finish(summary, rec, kind)
     return list(runs.values())
+
+
+def run_ending(events: Iterable[OpsRecord], run_id: str) -> Ending | None:
+    """The first ``RUN_FINISHED`` or ``RUN_ERROR`` of ``run_id`` among a thread's events."""
+    for rec in events:
+        kind = rec.headers.get(EVENT_TYPE)
+        if rec.headers.get(RUN_ID) == run_id and kind in ("RUN_FINISHED", "RUN_ERROR"):
+            raw = rec.value if isinstance(rec.value, str) else orjson.dumps(rec.value)
+            value = raw.encode("utf-8") if isinstance(raw, str) else raw
+            return Ending(run_id, kind, rec.headers.get(AGENT) or "", rec.offset, value)
+    return None
