@@ -66,10 +66,13 @@ class Step:
 
     what: str
     served_s: float | None = None
+    in_sync_s: float | None = None
+    """From the node's start until every replica was in sync again."""
 
     def line(self) -> str:
         served = "never" if self.served_s is None else f"{self.served_s:.1f} s"
-        return f"{self.what} (served again {served})"
+        synced = "" if self.in_sync_s is None else f", in sync {self.in_sync_s:.1f} s later"
+        return f"{self.what} (served again {served}{synced})"
 
 
 @dataclass
@@ -101,7 +104,7 @@ class Brokers:
         since = time.monotonic()
         await asyncio.to_thread(self.cluster.kill_node, i)
         await self.served(step, since)
-        await self.back(i)
+        await self.back(i, step)
         return step
 
     async def isolate(self, i: int, why: str, paused_s: float) -> Step:
@@ -115,24 +118,31 @@ class Brokers:
             await asyncio.sleep(max(paused_s - (time.monotonic() - since), 0.0))
         finally:
             await asyncio.to_thread(self.cluster.kill_node, i, signal.SIGCONT)
-        await asyncio.to_thread(self.cluster.wait_in_sync, IN_SYNC_LIMIT_S)
+        await self.in_sync(step)
         return step
 
     async def restart(self, i: int, down_s: float = 1.0) -> Step:
-        """Stop node ``i`` cleanly, start it again, in sync; then serve a run."""
+        """Stop node ``i`` cleanly, start it again, serve a run, wait until in sync."""
         step = Step(f"restart node {self.cluster.nodes[i].node_id}")
         self.steps.append(step)
         since = time.monotonic()
         await asyncio.to_thread(self.cluster.stop_node, i)
         await asyncio.sleep(down_s)
-        await self.back(i)
+        await asyncio.to_thread(self.cluster.start_node, i, 120)
         await self.served(step, since)
+        await self.in_sync(step)
         return step
 
-    async def back(self, i: int) -> None:
+    async def back(self, i: int, step: Step) -> None:
         """Start node ``i`` again and wait until every partition is in sync."""
         await asyncio.to_thread(self.cluster.start_node, i, 120)
+        await self.in_sync(step)
+
+    async def in_sync(self, step: Step) -> None:
+        """Wait until every replica is in sync; record how long that took."""
+        since = time.monotonic()
         await asyncio.to_thread(self.cluster.wait_in_sync, IN_SYNC_LIMIT_S)
+        step.in_sync_s = time.monotonic() - since
 
     def line(self) -> str:
         return f"{len(self.steps)} faults: " + "; ".join(s.line() for s in self.steps)
