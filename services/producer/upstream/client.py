@@ -142,13 +142,23 @@ class UpstreamAgent:
         wire["protocolVersion"] = PROTOCOL_VERSION
         body = orjson.dumps(wire)
         deadline = asyncio.get_running_loop().time() + self.config.run_timeout_s
-        async with self._slots:
+        try:
+            async with asyncio.timeout(self.config.run_timeout_s):
+                await self._slots.acquire()
+        except TimeoutError:
+            raise RunFailedError(f"no free request slot for upstream {self.where} within the "
+                                 f"run's {self.config.run_timeout_s:g}s "
+                                 "(AGUI_UPSTREAM_CONCURRENCY, AGUI_UPSTREAM_RUN_TIMEOUT_S)",
+                                 "upstream_timeout") from None
+        try:
             response = await self._open(body, deadline)
             try:
                 async for item in self._events(response, deadline):
                     yield item
             finally:
                 await response.aclose()
+        finally:
+            self._slots.release()
 
     # ---- the request ---------------------------------------------------
 

@@ -51,6 +51,7 @@ UP = {  # agent name: (path, settings)
     "up_idle": ("idle", {"IDLE_TIMEOUT_S": "0.5"}),
     "up_endless": ("endless", {"IDLE_TIMEOUT_S": "5", "RUN_TIMEOUT_S": "1.5"}),
     "up_slow": ("endless", {}),
+    "up_single": ("slow", {"CONCURRENCY": "1"}),
 }
 UNREACHABLE = "up_gone"
 
@@ -194,6 +195,18 @@ async def test_a_cancel_aborts_the_upstream_request_and_ends_the_run_cancelled(
     assert view.types[-2] == "TEXT_MESSAGE_END"
     await wait_for(lambda: "c1" in upstream.disconnected, 10, "the upstream to see the abort")
     await assert_idle(worker, "t-up-cancel", "c1")
+
+
+async def test_requests_to_an_upstream_stay_within_its_concurrency(
+        relay: Relay, worker: Worker, upstream: Upstream) -> None:
+    inputs = [first_input(f"t-up-single-{n}", f"s{n}") for n in range(3)]
+    await relay.dispatch("up_single", *inputs)
+    for run_input in inputs:
+        view = await relay.finished(run_input.run_id, within_s=30)
+        assert_one_run(view)
+        assert view.outcome["type"] == "interrupt"
+    assert upstream.calls("slow") == 3
+    assert upstream.most_in_flight == 1
 
 
 async def wait_for(predicate: Callable[[], bool], within_s: float, what: str) -> None:

@@ -40,6 +40,9 @@ class Upstream:
     headers: dict[str, list[dict[str, str]]] = field(default_factory=dict)
     disconnected: set[str] = field(default_factory=set)
     """Run ids whose stream the client closed before it ended."""
+    in_flight: int = 0
+    most_in_flight: int = 0
+    """The most streams open at once."""
     port: int = 0
 
     def url(self, path: str) -> str:
@@ -83,11 +86,14 @@ def upstream_app(seen: Upstream) -> FastAPI:
     def streamed(path: str, body: dict[str, Any], events: AsyncIterator[bytes]) -> Response:
         async def watched() -> AsyncIterator[bytes]:
             ended = False
+            seen.in_flight += 1
+            seen.most_in_flight = max(seen.most_in_flight, seen.in_flight)
             try:
                 async for chunk in events:
                     yield chunk
                 ended = True
             finally:
+                seen.in_flight -= 1
                 if not ended:
                     seen.disconnected.add(body["runId"])
         return StreamingResponse(watched(), media_type=SSE)
@@ -118,6 +124,8 @@ def upstream_app(seen: Upstream) -> FastAPI:
                                    "role": "assistant"}]
         if path == "good":
             return streamed(path, body, of(good(body)))
+        if path == "slow":  # the good agent, taking its time
+            return streamed(path, body, of(good(body), every_s=0.1))
         if path == "unclosed":
             return streamed(path, body, of([
                 started(body), {"type": "TEXT_MESSAGE_START", "messageId": "m-open",
