@@ -1,0 +1,168 @@
+"""What to notify when a thread's state changes: the interrupt lifecycle as webhook events.
+
+The gatekeeper writes each thread's new state to the compacted ``threads``
+topic; the notifier compares it with what it remembers of the thread and
+says what happened, in this order:
+
+- interrupts the thread held and no longer holds were **answered** (one
+  event per run that raised them), with the admitted resume's decision when
+  the new state remembers it (its ``recentDecisions`` end with the decision
+  that moved the thread, written in the same transaction);
+- interrupts it holds now and did not before make it **interrupted** (one
+  event per raising run, the interrupts in full);
+- and, separately (``expire``), open interrupts whose ``expiresAt`` (read
+  exactly as the gatekeeper reads it, ``services.agui.expiry``) is at or
+  before a given instant **expired**, once each.
+
+Only threads with open interrupts are remembered (``Seen``): an idle or
+running thread without any is indistinguishable from one never seen, so
+memory is bounded by the interrupts waiting. A tombstone forgets its thread
+and notifies nothing. Each event's delivery id is a digest of what it is
+about (topic, kind, thread, run, interrupt ids), so every attempt and every
+replay of the same notification carries the same id, whatever offset the
+record that caused it was read at. Pure: no I/O, the instants are arguments.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+import orjson
+from ag_ui.core import Interrupt
+
+from contracts import OpenInterrupt, RememberedDecision, ThreadState
+from contracts.webhooks import WebhookDecision, WebhookEvent, WebhookKind
+from services.agui.expiry import read_expiry
+from services.agui.jsdate import from_epoch_ms
+
+__all__ = ["Seen", "Waiting", "delivery_id", "expire", "seen_of", "transition"]
+
+
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """One open interrupt as the notifier remembers it."""
+
+    run_id: str
+    interrupt_id: str
+    deadline_ms: int | None
+    """``expiresAt`` as JS milliseconds; None: no expiry (absent or unreadable)."""
+    expired: bool = False
+    """Its expiry was notified already."""
+
+
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """What the notifier keeps of a thread that has open interrupts."""
+
+    agent: str | None
+    principal: str | None
+    waiting: tuple[Waiting, ...]
+
+    def deadlines(self) -> list[int]:
+        """The expiries not notified yet."""
+        return [w.deadline_ms for w in self.waiting if w.deadline_ms is not None and not w.expired]
+
+
+def delivery_id(scope: str, kind: WebhookKind, thread_id: str, run_id: str,
+                interrupt_ids: Iterable[str]) -> str:
+    """The same id for the same notification: a digest of what it is about."""
+    subject = orjson.dumps([scope, kind, thread_id, run_id, sorted(interrupt_ids)])
+    return hashlib.sha256(subject).hexdigest()[:32]
+
+
+def seen_of(state: ThreadState | None, before: Seen | None = None) -> Seen | None:
+    """What to remember of ``state``: its open interrupts (None when it has none).
+
+    Interrupts ``before`` already knew keep their ``expired`` mark.
+    """
+    if state is None or state.status != "interrupted" or not state.open_interrupts:
+        return None
+    known = {(w.run_id, w.interrupt_id): w for w in before.waiting} if before else {}
+    waiting = []
+    for opened in state.open_interrupts:
+        key = (opened.run_id, opened.interrupt.id)
+        waiting.append(known.get(key) or Waiting(
+            opened.run_id, opened.interrupt.id, read_expiry(opened.interrupt.expires_at).epoch_ms))
+    return Seen(state.agent, state.principal, tuple(waiting))
+
+
+def transition(scope: str, thread_id: str, before: Seen | None, state: ThreadState | None,
+               at: datetime) -> tuple[Seen | None, list[WebhookEvent]]:
+    """The thread's new memory and the events its change to ``state`` makes.
+
+    ``at`` is when the change happened when the state does not say
+    (``updatedAt``): the record's timestamp.
+    """
+    after = seen_of(state, before)
+    if state is None:
+        return None, []
+    when = state.updated_at or at
+    now_keys = {(w.run_id, w.interrupt_id) for w in after.waiting} if after else set()
+    before_keys = {(w.run_id, w.interrupt_id) for w in before.waiting} if before else set()
+    events: list[WebhookEvent] = []
+    earlier = before.waiting if before else ()
+    gone = [w for w in earlier if (w.run_id, w.interrupt_id) not in now_keys]
+    for run_id, ids in _by_run((w.run_id, w.interrupt_id) for w in gone):
+        events.append(WebhookEvent(
+            kind="answered", delivery_id=delivery_id(scope, "answered", thread_id, run_id, ids),
+            thread_id=thread_id, run_id=run_id,
+            agent=(before.agent if before else None) or state.agent,
+            principal=(before.principal if before else None) or state.principal,
+            interrupt_ids=ids, decision=_answering(state.recent_decisions, ids), at=when))
+    fresh = [o for o in state.open_interrupts if (o.run_id, o.interrupt.id) not in before_keys] \
+        if after else []
+    for run_id, opened in _opened_by_run(fresh):
+        ids = [o.id for o in opened]
+        events.append(WebhookEvent(
+            kind="interrupted",
+            delivery_id=delivery_id(scope, "interrupted", thread_id, run_id, ids),
+            thread_id=thread_id, run_id=run_id, agent=state.agent, principal=state.principal,
+            interrupt_ids=ids, interrupts=opened, at=when))
+    return after, events
+
+
+def expire(scope: str, thread_id: str, seen: Seen, until_ms: int
+           ) -> tuple[Seen, list[WebhookEvent]]:
+    """Mark the interrupts expired at or before ``until_ms``; one event per run and instant."""
+    due = [w for w in seen.waiting
+           if w.deadline_ms is not None and not w.expired and w.deadline_ms <= until_ms]
+    if not due:
+        return seen, []
+    groups: dict[tuple[int, str], list[str]] = {}
+    for w in sorted(due, key=lambda w: (w.deadline_ms or 0)):
+        groups.setdefault((w.deadline_ms or 0, w.run_id), []).append(w.interrupt_id)
+    events = [
+        WebhookEvent(
+            kind="expired", delivery_id=delivery_id(scope, "expired", thread_id, run_id, ids),
+            thread_id=thread_id, run_id=run_id, agent=seen.agent, principal=seen.principal,
+            interrupt_ids=ids, at=from_epoch_ms(deadline))
+        for (deadline, run_id), ids in groups.items()
+    ]
+    marked = tuple(replace(w, expired=True) if w in due else w for w in seen.waiting)
+    return replace(seen, waiting=marked), events
+
+
+def _by_run(keys: Iterable[tuple[str, str]]) -> list[tuple[str, list[str]]]:
+    runs: dict[str, list[str]] = {}
+    for run_id, interrupt_id in keys:
+        runs.setdefault(run_id, []).append(interrupt_id)
+    return list(runs.items())
+
+
+def _opened_by_run(opened: Sequence[OpenInterrupt]) -> list[tuple[str, list[Interrupt]]]:
+    runs: dict[str, list[Interrupt]] = {}
+    for o in opened:
+        runs.setdefault(o.run_id, []).append(o.interrupt)
+    return list(runs.items())
+
+
+def _answering(decisions: Sequence[RememberedDecision], ids: list[str]) -> WebhookDecision | None:
+    """The newest admitted decision naming every one of ``ids`` (the resume that answered)."""
+    for d in reversed(decisions):
+        if d.verdict == "admitted" and set(ids) <= set(d.interrupt_ids or ()):
+            return WebhookDecision(request_id=d.request_id, run_id=d.run_id, message=d.message,
+                                   decided_at=d.decided_at)
+    return None
