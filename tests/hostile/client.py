@@ -12,6 +12,7 @@ agent stops for an approval, a resume approves it, the run finishes.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Any
 
@@ -67,11 +68,20 @@ class Tenant:
 
     async def run(self, agent: str, wire: dict[str, Any] | bytes, *,
                   content_type: str | None = JSON, timeout_s: float = 30.0) -> HttpRun:
-        """POST ``/agents/{agent}`` and read the answer to its end."""
+        """POST ``/agents/{agent}`` and read the answer to its end, within ``timeout_s``
+        in all (keep-alive comments would reset a read timeout for ever)."""
+        try:
+            async with asyncio.timeout(timeout_s):
+                return await self._run(agent, body_of(wire), content_type, timeout_s)
+        except TimeoutError:
+            return HttpRun(0, error=f"no answer to its end within {timeout_s:.0f} s")
+
+    async def _run(self, agent: str, body: bytes, content_type: str | None,
+                   timeout_s: float) -> HttpRun:
         headers = {"accept": "text/event-stream"}
         if content_type is not None:
             headers["content-type"] = content_type
-        async with self.client.stream("POST", f"/agents/{agent}", content=body_of(wire),
+        async with self.client.stream("POST", f"/agents/{agent}", content=body,
                                       headers=headers, timeout=timeout_s) as response:
             kind = response.headers.get("content-type", "")
             if response.status_code != 200:

@@ -6,7 +6,7 @@ sends — stayed open forever sending keep-alives, holding one of the
 instance's stream slots. Now it answers ``204 No Content`` at once (an
 EventSource stops reconnecting on 204), for a run that finished, stopped
 interrupted or failed; one id before the end still replays the terminal
-event. Every request here is bounded by a 5-second timeout.
+event. Every request here is bounded by a 10-second read timeout.
 """
 
 from __future__ import annotations
@@ -23,7 +23,9 @@ from services.cli.ops.agui_http import sse_lines
 
 pytestmark = pytest.mark.hostile
 
-PROMPT_S = 5.0
+PROMPT_S = 10.0
+"""A read timeout under the SSE keep-alive interval (AGUI_KEEPALIVE_S, 15 s), so a replay
+left open sending keep-alives times out instead of holding the test."""
 TERMINALS = ("RUN_FINISHED", "RUN_ERROR")
 SCRIPTS: dict[str, dict[str, Any]] = {
     "success": {"text": "done"},
