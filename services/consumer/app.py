@@ -4,9 +4,10 @@
 instance's Kafka plumbing (``Relay``) before serving and stops it after,
 behind the header guards (``headers``: one ``Authorization``, outermost) and
 bearer-token authentication when API keys are configured (``auth``), with
-the run and thread routes served from the raw path (``direct``); the
-OpenAPI document (``/openapi.json``) names the AG-UI ``RunAgentInput`` body
-and the problem document every error uses.
+the run and thread routes served from the raw path by ``direct`` alone (they
+are not included in the app); the OpenAPI document (``/openapi.json``)
+lists them with the app's own routes, and names the AG-UI ``RunAgentInput``
+body and the problem document every error uses.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from fastapi.telemetry import TelemetryConfig
 from services.consumer import auth, direct, problems
 from services.consumer.headers import OneAuthorization
 from services.consumer.relay import Relay
-from services.consumer.routes import cancel_run, get_thread, replay_run, router, run_agent
+from services.consumer.routes import router, served
 from services.consumer.settings import ConsumerSettings
 from services.runtime.settings import KafkaSettings, LimitSettings
 
@@ -72,14 +73,15 @@ def create_app(settings: ConsumerSettings | None = None,
     app.state.relay = relay
     problems.install(app)
     app.include_router(router)
-    direct.install(app, router, (run_agent, get_thread, replay_run, cancel_run))
+    direct.install(app, served)
     auth.install(app, settings, keys, relay.metrics.registry)
     app.add_middleware(OneAuthorization)
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
             doc = get_openapi(title=app.title, version=app.version,
-                              description=app.description, routes=app.routes)
+                              description=app.description,
+                              routes=[*served.routes, *app.routes])
             components = doc.setdefault("components", {}).setdefault("schemas", {})
             run_input = RunAgentInput.model_json_schema(
                 by_alias=True, ref_template="#/components/schemas/{model}")

@@ -1,4 +1,4 @@
-"""The id routes called straight from the ASGI stack: FastAPI declares them, this serves them.
+"""The front door of the run and thread routes: served from the ASGI stack, and only so.
 
 Two reasons, one mechanism. ``POST /agents/{agent}`` is the request every
 run makes: between the app's middleware and that route's endpoint, FastAPI
@@ -13,33 +13,41 @@ decoded path and never sees them.
 
 ``DirectRoutes`` is a plain ASGI middleware, installed innermost
 (authentication and the header guards still run first), that matches a
-request's method and raw path against the ``APIRoute``s it serves and, on a
-match, awaits the very endpoint FastAPI would call, with the path parameters
-as keyword arguments and a Starlette ``Request`` on the same scope. The
-routes stay FastAPI routes: they are in the OpenAPI document, and any other
-request (a method a route does not allow included) goes through FastAPI
-unchanged. Endpoints take only their path parameters and the request, so
-either way of reaching them does the same.
+request's method and raw path against the routes it serves and, on a match,
+awaits the endpoint with the path parameters as keyword arguments and a
+Starlette ``Request`` on the same scope; a served path asked with another
+method is answered ``405 method_not_allowed`` with ``Allow``. Anything else
+(any other path) goes on to FastAPI.
 
-Errors keep their shape: a ``Problem`` becomes its response as
-``problems.install``'s handler renders it (before any stream byte: an
-endpoint raises only before it returns its response), and anything else
-propagates to the app's server-error middleware, as it does through FastAPI.
+One door, chosen: the routes are declared on an ``APIRouter`` that is
+*never included in the app* — ``install`` reads its ``APIRoute``s for their
+methods, path and endpoint, and the app's OpenAPI document is built from
+them too, so they are documented as FastAPI routes but FastAPI has no route
+that could call their endpoints. Serving them through FastAPI alone would
+give back the cost above and lose the raw path; keeping the ``APIRoute``
+mounted as well left a second way in, through FastAPI's own stack (its
+exception middleware, its validation, its 307 for a trailing slash), for
+any request the two matchers disagree on. So a Problem an endpoint raises
+is rendered here, by ``Problem.response`` (before any stream byte: an
+endpoint raises only before it returns its response), and nowhere else;
+anything else propagates to the app's server-error middleware. A path
+FastAPI does not know is its 404 (``problems``), a trailing slash included.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from fastapi import APIRouter, FastAPI
 from fastapi.routing import APIRoute
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from services.consumer.paths import PathTemplate, segments
-from services.consumer.problems import Problem
+from services.consumer.problems import MethodNotAllowed, Problem
 
 Endpoint = Callable[..., Awaitable[Response]]
 
@@ -54,7 +62,7 @@ class Served:
 
 
 class DirectRoutes:
-    """ASGI middleware serving some APIRoutes by calling their endpoints."""
+    """ASGI middleware serving some routes by calling their endpoints."""
 
     def __init__(self, app: ASGIApp, routes: Sequence[Served]) -> None:
         self.app = app
@@ -66,13 +74,19 @@ class DirectRoutes:
             parts = segments(raw)
             if parts is not None:
                 method = scope["method"]
+                allowed: set[str] = set()
                 for route in self.routes:
-                    if method not in route.methods:
-                        continue
                     params = route.template.match(parts)
-                    if params is not None:
+                    if params is None:
+                        continue
+                    if method in route.methods:
                         await self._serve(route, params, scope, receive, send)
                         return
+                    allowed |= route.methods
+                if allowed:
+                    refused = MethodNotAllowed(f"{method} is not allowed here", sorted(allowed))
+                    await refused.response()(scope, receive, send)
+                    return
         await self.app(scope, receive, send)
 
     @staticmethod
@@ -87,14 +101,33 @@ class DirectRoutes:
         await response(scope, receive, send)
 
 
-def install(app: FastAPI, router: APIRouter, endpoints: Sequence[Callable[..., object]]) -> None:
-    """Serve ``router``'s APIRoutes of ``endpoints`` directly (call before ``auth.install``)."""
-    served = []
-    for endpoint in endpoints:
-        route = next((r for r in router.routes
-                      if isinstance(r, APIRoute) and r.endpoint is endpoint), None)
-        if route is None:
-            raise LookupError(f"{router!r} has no APIRoute for {endpoint!r}")
-        served.append(Served(frozenset(route.methods or ()), PathTemplate.parse(route.path),
-                             route.endpoint))
-    app.add_middleware(DirectRoutes, routes=served)
+def served(router: APIRouter) -> list[Served]:
+    """What ``router``'s routes serve (every one must be an ``APIRoute``)."""
+    found = []
+    for route in router.routes:
+        if not isinstance(route, APIRoute):
+            raise TypeError(f"{route!r} is not an APIRoute: it cannot be served directly")
+        found.append(Served(frozenset(route.methods or ()), PathTemplate.parse(route.path),
+                            route.endpoint))
+    return found
+
+
+def mounted_endpoints(routes: Sequence[BaseRoute]) -> Iterator[Callable[..., object]]:
+    """The endpoints of every ``APIRoute`` FastAPI can reach in ``routes``, through included
+    routers too (FastAPI keeps an included router as one route wrapping the original)."""
+    for route in routes:
+        if isinstance(route, APIRoute):
+            yield route.endpoint
+        included = getattr(route, "original_router", None)
+        if isinstance(included, APIRouter):
+            yield from mounted_endpoints(included.routes)
+
+
+def install(app: FastAPI, router: APIRouter) -> None:
+    """Serve ``router``'s routes directly (call before ``auth.install``); ``router`` must
+    not be included in ``app``: it is read, never mounted."""
+    routes = served(router)
+    endpoints = {r.endpoint for r in routes}
+    if any(e in endpoints for e in mounted_endpoints(app.router.routes)):
+        raise ValueError("a directly served route is included in the app as well")
+    app.add_middleware(DirectRoutes, routes=routes)

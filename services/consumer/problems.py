@@ -14,7 +14,8 @@ answers itself (431, 408) from the same classes. The tree::
     ├── Unauthorized              401 unauthorized (with ``WWW-Authenticate: Bearer``)
     ├── NotFound                  404 unknown_agent / unknown_thread / unknown_run
     ├── RequestTimeout            408 request_timeout (head or body too slow)
-    ├── Rejected                  409 or 422: the gatekeeper's rejection, by code
+    ├── MethodNotAllowed          405 method_not_allowed (with ``Allow``)
+    ├── Rejected                  the gatekeeper's rejection: status by code, ``REJECTIONS``
     ├── PayloadTooLarge           413 payload_too_large
     ├── UnsupportedMediaType      415 unsupported_media_type
     ├── HeadersTooLarge           431 headers_too_large
@@ -23,6 +24,21 @@ answers itself (431, 408) from the same classes. The tree::
 
 FastAPI's own request validation errors (path/query parameters) become 400
 ``invalid_input`` too, so no error leaves in FastAPI's default shape.
+
+A gatekeeper rejection's status comes from one table, ``REJECTIONS``: every
+``RejectionCode`` has its row (a unit test fails on a code without one, and
+``Rejected`` refuses a code it cannot place rather than guess a 400). To add
+a rejection code:
+
+1. add it to ``RejectionCode`` in ``contracts/records.py`` and regenerate
+   the schemas (``make contracts``);
+2. give it its status and title in ``REJECTIONS`` below;
+3. decide it in the gatekeeper's pure rules (``services/gatekeeper/rules.py``,
+   or ``intake.py`` for a check that needs no thread), with a unit test;
+4. if it is a resume rule the CLI can set aside, a row in
+   ``services/cli/ops/resume_plan.py``'s ``SET_ASIDE``; if its status is new
+   for ``POST /agents/{agent}``, add it to that route's documented
+   responses (``routes.py``).
 """
 
 from __future__ import annotations
@@ -36,7 +52,7 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
-from contracts import Decision
+from contracts import Decision, RejectionCode
 from contracts.limits import FIELD_SHOWN, LimitExceeded
 
 PROBLEM_TYPE = "application/problem+json"
@@ -44,12 +60,26 @@ TYPE_BASE = "urn:agui-relay:problem:"
 
 log = logging.getLogger(__name__)
 
-CONFLICT_CODES = frozenset({"thread_busy", "duplicate_run_id"})
-"""Rejections about the thread's current state: 409 Conflict."""
-INTERRUPT_CODES = frozenset(
-    {"duplicate_entry", "unknown_interrupt", "uncovered_interrupts", "interrupt_expired"}
-)
-"""Rejections of a resume that breaks an interrupt rule: 422."""
+_BAD = (400, "Rejected")
+_CONFLICT = (409, "Conflict")
+"""About the thread's current state."""
+_INTERRUPT_RULE = (422, "Interrupt rule broken")
+"""A resume that breaks an interrupt rule."""
+
+REJECTIONS: dict[RejectionCode, tuple[int, str]] = {
+    "invalid_input": _BAD,
+    "key_mismatch": _BAD,
+    "duplicate_run_id": _CONFLICT,
+    "thread_busy": _CONFLICT,
+    "duplicate_entry": _INTERRUPT_RULE,
+    "unknown_interrupt": _INTERRUPT_RULE,
+    "uncovered_interrupts": _INTERRUPT_RULE,
+    "interrupt_expired": _INTERRUPT_RULE,
+}
+"""Each rejection code's HTTP status and title. ``key_mismatch`` never leaves as itself:
+``tenancy.rejection`` answers it as the unknown thread it must look like."""
+UNCODED = "rejected"
+"""The code of a rejecting decision that carries none (no gatekeeper writes one): 400."""
 
 
 class Problem(Exception):  # noqa: N818 - RFC 9457 names it "problem"
@@ -149,22 +179,34 @@ class DecisionTimeout(Problem):
     title = "Decision timeout"
 
 
-class Rejected(Problem):
-    """The gatekeeper refused the request; status follows the rejection code."""
+class MethodNotAllowed(Problem):
+    """A known path asked with a method it does not take: ``Allow`` lists the ones it does."""
 
-    def __init__(self, code: str, detail: str, interrupt_ids: Sequence[str] = ()) -> None:
-        super().__init__(code, detail, interrupt_ids)
-        if code in INTERRUPT_CODES:
-            self.status, self.title = 422, "Interrupt rule broken"
-        elif code in CONFLICT_CODES:
-            self.status, self.title = 409, "Conflict"
-        else:
-            self.status, self.title = 400, "Rejected"
+    status = 405
+    title = "Method not allowed"
+
+    def __init__(self, detail: str, allow: Sequence[str]) -> None:
+        super().__init__("method_not_allowed", detail)
+        self.allow = ", ".join(sorted(allow))
+
+    def response(self) -> Response:
+        response = super().response()
+        response.headers["Allow"] = self.allow
+        return response
+
+
+class Rejected(Problem):
+    """The gatekeeper refused the request; status and title from ``REJECTIONS``."""
+
+    def __init__(self, code: RejectionCode | None, detail: str,
+                 interrupt_ids: Sequence[str] = ()) -> None:
+        super().__init__(code or UNCODED, detail, interrupt_ids)
+        self.status, self.title = _BAD if code is None else REJECTIONS[code]
 
     @classmethod
     def from_decision(cls, decision: Decision) -> Rejected:
         """The problem for a rejecting decision."""
-        return cls(decision.code or "rejected", decision.message, decision.interrupt_ids or ())
+        return cls(decision.code, decision.message, decision.interrupt_ids or ())
 
 
 def limit_problem(exceeded: LimitExceeded) -> InvalidInput:

@@ -1,4 +1,4 @@
-"""Replay: the records of one run already on the ``events`` topic.
+"""Replay: the records of one run already on the ``events`` topic, and the route's answer.
 
 A run's records all sit in its thread's partition (murmur2 of the threadId).
 Where the scan starts is the one design choice here: the fan-out remembers,
@@ -17,6 +17,12 @@ A reconnecting client sends the last sequence number it saw
 when the scan found nothing after it but the run's terminal event at or
 before it — a finished run with nothing left to send, answered ``204``
 rather than a stream that could only wait for events that will not come.
+
+``replay`` is the whole of ``GET /threads/{id}/runs/{runId}/events`` once
+the ids are checked: the ``Last-Event-ID``, readiness, the tenant's right
+to the thread, then the stream — subscribed *before* the scan, so nothing
+written between the scan's end and the live part is lost — or the 204 of a
+finished run, or the 404 of a run neither the view nor the fan-out knows.
 """
 
 from __future__ import annotations
@@ -25,8 +31,12 @@ import logging
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
 
+from starlette.responses import Response
+
 from contracts.headers import EVENT_TYPE, RUN_ID, SEQ, header_value
-from services.consumer.ordering import TERMINAL_TYPES
+from services.consumer.ordering import TERMINAL_TYPES, parse_last_event_id
+from services.consumer.problems import InvalidInput, NotFound, Unavailable
+from services.consumer.relay import Relay
 from services.consumer.streams import Delivery, FanOut
 from services.kafka.clients import TopicPartition, new_consumer
 from services.kafka.partitioning import partition_for
@@ -103,3 +113,37 @@ async def prefixed(first: Delivery,
     yield first
     async for item in rest:
         yield item
+
+
+async def replay(relay: Relay, thread_id: str, run_id: str, principal: str,
+                 last_event_id: str | None) -> Response:
+    """The replay route's response (its problems raised, for ``direct`` to render)."""
+    try:
+        after = parse_last_event_id(last_event_id)
+    except ValueError:
+        raise InvalidInput("invalid_header", "Last-Event-ID must be a sequence number") from None
+    if not relay.fanout.ready.is_set():
+        raise Unavailable("not_ready", "the service is still connecting to Kafka")
+    state = await relay.tenancy.readable(thread_id, principal, run_id)
+    admitted = (thread_id, run_id) in relay.fanout.admitted
+    if state is None and not admitted and relay.threads.caught_up.is_set():
+        raise NotFound("unknown_thread", f"no thread {thread_id!r} is known")
+    stream = relay.fanout.subscribe(thread_id, run_id)
+    try:
+        scan = scan_run(relay.kafka, relay.fanout, thread_id, run_id)
+        first, ended = await first_after(scan, after)
+        if first is None:
+            await scan.aclose()
+            if ended:
+                relay.fanout.unsubscribe(stream)
+                return Response(status_code=204)
+            live = admitted or (state is not None and state.status == "running"
+                                and state.run_id == run_id)
+            if not live:
+                raise NotFound("unknown_run", f"thread {thread_id!r} has no run {run_id!r}")
+            return relay.runs.respond(stream, "replay", after=after, owns_run=False)
+    except BaseException:
+        relay.fanout.unsubscribe(stream)
+        raise
+    return relay.runs.respond(stream, "replay", after=after, preface=prefixed(first, scan),
+                              owns_run=False)

@@ -1,13 +1,14 @@
-"""The HTTP routes: thin handlers over ``Relay`` (see ARCHITECTURE.md's table).
+"""The HTTP routes: thin handlers over ``Relay`` (the OpenAPI document lists them).
 
 Handlers validate what they are given, call the relay and return; every
 error is a ``Problem`` raised for ``problems.install``'s handlers to render.
 Who asks is ``request.state.principal`` (set by ``auth``; ``AGUI_PRINCIPAL``
 when authentication is off); the thread routes read a thread only through
 ``relay.tenancy``, which answers another tenant's thread with a 404. The run
-and thread routes are served by ``direct`` (a thread id may hold a ``/``,
-sent as ``%2F``), so their endpoints take only their path parameters and
-the request, and check the ids' length first (400 ``id_too_long``).
+and thread routes are declared on ``served``, which ``direct`` serves and
+the app never includes (one door: ``direct``'s docstring says why); their
+endpoints take only their path parameters and the request, and check the
+ids' length first (400 ``id_too_long``). A replay's logic is ``replay``'s.
 """
 
 from __future__ import annotations
@@ -21,14 +22,16 @@ from starlette.responses import Response
 from services.consumer.headers import require_json
 from services.consumer.limits import check_ids
 from services.consumer.metrics import CONTENT_TYPE
-from services.consumer.ordering import parse_last_event_id
-from services.consumer.problems import PROBLEM_TYPE, InvalidInput, NotFound, Unavailable
+from services.consumer.problems import PROBLEM_TYPE, NotFound
 from services.consumer.relay import Relay
-from services.consumer.replay import first_after, prefixed, scan_run
+from services.consumer.replay import replay
 from services.consumer.sse import EventStreamResponse
 from services.consumer.views import CancelAccepted, ThreadView
 
+served = APIRouter()
+"""The run and thread routes: served by ``direct`` alone, never included in the app."""
 router = APIRouter()
+"""Everything else (health, readiness, metrics), included in the app as FastAPI routes."""
 
 _PROBLEM = {"content": {PROBLEM_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}}}
 _SSE = {"content": {"text/event-stream": {"schema": {"type": "string"}}},
@@ -63,7 +66,7 @@ def _json(model: ThreadView | CancelAccepted, status: int = 200) -> Response:
                     status_code=status, media_type="application/json")
 
 
-@router.post(
+@served.post(
     "/agents/{agent}",
     summary="Run an agent (AG-UI over HTTP + SSE)",
     response_class=EventStreamResponse,
@@ -77,7 +80,7 @@ async def run_agent(agent: str, request: Request) -> EventStreamResponse:
     return await _relay(request).runs.start_run(agent, request, _principal(request))
 
 
-@router.get("/threads/{thread_id}", response_model=ThreadView,
+@served.get("/threads/{thread_id}", response_model=ThreadView,
             responses=_problems(400, 404), summary="A thread's status and open interrupts",
             description="A thread id holding `/` (a pipeline child's) is sent as `%2F`.")
 async def get_thread(thread_id: str, request: Request) -> Response:
@@ -88,7 +91,7 @@ async def get_thread(thread_id: str, request: Request) -> Response:
     return _json(ThreadView.of(state))
 
 
-@router.get(
+@served.get(
     "/threads/{thread_id}/runs/{run_id}/events",
     summary="Replay a run's events (SSE with `id:` = sequence number)",
     response_class=EventStreamResponse,
@@ -108,38 +111,11 @@ async def replay_run(thread_id: str, run_id: str, request: Request) -> Response:
     ``EventSource`` to stop reconnecting (a reconnect sends exactly that).
     """
     relay = _ids(request, thread_id, run_id)
-    try:
-        after = parse_last_event_id(request.headers.get("last-event-id"))
-    except ValueError:
-        raise InvalidInput("invalid_header", "Last-Event-ID must be a sequence number") from None
-    if not relay.fanout.ready.is_set():
-        raise Unavailable("not_ready", "the service is still connecting to Kafka")
-    state = await relay.tenancy.readable(thread_id, _principal(request), run_id)
-    admitted = (thread_id, run_id) in relay.fanout.admitted
-    if state is None and not admitted and relay.threads.caught_up.is_set():
-        raise NotFound("unknown_thread", f"no thread {thread_id!r} is known")
-    stream = relay.fanout.subscribe(thread_id, run_id)
-    try:
-        scan = scan_run(relay.kafka, relay.fanout, thread_id, run_id)
-        first, ended = await first_after(scan, after)
-        if first is None:
-            await scan.aclose()
-            if ended:
-                relay.fanout.unsubscribe(stream)
-                return Response(status_code=204)
-            live = admitted or (state is not None and state.status == "running"
-                                and state.run_id == run_id)
-            if not live:
-                raise NotFound("unknown_run", f"thread {thread_id!r} has no run {run_id!r}")
-            return relay.runs.respond(stream, "replay", after=after, owns_run=False)
-    except BaseException:
-        relay.fanout.unsubscribe(stream)
-        raise
-    return relay.runs.respond(stream, "replay", after=after, preface=prefixed(first, scan),
-                              owns_run=False)
+    return await replay(relay, thread_id, run_id, _principal(request),
+                        request.headers.get("last-event-id"))
 
 
-@router.post("/threads/{thread_id}/runs/{run_id}/cancel", status_code=202,
+@served.post("/threads/{thread_id}/runs/{run_id}/cancel", status_code=202,
              response_model=CancelAccepted, responses=_problems(400, 404, 415, 503),
              summary="Ask the run's worker to stop it")
 async def cancel_run(thread_id: str, run_id: str, request: Request) -> Response:

@@ -1,10 +1,12 @@
-"""The run route served by ``direct.DirectRoute``: still FastAPI's route to everyone outside.
+"""The run and thread routes served by ``direct.DirectRoutes`` alone: one front door.
 
 The app is the real one from ``create_app``, never started (no broker): the
 route answers from what it checks before publishing, so each request below
 shows who served it and in which order — authentication first, then the
-route's own problems, and FastAPI's for anything the route does not match.
-The full run on the real broker is in ``tests/integration/consumer``.
+route's own problems, a 405 for another method, and FastAPI's 404 for a
+path no route has. FastAPI has no route that could call their endpoints;
+the OpenAPI document still lists them. The full run on the real broker is
+in ``tests/integration/consumer``.
 """
 
 from __future__ import annotations
@@ -15,11 +17,12 @@ from collections.abc import AsyncIterator
 import httpx
 import orjson
 import pytest
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
+from fastapi.routing import APIRoute
 
 from services.consumer import direct
 from services.consumer.app import create_app
-from services.consumer.routes import router, run_agent
+from services.consumer.routes import served
 from services.consumer.settings import ConsumerSettings
 from services.runtime.settings import KafkaSettings
 
@@ -59,15 +62,27 @@ async def test_the_route_renders_its_problems(http: httpx.AsyncClient) -> None:
     assert problem(not_ready)["code"] == "not_ready"
 
 
-async def test_what_the_route_does_not_match_is_fastapis(http: httpx.AsyncClient) -> None:
+async def test_another_method_is_a_405_and_another_path_fastapis_404(
+        http: httpx.AsyncClient) -> None:
     wrong_method = await http.get("/agents/scripted")
     assert wrong_method.status_code == 405
+    assert wrong_method.headers["allow"] == "POST"
     assert problem(wrong_method)["code"] == "method_not_allowed"
+    on_thread = await http.delete("/threads/t1")
+    assert (on_thread.status_code, on_thread.headers["allow"]) == (405, "GET")
     no_agent = await http.post("/agents/", content=b"{}")
     assert problem(no_agent)["code"] == "not_found"
     slash = await http.post("/agents/scripted/", content=b"{}")
-    assert slash.status_code == 307
-    assert slash.headers["location"] == "http://test/agents/scripted"
+    assert slash.status_code == 404
+    assert problem(slash)["code"] == "not_found"
+
+
+def test_fastapi_has_no_route_to_the_served_endpoints() -> None:
+    endpoints = {r.endpoint for r in served.routes if isinstance(r, APIRoute)}
+    assert len(endpoints) == 4
+    reachable = set(direct.mounted_endpoints(app().router.routes))
+    assert reachable, "the app's own routes (health, readiness, metrics) are FastAPI's"
+    assert not reachable & endpoints
 
 
 async def test_authentication_runs_before_the_route(caplog: pytest.LogCaptureFixture) -> None:
@@ -90,9 +105,15 @@ def test_the_route_stays_in_the_openapi_document() -> None:
         "$ref": "#/components/schemas/RunAgentInput"}
 
 
-def test_installing_needs_the_endpoints_route() -> None:
-    with pytest.raises(LookupError):
-        direct.install(FastAPI(), router, (run_agent, test_installing_needs_the_endpoints_route))
-    served = FastAPI()
-    direct.install(served, router, (run_agent,))
-    assert [m.cls for m in served.user_middleware] == [direct.DirectRoutes]
+def test_a_served_route_cannot_be_mounted_as_well() -> None:
+    twice = FastAPI()
+    twice.include_router(served)
+    with pytest.raises(ValueError, match="included in the app as well"):
+        direct.install(twice, served)
+    only = APIRouter()
+    only.add_api_websocket_route("/ws", test_a_served_route_cannot_be_mounted_as_well)
+    with pytest.raises(TypeError):
+        direct.install(FastAPI(), only)
+    once = FastAPI()
+    direct.install(once, served)
+    assert [m.cls for m in once.user_middleware] == [direct.DirectRoutes]

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import get_args
 
 import orjson
 import pytest
 
-from contracts import Decision
+from contracts import Decision, RejectionCode
 from services.consumer.problems import (
     PROBLEM_TYPE,
+    REJECTIONS,
     DecisionTimeout,
     InvalidInput,
+    MethodNotAllowed,
     NotFound,
     PayloadTooLarge,
     Rejected,
@@ -42,6 +45,27 @@ def test_each_rejection_code_has_its_status(code: str, status: int) -> None:
     body = orjson.loads(problem.response().body)
     assert body == {"type": f"urn:agui-relay:problem:{code}", "title": problem.title,
                     "status": status, "detail": "no", "code": code, "interruptIds": ["i1"]}
+
+
+def test_every_rejection_code_has_a_row_in_the_one_table() -> None:
+    codes = set(get_args(RejectionCode))
+    assert codes, "RejectionCode is a Literal of the codes"
+    assert codes - set(REJECTIONS) == set(), "a RejectionCode without its status"
+    assert set(REJECTIONS) - codes == set()
+
+
+def test_a_decision_without_a_code_is_a_plain_400() -> None:
+    decision = Decision(request_id="q", verdict="rejected", message="no",
+                        decided_at=datetime.now(UTC))
+    problem = Rejected.from_decision(decision)
+    assert (problem.status, problem.code) == (400, "rejected")
+
+
+def test_method_not_allowed_names_the_methods_allowed() -> None:
+    response = MethodNotAllowed("no GET here", ("POST",)).response()
+    assert response.status_code == 405
+    assert response.headers["allow"] == "POST"
+    assert orjson.loads(response.body)["code"] == "method_not_allowed"
 
 
 @pytest.mark.parametrize(
