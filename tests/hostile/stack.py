@@ -6,7 +6,8 @@ findings (a long log line froze a service). ``UpStack`` starts
 ``agui-relay up`` as a subprocess on the session broker (so ``up`` starts no
 broker), with its own topic prefix, free ports, two tenants' API keys, JSON
 logs in a temporary directory and short HTTP timeouts; it is ready when the
-three services' ``/readyz`` answer 200. Each service is a child process of
+three services' ``/readyz`` answer 200 (``log_format="text"`` for the
+terminal form). Each service is a child process of
 ``up``, found through ``/proc`` (its parent pid and command line), so a test
 can read its resident memory and check it is still the same process.
 
@@ -108,6 +109,7 @@ class UpStack:
     prefix: str = field(default_factory=lambda: f"hx{uuid.uuid4().hex[:8]}")
     http_port: int = field(default_factory=_free_port)
     health_base: int = field(default_factory=_port_pair)
+    log_format: str = "json"
     process: subprocess.Popen[bytes] | None = None
     pids: dict[str, int] = field(default_factory=dict)
 
@@ -142,7 +144,7 @@ class UpStack:
             "AGUI_HTTP_HOST": "127.0.0.1",
             "AGUI_HTTP_PORT": str(self.http_port),
             "AGUI_API_KEYS": keys,
-            "AGUI_LOG_FORMAT": "json",
+            "AGUI_LOG_FORMAT": self.log_format,
             "AGUI_UP_LOG_DIR": str(self.log_dir),
             "AGUI_UP_HEALTH_PORT_BASE": str(self.health_base),
             "AGUI_HTTP_HEADER_TIMEOUT_S": str(HEADER_TIMEOUT_S),
