@@ -31,6 +31,8 @@ from services.notifier.signing import headers
 __all__ = ["Outcome", "Webhook", "backoff_s"]
 
 log = logging.getLogger(__name__)
+for _chatty in ("httpx", "httpcore"):  # their request lines name the full URL (its query too)
+    logging.getLogger(_chatty).setLevel(logging.WARNING)
 _ERROR_MAX = 300
 
 
