@@ -1,0 +1,60 @@
+"""One notification's attempts against a receiver on loopback (no broker needed)."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+
+import pytest
+from notifier_support import SECRET, free_port
+from receiver import HANG, Receiver
+
+from contracts.webhooks import WebhookEvent
+from services.notifier.delivery import Webhook
+from services.notifier.settings import NotifierSettings
+
+pytestmark = pytest.mark.integration
+
+EVENT = WebhookEvent(kind="interrupted", delivery_id="d-1", thread_id="t1", run_id="r1",
+                     interrupt_ids=["a"], at=datetime(2026, 12, 2, tzinfo=UTC))
+
+
+def _webhook(url: str, **options: object) -> Webhook:
+    base: dict[str, object] = {"url": url, "secret": SECRET, "retries": 3, "backoff_s": 0.01,
+                               "timeout_s": 0.3}
+    return Webhook(NotifierSettings.model_validate({**base, **options}))
+
+
+async def test_failures_are_retried_until_a_2xx() -> None:
+    async with Receiver(SECRET.encode(), lambda _i, n, _e: {1: 500, 2: HANG, 3: 302}.get(n, 200),
+                        hang_s=2) as hook:
+        webhook = _webhook(hook.url)
+        outcome = await webhook.deliver(EVENT, asyncio.Event())
+        await webhook.aclose()
+    assert outcome is not None
+    assert (outcome.delivered, outcome.attempts, outcome.last) == (True, 4, "HTTP 200")
+    assert [a.answer for a in hook.attempts] == [500, HANG, 302, 200], "a redirect is a failure"
+
+
+async def test_after_the_last_retry_the_outcome_names_the_last_error() -> None:
+    url = f"http://127.0.0.1:{free_port()}/hook?token=do-not-log"  # nobody listens
+    webhook = _webhook(url, retries=1)
+    outcome = await webhook.deliver(EVENT, asyncio.Event())
+    await webhook.aclose()
+    assert outcome is not None
+    assert (outcome.delivered, outcome.attempts) == (False, 2)
+    assert outcome.last.startswith("ConnectError")
+    assert "do-not-log" not in outcome.last
+
+
+async def test_a_stop_during_the_backoff_leaves_the_notification_undelivered() -> None:
+    async with Receiver(SECRET.encode(), lambda _i, _n, _e: 503) as hook:
+        webhook = _webhook(hook.url, retries=5, backoff_s=30)
+        stop = asyncio.Event()
+        task = asyncio.create_task(webhook.deliver(EVENT, stop))
+        await hook.wait_for(lambda: len(hook.attempts) == 1)
+        stop.set()
+        outcome = await asyncio.wait_for(task, 5)
+        await webhook.aclose()
+    assert outcome is None, "not dead-lettered: the next owner delivers it again"
+    assert len(hook.attempts) == 1
