@@ -25,7 +25,9 @@ this instance saw a run of the thread admitted and ended that the view does
 not know yet (its first run, or one whose admission the view has not read),
 the route waits, within the bound, for the view to show it. A run ended on
 another instance whose admission this one's view has not read yet is not
-seen: that needs the view to trail the gatekeeper by a whole run.
+seen: that needs the view to trail the gatekeeper by a whole run. With
+authentication on, a thread the view does not know at all is still the 404
+(``tenancy``: its owner cannot be established), waited for by nothing.
 """
 
 from __future__ import annotations

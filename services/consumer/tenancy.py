@@ -30,7 +30,9 @@ once: the gatekeeper admits one, the other gets the 404.
 
 A foreign thread and a thread that does not exist must answer alike on every
 route, or a tenant could probe which ids are taken. Reading, replaying and
-cancelling answer both with ``unknown_thread``. A POST carrying resume
+cancelling answer both with ``unknown_thread``; ``GET /threads/{id}``'s wait
+for a state past a run's end (``freshness``) comes only after the ownership
+check, so it tells another tenant nothing either. A POST carrying resume
 entries needs one more rule: on an id nobody used, the gatekeeper rejects
 the entries (``unknown_interrupt``, 422, a message about what is open), on
 another tenant's thread this service answers the 404. Both now answer the
