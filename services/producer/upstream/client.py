@@ -55,6 +55,8 @@ if TYPE_CHECKING:
     from services.producer.context import RunContext
 
 log = logging.getLogger(__name__)
+for _chatty in ("httpx", "httpcore"):  # their request lines name the full URL (its query too)
+    logging.getLogger(_chatty).setLevel(logging.WARNING)
 
 RETRIED_STATUS = frozenset({502, 503, 504})
 BODY_QUOTE_BYTES = 2048

@@ -219,7 +219,8 @@ async def wait_for(predicate: Callable[[], bool], within_s: float, what: str) ->
 async def test_a_sigkilled_worker_closes_the_open_upstream_run_and_never_calls_it_again(
         kafka: KafkaSettings, relay: Relay, upstream: Upstream, tmp_path: Path) -> None:
     await ensure_topics(kafka, ("up_kill",))
-    env = {"AGUI_AGENTS": f"up_kill={upstream.url('hang_once')}",
+    env = {"AGUI_AGENTS": f"up_kill={upstream.url('hang_once')}?key=s3cret-in-query",
+           "AGUI_LOG_LEVEL": "DEBUG",
            "AGUI_UPSTREAM_UP_KILL_IDLE_TIMEOUT_S": "600",
            "AGUI_UPSTREAM_UP_KILL_HEADERS": f'{{"Authorization": "{TOKEN}"}}',
            "AGUI_PRODUCER_SESSION_TIMEOUT_MS": "6000"}
