@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typer
 
-from services.cli import broker, consumer, gatekeeper, producer, topics, up
+from services.cli import broker, consumer, gatekeeper, notifier, producer, topics, up
 from services.cli.ops import app as ops
 
 app = typer.Typer(
@@ -21,6 +21,7 @@ app.command("up")(up.up)
 app.command("gatekeeper")(gatekeeper.gatekeeper)
 app.command("producer")(producer.producer)
 app.command("consumer")(consumer.consumer)
+app.command("notifier")(notifier.notifier)
 app.add_typer(topics.app, name="topics")
 app.add_typer(broker.app, name="kafka")
 ops.register(app)

@@ -9,7 +9,8 @@ lines are shown prefixed with its name and kept in ``.run/logs/<service>.log``
 once ``GRACE_S`` has passed for all of them, or at once on a second signal)
 and the broker if this command started it. With ``AGUI_UP_HEALTH_PORT_BASE``
 set, the gatekeeper serves ``/healthz``, ``/readyz`` and ``/metrics`` on that
-port and the producer on the next one.
+port, the producer on the next one and the notifier on the one after. With
+``AGUI_WEBHOOK_URL`` set, the webhook notifier runs too.
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ SAMPLE_AGENTS = (
     "pipeline_parent=services.producer.agents.pipeline_parent:agent,"
     "pipeline_child=services.producer.agents.pipeline_child:agent"
 )
-COLOURS = {"gatekeeper": "magenta", "producer": "cyan", "consumer": "green"}
+COLOURS = {"gatekeeper": "magenta", "producer": "cyan", "consumer": "green",
+           "notifier": "yellow"}
 GRACE_S = 15.0
 
 
@@ -96,7 +98,8 @@ def health_ports() -> dict[str, str]:
     base = os.environ.get("AGUI_UP_HEALTH_PORT_BASE", "")
     if not base.isdigit():
         return {}
-    return {"gatekeeper": base, "producer": str(int(base) + 1)}
+    return {"gatekeeper": base, "producer": str(int(base) + 1),
+            "notifier": str(int(base) + 2)}
 
 
 async def spawn(name: str, module: str, env: dict[str, str]) -> Child:
@@ -180,6 +183,8 @@ async def supervise(bootstrap: str, agents: str) -> int:
         await spawn("producer", "services.producer", env),
         await spawn("consumer", "services.consumer", env),
     ]
+    if os.environ.get("AGUI_WEBHOOK_URL"):
+        children.append(await spawn("notifier", "services.notifier", env))
     relays = [asyncio.create_task(relay_output(c)) for c in children]
     stop, hurry = asyncio.Event(), asyncio.Event()
 
