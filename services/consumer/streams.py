@@ -55,6 +55,10 @@ from services.runtime.settings import KafkaSettings
 
 log = logging.getLogger(__name__)
 
+ENDINGS_KEPT = 8_192
+"""Run ends remembered (each value at most ``catchup.KEPT_BYTES``: 128 MiB at the very
+worst, a few MiB with real outcomes). A read needs an end only until the gatekeeper's
+state for it is in the view, a few tens of milliseconds: thousands of runs ending."""
 POSITION_POLL_S = 0.01
 """``reach_end`` looks at the reader's position at least this often (it can pass a
 transaction marker without handing over a batch)."""
@@ -164,9 +168,9 @@ class FanOut(BackgroundReader):
         """(threadId, runId) → (partition, offset) of the first record seen of that run."""
         self.admitted: LruMap[RunKey, str] = LruMap(max(index_size, 1024))
         """(threadId, runId) → agent, for runs this instance saw admitted."""
-        self.ended: LruMap[RunKey, Ending] = LruMap(max(index_size, 1024))
+        self.ended: LruMap[RunKey, Ending] = LruMap(ENDINGS_KEPT)
         """(threadId, runId) → the run's terminal event, for runs this instance saw end."""
-        self.last_ended: LruMap[str, str] = LruMap(max(index_size, 1024))
+        self.last_ended: LruMap[str, str] = LruMap(ENDINGS_KEPT)
         """threadId → the run whose end this instance read last."""
         self.progress = Progress()
         self.ready = asyncio.Event()
