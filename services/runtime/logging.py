@@ -208,5 +208,5 @@ def configure(service: str, level: str | None = None, fmt: str | None = None) ->
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
-    for noisy in ("aiokafka", "kafka", "uvicorn.access"):
+    for noisy in ("aiokafka", "kafka", "uvicorn.access", "httpx", "httpcore"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
