@@ -117,6 +117,11 @@ class Notifier:
         return not self.failing
 
     @property
+    def partitions(self) -> list[int]:
+        """The ``threads`` partitions this instance owns now."""
+        return sorted(self._owned)
+
+    @property
     def failing(self) -> Mapping[str, str]:
         """Why not ready, by check."""
         if not self._joined:
