@@ -83,6 +83,8 @@ class _Owned:
     watermark_ms: int
     fresh: bool
     next_offset: int = 0
+    held: bool = False
+    """A delivery was left unfinished (stopping): nothing more may be committed."""
     committed: int = -1
     committed_at: float = field(default_factory=time.monotonic)
 
@@ -186,8 +188,13 @@ class Notifier:
         if not self._arriving:
             return
         generation, tps = self._generation, sorted(self._arriving)
-        committed = await c.admin.list_consumer_group_offsets(self.group, partitions=tps)
-        ends: dict[TopicPartition, int] = await c.consumer.end_offsets(tps)
+        try:
+            committed = await c.admin.list_consumer_group_offsets(self.group, partitions=tps)
+            ends: dict[TopicPartition, int] = await c.consumer.end_offsets(tps)
+        except KafkaError as exc:  # the coordinator moving, a broker restarting: next round
+            log.warning("committed offsets of %s not read (%s); trying again", tps, exc)
+            await asyncio.sleep(0.5)
+            return
         if generation != self._generation:
             return  # a rebalance meanwhile: the next round sets up what is ours then
         now_ms = to_epoch_ms(self._clock())
@@ -296,13 +303,17 @@ class Notifier:
         """Deliver (or dead-letter) ``events`` in order, then commit; False if interrupted."""
         for event in events:
             outcome = await c.webhook.deliver(event, stop)
-            if outcome is None or self._owned.get(owned.tp.partition) is not owned:
+            if outcome is None:
+                owned.held = True  # the next start delivers it again from the commit
+                return False
+            if self._owned.get(owned.tp.partition) is not owned:
                 return False
             if outcome.delivered:
                 log.info("webhook %s %s for thread %s delivered (%s, attempt %d)", event.kind,
                          event.delivery_id, event.thread_id, outcome.last, outcome.attempts,
                          extra={"threadId": event.thread_id, "runId": event.run_id})
             elif not await self._dead_letter(c, event, outcome, owned.tp.partition, offset, stop):
+                owned.held = True
                 return False
         await self._commit(c, owned)
         return True
@@ -334,7 +345,7 @@ class Notifier:
         return True
 
     async def _commit(self, c: _Clients, owned: _Owned) -> None:
-        if self._owned.get(owned.tp.partition) is not owned:
+        if owned.held or self._owned.get(owned.tp.partition) is not owned:
             return
         offsets = {owned.tp: (owned.next_offset, commit_metadata(owned.book.watermark_ms))}
         try:

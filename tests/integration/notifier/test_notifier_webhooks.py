@@ -149,3 +149,20 @@ async def test_a_restarted_notifier_restores_quietly_and_tells_what_happened_mea
         ("t2", "answered")]
     assert all(hook.tries[i] == 1 for i in first), "nothing delivered before was sent again"
     assert len(hook.attempts) == 6
+
+
+async def test_a_notification_waiting_for_a_retry_at_stop_is_delivered_by_the_next_start(
+        kafka: KafkaSettings, threads: Threads) -> None:
+    healthy = {"on": False}
+    async with Receiver(SECRET.encode(),
+                        lambda _i, _n, _e: 204 if healthy["on"] else 503) as hook:
+        async with running(kafka, hook.url, retries=50, backoff_s=30):
+            await threads.interrupted("t1", "r1", "a")
+            await threads.resumed("t1", "r2", "a")
+            await hook.wait_for(lambda: len(hook.attempts) == 1)
+        healthy["on"] = True  # stopped during the backoff: nothing was committed past it
+        async with running(kafka, hook.url):
+            await hook.wait_for(lambda: len(hook.accepted) == 2)
+    assert _steps([a.event for a in hook.accepted]) == [
+        ("interrupted", "r1", ["a"]), ("answered", "r1", ["a"])]
+    assert hook.tries[hook.accepted[0].delivery_id] == 2, "the same id, tried again"
