@@ -7,11 +7,14 @@ one shared thread are streamed from instance A; the moment the stream ends,
 ``GET /threads/{id}`` on A and on B must show that run and the state its end
 produced, never the ``running`` state from before it (which the gatekeeper
 replaces only after it has read the terminal event, tens of milliseconds
-after the client did).
+after the client did). And with the test playing the gatekeeper
+(``Backstage``) and never writing the closing state, the answer after the
+bound is the state the end produces, while a run not ended reads running.
 """
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from pathlib import Path
 from typing import Any
@@ -20,8 +23,9 @@ import httpx
 import orjson
 import pytest
 from backend import backend
-from consumer_harness import data_values, serving
+from consumer_harness import AGENT, Backstage, data_values, finished, serving, started
 
+from contracts import ThreadState
 from services.runtime.settings import KafkaSettings
 
 pytestmark = pytest.mark.integration
@@ -70,3 +74,24 @@ async def test_a_thread_read_right_after_a_stream_ended_shows_that_end(
                         behind.append((agent, name, body["runId"], view))
     assert not behind, f"{len(behind)} reads showed a state from before the stream's end; " \
                        f"first: {behind[0]}"
+
+
+async def test_with_no_closing_state_written_the_end_is_answered_from_what_it_produces(
+        kafka: KafkaSettings, backstage: Backstage) -> None:
+    thread, run = f"rw-{uuid.uuid4().hex[:8]}", "run-1"
+    outcome = {"type": "interrupt", "interrupts": [{"id": "i1", "reason": "confirm"}]}
+    async with serving(kafka, read_your_writes_s=0.5) as app:
+        await backstage.write_state(ThreadState(thread_id=thread, status="running", agent=AGENT,
+                                                run_id=run, recent_run_ids=[run]), thread)
+        await backstage.emit(thread, run, [started(thread, run)])
+        async with asyncio.timeout(20):
+            while app.relay.threads.get(thread) is None:
+                await asyncio.sleep(0.02)
+        going = (await app.http.get(f"/threads/{thread}")).json()
+        await backstage.emit(thread, run, [finished(thread, run, outcome=outcome)], seqs=[1])
+        ended = (await app.http.get(f"/threads/{thread}")).json()
+    assert (going["status"], going["currentRunId"]) == ("running", run)
+    assert (ended["status"], ended["lastRunId"], ended.get("interruptedRunId")) == (
+        "interrupted", run, run)
+    assert "currentRunId" not in ended
+    assert [o["interrupt"]["id"] for o in ended["openInterrupts"]] == ["i1"]
