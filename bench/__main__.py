@@ -89,6 +89,17 @@ HEADLINES: tuple[Headline, ...] = (
                 _get(r["consumer"], "kafka_floor", "p99_ms")), "{:.1f} / {:.1f}", ""),
     ("consumer", "1,000 concurrent SSE streams: errors",
      lambda r: _get(r["consumer"], "streams", "errors"), "{}", "0"),
+    ("upstream", "upstream agent via the relay: POST → first token p50 / p99 (ms)",
+     lambda r: (_get(r["upstream"], "relay", "latency", "first_event", "p50_ms"),
+                _get(r["upstream"], "relay", "latency", "first_event", "p99_ms")),
+     "{:.1f} / {:.1f}", ""),
+    ("upstream", "floor: the same upstream called directly, p50 / p99 (ms)",
+     lambda r: (_get(r["upstream"], "direct", "latency", "first_event", "p50_ms"),
+                _get(r["upstream"], "direct", "latency", "first_event", "p99_ms")),
+     "{:.1f} / {:.1f}", ""),
+    ("upstream", "relay / direct: first token p50, events/s",
+     lambda r: (_get(r["upstream"], "ratios", "first_event_p50"),
+                _get(r["upstream"], "ratios", "events_per_second")), "{:.2f} / {:.2f}", ""),
 )
 
 
