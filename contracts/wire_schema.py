@@ -29,8 +29,11 @@ from contracts.records import (
     RunRequest,
     ThreadState,
 )
+from contracts.webhooks import WebhookEvent
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
+WEBHOOK_FILE = "webhook-event"
+"""The notifier's POST body: not a topic record, so not in ``RECORDS``."""
 EVENT_TITLE = "AgUiEvent"
 
 Schema = dict[str, Any]
@@ -171,4 +174,5 @@ def json_schemas() -> dict[str, Schema]:
     """Every record schema by file stem."""
     out = {stem: record_schema(stem, model) for stem, model, _ in RECORDS}
     out[EVENT_FILE] = event_schema()
+    out[WEBHOOK_FILE] = record_schema(WEBHOOK_FILE, WebhookEvent)
     return out

@@ -34,7 +34,7 @@ __all__ = [
     "dead_letter", "fitting", "letter_key",
 ]
 
-Service = Literal["gatekeeper", "producer"]
+Service = Literal["gatekeeper", "producer", "notifier"]
 
 DEAD_LETTER_VALUE_LIMIT = 65_536
 """Bytes of a refused record's value kept in its dead letter."""

@@ -34,9 +34,6 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import cast
-
-from aiokafka.errors import KafkaError
 
 from contracts import DecodeError, ThreadState, decode, encode
 from contracts.webhooks import WebhookEvent
@@ -47,6 +44,7 @@ from services.kafka.clients import (
     AIOKafkaProducer,
     ConsumerRebalanceListener,
     ConsumerRecord,
+    KafkaError,
     TopicPartition,
     new_admin,
     new_consumer,
@@ -69,7 +67,7 @@ POLL_BUDGET_S = 60.0
 """Longest time one polled batch is worked on (the group's poll interval is 300 s)."""
 FLUSH_S = 5.0
 """Offsets of records that notified nothing are committed at least this often."""
-SERVICE = cast(Service, "notifier")  # the letters' service; deadletters.Service names two yet
+SERVICE: Service = "notifier"
 
 
 @dataclass
