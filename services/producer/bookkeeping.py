@@ -71,6 +71,7 @@ from services.producer.endings import (
     Terminal,
 )
 from services.producer.errors import AgentProtocolError, InterruptConflictError
+from services.producer.ttl import stamped
 
 __all__ = ["Cancelled", "Completed", "Ending", "Failed", "OpenItem", "Outcome", "RunBook",
            "Terminal"]
@@ -175,6 +176,12 @@ class RunBook:
             return known
         self._raised[interrupt.id] = interrupt
         return interrupt
+
+    def stamp_expiry(self, expires_at: str) -> None:
+        """Give every interrupt raised in this run without ``expiresAt`` this one
+        (the default TTL, ``services.producer.ttl``); carried ones keep theirs."""
+        for key, interrupt in self._raised.items():
+            self._raised[key] = stamped(interrupt, expires_at)
 
     def suspension_of(self, subagent_run_id: str) -> list[str] | None:
         """The ids a closing invocation is suspended on, or None when it is not.

@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Protocol
 
 import orjson
@@ -58,6 +58,7 @@ from ag_ui.core import (
 )
 
 from services.producer.effects import Effect
+from services.producer.ttl import iso_instant
 
 WARNING_EVENT = "agui-relay.warning"
 """The CUSTOM event name runtime warnings travel under."""
@@ -96,11 +97,6 @@ def tagged(wire: dict[str, Any], subagent_run_id: str | None) -> dict[str, Any]:
     if subagent_run_id is not None:
         wire["subagentRunId"] = subagent_run_id
     return wire
-
-
-def iso_instant(when: datetime) -> str:
-    """An aware datetime as ISO 8601 UTC with milliseconds and ``Z`` (what JS Date reads)."""
-    return when.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def new_id(prefix: str) -> str:

@@ -37,9 +37,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import datetime
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 from typing import Any
 
 from ag_ui.core import PROTOCOL_VERSION, BaseEvent, RunErrorEvent, RunStartedEvent
@@ -132,7 +132,8 @@ class Executor:
 
     def __init__(self, settings: ProducerSettings, producer: AIOKafkaProducer,
                  store: CheckpointStore, clock: Callable[[], datetime],
-                 limits: InputLimits | None = None) -> None:
+                 limits: InputLimits | None = None,
+                 ttls: Mapping[str, timedelta | None] | None = None) -> None:
         self.settings = settings
         self.producer = producer
         self.store = store
@@ -145,6 +146,9 @@ class Executor:
         self.options = RunOptions(uncovered_policy=settings.uncovered_policy,
                                   cancel_grace_s=settings.cancel_grace_s, clock=clock,
                                   limits=self.limits)
+        self._by_agent = {agent: replace(self.options, interrupt_ttl=ttl)
+                          for agent, ttl in (ttls or {}).items() if ttl is not None}
+        """Agents with a default interrupt TTL (``services.producer.ttl``) run with their own."""
         self.partitions: int | None = None
         self._same_count = False
         """True when checkpoints has as many partitions as events: a thread's partition,
@@ -194,7 +198,8 @@ class Executor:
         thread_id, run_id = run_input.thread_id, run_input.run_id
         sink = KafkaRunSink(writer, lambda report: self.store.excess(
             thread_id, end_marker(run_id, report, self.clock())))
-        runner = Runner(definition, run_input, plan, sink, options=self.options,
+        runner = Runner(definition, run_input, plan, sink,
+                        options=self._by_agent.get(agent, self.options),
                         ledger=self.ledger, agent_name=agent, request_id=dispatch.request_id,
                         input_wire=input_wire, principal=dispatch.principal)
         prepared = Prepared(dispatch, agent, runner, still_open, writer)

@@ -61,6 +61,7 @@ from services.producer.records import RunRecords, checked
 from services.producer.resume import ResumePlan
 from services.producer.sink import EventRecord, RunOptions, RunReport, RunSink, UncoveredPolicy
 from services.producer.sizes import limited_ending, send_failure
+from services.producer.ttl import deadline
 from services.runtime.logging import run_fields
 
 log = logging.getLogger(__name__)
@@ -156,6 +157,9 @@ class Runner:
         except BaseException:
             agent_task.cancel()
             raise
+        ttl = self.options.interrupt_ttl
+        if ttl is not None:
+            self.book.stamp_expiry(deadline(self.options.clock(), ttl))
         return await self._close(self.book.finish(ending))
 
     async def _publish_to_end(self, agent_task: asyncio.Task[Ending]) -> Ending:

@@ -6,8 +6,10 @@ import os
 import socket
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from services.producer.ttl import check_settings
 
 
 def default_worker_id() -> str:
@@ -39,6 +41,12 @@ class ProducerSettings(BaseSettings):
     recovery_margin_s: float = Field(60.0, alias="AGUI_RECOVERY_MARGIN_S", ge=0)
     """How far before a lost run's start marker the events scan begins (clock skew)."""
     worker_id: str = Field(default_factory=default_worker_id, alias="AGUI_WORKER_ID")
+
+    @model_validator(mode="after")
+    def _ttls_are_durations(self) -> ProducerSettings:
+        """``AGUI_DEFAULT_INTERRUPT_TTL[_<AGENT>]`` (read per agent by ``ttl``) must parse."""
+        check_settings(os.environ)
+        return self
 
     @property
     def buffered_per_partition(self) -> int:

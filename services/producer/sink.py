@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Literal, Protocol
 
 from ag_ui.core import Interrupt
@@ -85,3 +85,5 @@ class RunOptions:
     """Event timestamps (ms since the epoch); separate because it runs per event."""
     limits: RunLimits = field(default_factory=RunLimits)
     """Record sizes and ids (``AGUI_MAX_RECORD_BYTES``, ``AGUI_MAX_ID_LENGTH``)."""
+    interrupt_ttl: timedelta | None = None
+    """The default TTL stamped on interrupts raised without ``expiresAt`` (``ttl``)."""

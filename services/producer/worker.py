@@ -32,6 +32,7 @@ import asyncio
 import contextlib
 import gc
 import logging
+import os
 from collections import OrderedDict
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -46,6 +47,7 @@ from services.producer.execution import Executor
 from services.producer.host import AgentHost
 from services.producer.settings import ProducerSettings
 from services.producer.store import CheckpointStore
+from services.producer.ttl import interrupt_ttls
 from services.runtime.logging import run_fields
 from services.runtime.settings import KafkaSettings
 
@@ -91,6 +93,8 @@ class Worker:
         self.kafka = kafka
         self.settings = settings
         self.agents = agents
+        self.ttls = interrupt_ttls(agents, os.environ)
+        """Each agent's default interrupt TTL; a setting that is no duration stops here."""
         self.clock = clock
         self.cancels = CancelMemo()
         self.hosts: list[AgentHost] = []
@@ -121,7 +125,8 @@ class Worker:
         await producer.start()
         try:
             self.store = CheckpointStore(self.kafka, producer, self.clock)
-            executor = Executor(self.settings, producer, self.store, self.clock)
+            executor = Executor(self.settings, producer, self.store, self.clock,
+                                ttls=self.ttls)
             await executor.start()
             self.hosts = [AgentHost(name, definition, executor, self.cancels.take, self.fail)
                           for name, definition in self.agents.items()]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
 from typing import Any
 
 import orjson
@@ -93,6 +94,8 @@ def runner_for(
     limits: RunLimits | None = None,
     request_id: str | None = None,
     principal: str | None = None,
+    interrupt_ttl: timedelta | None = None,
+    clock: Callable[[], datetime] | None = None,
 ) -> tuple[Runner, ListSink]:
     definition = as_definition(agent)
     run_input = run_input or make_input()
@@ -100,7 +103,8 @@ def runner_for(
                        dispatch_warnings=dispatch_warnings)
     sink = sink or ListSink()
     options = RunOptions(uncovered_policy=policy, cancel_grace_s=grace_s,  # type: ignore[arg-type]
-                         queue_limit=queue_limit, limits=limits or RunLimits())
+                         queue_limit=queue_limit, limits=limits or RunLimits(),
+                         interrupt_ttl=interrupt_ttl, **({"clock": clock} if clock else {}))
     return Runner(definition, run_input, plan, sink, options=options, ledger=ledger,
                   request_id=request_id, principal=principal), sink
 
