@@ -11,7 +11,7 @@ NPM_DIRS := $(patsubst %/package-lock.json,%,$(wildcard tests/*/package-lock.jso
 NPM_STAMPS := $(addsuffix /node_modules/.installed,$(NPM_DIRS))
 PYTEST_ARGS ?=
 
-.PHONY: help install jars run test test-faults test-cluster lint bench contracts kafka-up kafka-cluster-up kafka-down clean
+.PHONY: help install jars run test test-faults test-hostile test-cluster lint bench contracts kafka-up kafka-cluster-up kafka-down clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | \
@@ -40,6 +40,9 @@ test: install lint ## Set up and run the whole test suite against a real Kafka b
 
 test-faults: install ## Run only the fault suite (kills, restarts, fuzz)
 	$(PY) -m pytest -m faults $(PYTEST_ARGS)
+
+test-hostile: install ## Run only the hostile-input suite (the whole stack under agui-relay up)
+	$(PY) -m pytest tests/hostile -m hostile $(PYTEST_ARGS)
 
 test-cluster: install ## The cluster suite: three local KRaft nodes (RF 3, min ISR 2), kills and restarts
 	$(PY) -m pytest tests/cluster -m cluster $(PYTEST_ARGS)
