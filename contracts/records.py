@@ -24,6 +24,15 @@ SCHEMA_VERSION: Literal[1] = 1
 """Bumped on any change a reader of the previous version would misread."""
 
 Verdict = Literal["admitted", "rejected", "queued"]
+RequestPolicy = Literal["expiry"]
+"""A relay policy that made a request itself (absent: a client sent it)."""
+
+PRINCIPAL_KEY = "agui-relay.principal"
+"""The key of a dispatched resume entry's ``metadata`` naming who answered it: the
+request's principal, or ``EXPIRY_ANSWERER``; set by the gatekeeper, a client's own
+value under it is replaced (removed when the request names no principal)."""
+EXPIRY_ANSWERER = "policy:expiry"
+"""Who answered an interrupt the expiry policy (``AGUI_ON_EXPIRY=cancel``) cancelled."""
 ThreadStatus = Literal["idle", "running", "interrupted"]
 RejectionCode = Literal[
     "invalid_input",
@@ -63,6 +72,9 @@ class RunRequest(Envelope):
     submitted_at: AwareDatetime
     principal: str | None = None
     """The tenant that submitted the request; threads belong to one tenant."""
+    policy: RequestPolicy | None = None
+    """Set when a relay policy made the request (``expiry``: the gatekeeper cancelling
+    a thread's expired interrupts); its principal is then the thread's owner."""
 
 
 class Dispatch(RunRequest):
@@ -85,6 +97,10 @@ class Decision(Envelope):
     message: str
     interrupt_ids: list[str] | None = None
     warnings: list[str] | None = None
+    principal: str | None = None
+    """Who asked: the request's principal (absent when it named none)."""
+    policy: RequestPolicy | None = None
+    """The relay policy that made the request, when not a client (``expiry``)."""
     decided_at: AwareDatetime
 
 
@@ -105,6 +121,10 @@ class RememberedDecision(Envelope):
     message: str
     interrupt_ids: list[str] | None = None
     warnings: list[str] | None = None
+    principal: str | None = None
+    """Who asked: the request's principal (absent when it named none)."""
+    policy: RequestPolicy | None = None
+    """The relay policy that made the request, when not a client (``expiry``)."""
     decided_at: AwareDatetime
 
 

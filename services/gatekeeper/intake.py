@@ -152,6 +152,8 @@ def refusal(request: RunRequest, code: RejectionCode, message: str, now: datetim
         verdict="rejected",
         code=code,
         message=message,
+        principal=request.principal,
+        policy=request.policy,
         decided_at=now,
     )
 

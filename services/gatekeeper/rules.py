@@ -62,6 +62,7 @@ from contracts import (
     Verdict,
 )
 from services.agui.expiry import Expiry, read_expiry
+from services.gatekeeper.answerer import attributed
 from services.gatekeeper.thread import (
     Boundary,
     apply_boundary,
@@ -346,9 +347,10 @@ def _admit(state: ThreadState, request: RunRequest, now: datetime, verdict: _Ver
     dispatch = Dispatch(
         request_id=request.request_id,
         agent=request.agent,
-        input=request.input,
+        input=attributed(request),
         submitted_at=request.submitted_at,
         principal=request.principal,
+        policy=request.policy,
         warnings=list(verdict.warnings) or None,
         decided_at=now,
     )
@@ -377,6 +379,8 @@ def _decision(state: ThreadState, request: RunRequest, now: datetime, v: _Verdic
         message=v.message,
         interrupt_ids=list(v.interrupt_ids) or None,
         warnings=list(v.warnings) or None,
+        principal=request.principal,
+        policy=request.policy,
         decided_at=now,
     )
 
@@ -390,6 +394,8 @@ def _remembered(d: Decision) -> RememberedDecision:
         message=d.message,
         interrupt_ids=d.interrupt_ids,
         warnings=d.warnings,
+        principal=d.principal,
+        policy=d.policy,
         decided_at=d.decided_at,
     )
 
@@ -406,6 +412,8 @@ def _replay(past: RememberedDecision, state: ThreadState, request: RunRequest) -
         message=past.message,
         interrupt_ids=past.interrupt_ids,
         warnings=past.warnings,
+        principal=past.principal,
+        policy=past.policy,
         decided_at=past.decided_at,
     )
 

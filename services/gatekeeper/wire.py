@@ -9,7 +9,8 @@ are identical to ``contracts.encode`` (a unit test holds them to it; AG-UI
 objects nested in a state, the open interrupts and queued requests, still go
 through the models). A dispatch is the admitted request exactly as its
 record carried it, plus ``warnings`` and ``decidedAt``: the request's JSON
-object is reused, not rebuilt from the models.
+object is reused, not rebuilt from the models, but for its resume entries,
+which name who answered them (``answerer``).
 """
 
 from __future__ import annotations
@@ -58,6 +59,8 @@ def dispatch(d: Dispatch, request: dict[str, Any] | None) -> bytes:
     if request is None:
         return encode(d)
     doc = {k: v for k, v in request.items() if k not in ("warnings", "decidedAt")}
+    if d.input.resume and isinstance(doc.get("input"), dict):  # entries name who answered
+        doc["input"] = {**doc["input"], "resume": [to_wire(e) for e in d.input.resume]}
     _put(doc, "warnings", d.warnings)
     doc["decidedAt"] = d.decided_at
     return orjson.dumps(doc, option=OPTIONS)
@@ -76,6 +79,8 @@ def _verdict_doc(
     doc["message"] = d.message
     _put(doc, "interruptIds", d.interrupt_ids)
     _put(doc, "warnings", d.warnings)
+    _put(doc, "principal", d.principal)
+    _put(doc, "policy", d.policy)
     doc["decidedAt"] = d.decided_at
     return doc
 

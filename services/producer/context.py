@@ -57,6 +57,7 @@ from ag_ui.core import (
     ToolCallStartEvent,
 )
 
+from contracts.records import PRINCIPAL_KEY
 from services.producer.effects import Effect
 from services.producer.ttl import iso_instant
 
@@ -90,6 +91,12 @@ class RunPort(Protocol):
     def set_result(self, result: Any) -> None: ...
     def now(self) -> datetime: ...
     async def effect(self, key: str, action: Callable[[], Awaitable[Any]]) -> Effect: ...
+
+
+def answerer_of(entry: ResumeEntry, principal: str | None) -> str | None:
+    """Who answered ``entry``: its ``agui-relay.principal`` metadata, else ``principal``."""
+    who = (entry.metadata or {}).get(PRINCIPAL_KEY)
+    return who if isinstance(who, str) else principal
 
 
 def tagged(wire: dict[str, Any], subagent_run_id: str | None) -> dict[str, Any]:
@@ -176,6 +183,20 @@ class RunContext:
         """Resume entries by interrupt id — only those answering interrupts this
         runtime raised on the thread (unrecognised entries are dropped with a warning)."""
         return self._port.answers
+
+    @property
+    def answered_by(self) -> Mapping[str, str]:
+        """Who answered each interrupt in ``answers``, by interrupt id: the principal
+        the consumer service authenticated (the API key's tenant, ``anonymous`` with
+        authentication off) or ``policy:expiry`` when the expiry policy cancelled it.
+
+        The gatekeeper writes it into each admitted resume entry's metadata
+        (``agui-relay.principal``), replacing whatever a client put there; an entry
+        without it counts as the run's ``principal``'s. Refuse an approval from the
+        wrong person by checking it before acting on a ``resolved`` answer.
+        """
+        return {interrupt_id: who for interrupt_id, entry in self._port.answers.items()
+                if (who := answerer_of(entry, self._port.principal)) is not None}
 
     @property
     def prior_interrupts(self) -> Mapping[str, Interrupt]:

@@ -12,6 +12,13 @@ each answered approval executes the tool only when resolved with
 the execution happens at most once per approval whatever crashes — and
 reports a refusal otherwise; it finishes success.
 
+Who may approve: ``forwardedProps.approvers`` (a list of principals) on the
+first run is kept in the interrupt's ``metadata.approvers``; an approval
+then counts only when ``ctx.answered_by`` names one of them (the principal
+the gatekeeper recorded, not anything the resuming client says), else it is
+refused like a rejection, naming who answered. An approval the expiry
+policy cancelled (``policy:expiry``) is a refusal too: nothing runs.
+
 Nothing is deleted: the "execution" is recorded. Each one appends a JSON
 line to the file named by ``AGUI_APPROVAL_LEDGER`` (when set) and is logged,
 and the run emits a CUSTOM ``agui-relay.effect`` event, so tests can count
@@ -89,8 +96,24 @@ async def propose(run_input: RunAgentInput, ctx: RunContext) -> None:
     message_id = await ctx.text(f"I would like to delete {len(paths)} file(s): "
                                 f"{', '.join(map(str, paths))}.")
     call_id = await ctx.tool_call(TOOL, {"paths": paths}, parent_message_id=message_id)
+    approvers = props.get("approvers")
+    named = ([str(a) for a in approvers] if isinstance(approvers, list) and approvers
+             else None)
     ctx.interrupt(APPROVAL_REASON, id=gated_interrupt_id(call_id), tool_call_id=call_id,
-                  message=f"Delete {len(paths)} file(s)?", response_schema=RESPONSE_SCHEMA)
+                  message=f"Delete {len(paths)} file(s)?", response_schema=RESPONSE_SCHEMA,
+                  metadata={"approvers": named} if named else None)
+
+
+def refusal(ctx: RunContext, interrupt_id: str, entry: ResumeEntry) -> dict[str, Any] | None:
+    """Why an answer is not an approval to act on (None: it is one)."""
+    who = ctx.answered_by.get(interrupt_id)
+    if not approved(entry):
+        return {"refused": True, "status": entry.status, **({"by": who} if who else {})}
+    metadata = ctx.prior_interrupts[interrupt_id].metadata or {}
+    approvers = metadata.get("approvers")
+    if isinstance(approvers, list) and who not in approvers:
+        return {"refused": True, "status": entry.status, "by": who, "reason": "not an approver"}
+    return None
 
 
 async def conclude(run_input: RunAgentInput, ctx: RunContext,
@@ -102,10 +125,11 @@ async def conclude(run_input: RunAgentInput, ctx: RunContext,
     summary: dict[str, list[str]] = {"executed": [], "refused": []}
     for interrupt_id, call_id, entry in answered:
         paths = [str(p) for p in call_arguments(run_input, call_id).get("paths", [])]
-        if not approved(entry):
-            await ctx.tool_result(call_id, orjson.dumps(
-                {"refused": True, "status": entry.status}).decode())
-            await ctx.text("Understood: nothing was deleted.")
+        refused = refusal(ctx, interrupt_id, entry)
+        if refused is not None:
+            await ctx.tool_result(call_id, orjson.dumps(refused).decode())
+            await ctx.text("Understood: nothing was deleted." if "reason" not in refused
+                           else f"{refused['by']} may not approve this: nothing was deleted.")
             summary["refused"].append(interrupt_id)
             continue
 
