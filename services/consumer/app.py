@@ -4,10 +4,11 @@
 instance's Kafka plumbing (``Relay``) before serving and stops it after,
 behind the header guards (``headers``: one ``Authorization``, outermost) and
 bearer-token authentication when API keys are configured (``auth``), with
-the run and thread routes served from the raw path by ``direct`` alone (they
-are not included in the app); the OpenAPI document (``/openapi.json``)
-lists them with the app's own routes, and names the AG-UI ``RunAgentInput``
-body and the problem document every error uses.
+the run, thread and interrupt routes served from the raw path by ``direct``
+alone (they are not included in the app), and the inbox page's static files
+outside authentication (``inbox_static``: they hold no data); the OpenAPI
+document (``/openapi.json``) lists them with the app's own routes, and names
+the AG-UI ``RunAgentInput`` body and the problem document every error uses.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from fastapi.telemetry import TelemetryConfig
 
-from services.consumer import auth, direct, problems
+from services.consumer import auth, direct, inbox_static, interrupt_routes, problems
 from services.consumer.headers import OneAuthorization
 from services.consumer.relay import Relay
 from services.consumer.routes import router, served
@@ -73,15 +74,18 @@ def create_app(settings: ConsumerSettings | None = None,
     app.state.relay = relay
     problems.install(app)
     app.include_router(router)
+    interrupt_routes.install(app, relay)
     direct.install(app, served)
     auth.install(app, settings, keys, relay.metrics.registry)
+    inbox_static.install(app)
     app.add_middleware(OneAuthorization)
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
             doc = get_openapi(title=app.title, version=app.version,
                               description=app.description,
-                              routes=[*served.routes, *app.routes])
+                              routes=[*served.routes, *interrupt_routes.served.routes,
+                                      *app.routes])
             components = doc.setdefault("components", {}).setdefault("schemas", {})
             run_input = RunAgentInput.model_json_schema(
                 by_alias=True, ref_template="#/components/schemas/{model}")

@@ -7,13 +7,15 @@ only when a route asks. A tombstone (null value) removes the thread. Memory
 is therefore proportional to the compacted topic (one small record per live
 thread); ``caught_up`` says when the startup backlog has been read, so a
 route can tell "unknown thread" from "not read yet", and ``progress`` wakes a
-route waiting for a thread's next state (``freshness``).
+route waiting for a thread's next state (``freshness``). ``listeners`` are
+called with each record applied (the interrupt inbox's index: ``inbox_feed``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 from contracts import DecodeError, ThreadState, decode
 from services.consumer.reading import BackgroundReader, Progress, wait_for_partitions
@@ -33,6 +35,8 @@ class ThreadView(BackgroundReader):
         self.caught_up = asyncio.Event()
         self.progress = Progress()
         self._states: dict[str, bytes] = {}
+        self.listeners: list[Callable[[str, bytes | None], None]] = []
+        """Told of every record applied: (threadId, value or None for a tombstone)."""
 
     def __len__(self) -> int:
         return len(self._states)
@@ -57,6 +61,8 @@ class ThreadView(BackgroundReader):
             self._states.pop(thread_id, None)
         else:
             self._states[thread_id] = value
+        for listener in self.listeners:
+            listener(thread_id, value)
 
     async def _run(self) -> None:
         topic = self.kafka.topics.threads

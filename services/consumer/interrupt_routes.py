@@ -1,0 +1,171 @@
+"""The inbox's routes: open interrupts listed, streamed, and one thread's history.
+
+Declared on their own ``served`` router, which ``install`` has ``direct``
+serve (inside the run and thread routes' ``DirectRoutes``, so a run's
+request never looks at these), behind the same authentication and header
+guards as every route; the app's OpenAPI document lists them too. Tenancy is the
+thread routes' rule: ``GET /interrupts`` and its stream show only threads
+the caller may read (``interrupts.visible``), and the history route reads
+a thread through ``relay.tenancy``, so another tenant's thread is the same
+``404 unknown_thread`` as everywhere.
+
+``GET /interrupts/threads/{thread_id}`` is what a thread state does not
+hold: the gated tool calls' arguments, the input a resume carries (the
+thread's messages and state rebuilt from its events, as ``agui-relay
+resume`` sends them: ``services.agui.transcript``) and the audit trail
+(decisions and run boundaries in order). It scans the thread's partitions
+of ``events`` and ``decisions`` (the CLI's reader), so it is asked per
+thread, when a person opens it, never per listed interrupt.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from fastapi import APIRouter, FastAPI, Request
+from starlette.responses import Response
+
+from services.agui.transcript import replay as transcript_of
+from services.cli.ops.kafka_io import read_thread
+from services.consumer import direct
+from services.consumer.inbox_feed import InterruptFeed, stream_body, wall_ms
+from services.consumer.interrupts import Filters
+from services.consumer.problems import InvalidInput, Unavailable
+from services.consumer.relay import Relay
+from services.consumer.routes import _ids, _principal, _problems, _relay
+from services.consumer.sse import EventStreamResponse
+from services.consumer.views import ThreadView
+
+DEFAULT_LIMIT = 100
+MAX_LIMIT = 500
+TRAIL_EVENTS = frozenset({"RUN_STARTED", "RUN_FINISHED", "RUN_ERROR"})
+
+served = APIRouter()
+"""The inbox's API routes: served by ``direct`` alone, never included in the app."""
+
+
+def feed(request: Request) -> InterruptFeed:
+    found: InterruptFeed = request.app.state.interrupts
+    return found
+
+
+def _int(request: Request, name: str, default: int, low: int, high: int) -> int:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    if not raw.isdigit() or not low <= int(raw) <= high:
+        raise InvalidInput("invalid_input", f"{name} must be an integer from {low} to {high}",
+                           extra={"field": name})
+    return int(raw)
+
+
+def _filters(request: Request) -> Filters:
+    expired = request.query_params.get("expired")
+    if expired not in (None, "true", "false"):
+        raise InvalidInput("invalid_input", "expired must be true or false",
+                           extra={"field": "expired"})
+    return Filters(agent=request.query_params.get("agent"),
+                   reason=request.query_params.get("reason"),
+                   expired=None if expired is None else expired == "true")
+
+
+def _ready(relay: Relay) -> None:
+    if not relay.threads.caught_up.is_set():
+        raise Unavailable("not_ready", "the service is still reading the thread states")
+
+
+def _json(body: object) -> Response:
+    return Response(orjson.dumps(body), media_type="application/json")
+
+
+@served.get("/interrupts", summary="Every open interrupt of the caller's threads, newest first",
+            responses=_problems(400, 503),
+            description="Query: `agent`, `reason`, `expired` (true/false), `offset`, `limit` "
+                        f"(1 to {MAX_LIMIT}, default {DEFAULT_LIMIT}). Tool-call arguments are "
+                        "not listed: `GET /interrupts/threads/{threadId}` has them.")
+async def list_interrupts(request: Request) -> Response:
+    relay = _relay(request)
+    filters = _filters(request)
+    offset = _int(request, "offset", 0, 0, 10**9)
+    limit = _int(request, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
+    _ready(relay)
+    now = wall_ms()
+    page = feed(request).index.listing(_principal(request), enforced=relay.tenancy.enforced,
+                                       filters=filters, now_ms=now, offset=offset, limit=limit)
+    body: dict[str, Any] = {"interrupts": [e.wire(now) for e in page.items],
+                            "total": page.total, "now": now}
+    if page.next_offset is not None:
+        body["nextOffset"] = page.next_offset
+    return _json(body)
+
+
+@served.get("/interrupts/stream", summary="Interrupts opening, answered or expiring (SSE)",
+            response_class=EventStreamResponse, status_code=200,
+            responses={200: {"content": {"text/event-stream": {"schema": {"type": "string"}}},
+                             "description": "`data:` {type: opened|answered|expired, "
+                                            "interrupt}; `: ready` once subscribed"}})
+async def stream_interrupts(request: Request) -> EventStreamResponse:
+    relay = _relay(request)
+    inbox = feed(request)
+    sub = inbox.subscribe(_principal(request), enforced=relay.tenancy.enforced)
+    return EventStreamResponse(stream_body(sub, relay.settings.keepalive_s),
+                               on_close=lambda: inbox.unsubscribe(sub))
+
+
+def _tool_calls(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    calls: dict[str, Any] = {}
+    for message in messages:
+        for call in message.get("toolCalls") or ():
+            function = call.get("function") or {}
+            raw = function.get("arguments", "")
+            try:
+                arguments: Any = orjson.loads(raw) if raw else {}
+            except orjson.JSONDecodeError:
+                arguments = raw
+            calls[str(call.get("id"))] = {"name": function.get("name"), "arguments": arguments}
+    return calls
+
+
+def _trail(found: Any) -> list[dict[str, Any]]:
+    rows: list[tuple[int, int, dict[str, Any]]] = []
+    for record in found.decisions:
+        value = record.value if isinstance(record.value, dict) else {}
+        row = {"kind": "decision", "at": record.timestamp_ms, "runId": value.get("runId"),
+               "verdict": value.get("verdict"), "code": value.get("code"),
+               "message": value.get("message")}
+        rows.append((record.timestamp_ms, 0, {k: v for k, v in row.items() if v is not None}))
+    for record in found.events:
+        value = record.value if isinstance(record.value, dict) else {}
+        if value.get("type") not in TRAIL_EVENTS:
+            continue
+        row = {"kind": "event", "at": record.timestamp_ms, "runId": value.get("runId"),
+               "type": value.get("type"), "outcome": value.get("outcome"),
+               "message": value.get("message"), "code": value.get("code")}
+        rows.append((record.timestamp_ms, 1, {k: v for k, v in row.items() if v is not None}))
+    rows.sort(key=lambda r: (r[0], r[1]))
+    return [r[2] for r in rows]
+
+
+@served.get("/interrupts/threads/{thread_id}", responses=_problems(400, 404, 503),
+            summary="A thread's tool calls, resume input and audit trail, for the inbox")
+async def thread_history(thread_id: str, request: Request) -> Response:
+    relay = _ids(request, thread_id)
+    state = await relay.tenancy.readable(thread_id, _principal(request))
+    found = await read_thread(relay.kafka, thread_id, decisions=True)
+    transcript = transcript_of(e.value for e in found.events if isinstance(e.value, dict))
+    body: dict[str, Any] = {"threadId": thread_id, "input": transcript.input_fields(),
+                            "toolCalls": _tool_calls(transcript.messages),
+                            "trail": _trail(found)}
+    if state is not None:
+        body["thread"] = ThreadView.of(state).model_dump(mode="json", by_alias=True)
+    return _json(body)
+
+
+def install(app: FastAPI, relay: Relay) -> InterruptFeed:
+    """Index the thread view's states and serve the routes (before ``direct.install``)."""
+    inbox = InterruptFeed()
+    direct.install(app, served)
+    relay.threads.listeners.append(inbox.on_state)
+    app.state.interrupts = inbox
+    return inbox

@@ -1,0 +1,136 @@
+"""``GET /interrupts``, its stream and a thread's history, on the real broker and app.
+
+Backstage writes thread states (and a run's events and decision) as the
+gatekeeper and producer would; two tenants ask. Each sees only its own
+interrupts, in the listing and on the stream; the stream tells of an
+interrupt opening, being answered and expiring; the history of a thread
+has the gated tool call's arguments and the resume input, and is another
+tenant's 404.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+from ag_ui.core import Interrupt
+from consumer_harness import AGENT, Backstage, finished, serving, started
+
+from contracts import OpenInterrupt, ThreadState
+from services.runtime.settings import KafkaSettings
+
+pytestmark = pytest.mark.integration
+
+TOKEN_A = f"key-a-{uuid.uuid4().hex}"
+TOKEN_B = f"key-b-{uuid.uuid4().hex}"
+A = {"Authorization": f"Bearer {TOKEN_A}"}
+B = {"Authorization": f"Bearer {TOKEN_B}"}
+KEYS = f"{TOKEN_A}=tenant-a,{TOKEN_B}=tenant-b"
+
+
+def interrupted(thread: str, principal: str, *interrupts: Interrupt) -> ThreadState:
+    return ThreadState(
+        thread_id=thread, status="interrupted" if interrupts else "idle", agent=AGENT,
+        principal=principal, run_id="run-1",
+        interrupted_run_id="run-1" if interrupts else None, recent_run_ids=["run-1"],
+        open_interrupts=[OpenInterrupt(run_id="run-1", interrupt=i) for i in interrupts],
+        updated_at=datetime.now(UTC))
+
+
+async def changes(http: httpx.AsyncClient, headers: dict[str, str], out: list[dict[str, Any]],
+                  ready: asyncio.Event) -> None:
+    async with http.stream("GET", "/interrupts/stream", headers=headers) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        async for line in response.aiter_lines():
+            if line == ": ready":
+                ready.set()
+            if line.startswith("data: "):
+                out.append(orjson.loads(line[6:]))
+
+
+async def until(predicate: Any) -> None:
+    async with asyncio.timeout(20):
+        while not predicate():
+            await asyncio.sleep(0.05)
+
+
+async def test_listing_and_stream_are_tenant_scoped_and_live(
+        kafka: KafkaSettings, backstage: Backstage) -> None:
+    mine, theirs = f"a-{uuid.uuid4().hex[:8]}", f"b-{uuid.uuid4().hex[:8]}"
+    soon = (datetime.now(UTC) + timedelta(seconds=3)).isoformat()
+    await backstage.write_state(interrupted(theirs, "tenant-b", Interrupt(
+        id="ib", reason="tool_approval")), theirs)
+    async with serving(kafka, api_keys=KEYS) as app:
+        await until(lambda: app.relay.threads.get(theirs) is not None)
+        seen_a: list[dict[str, Any]] = []
+        seen_b: list[dict[str, Any]] = []
+        ready_a, ready_b = asyncio.Event(), asyncio.Event()
+        tasks = [asyncio.create_task(changes(app.http, A, seen_a, ready_a)),
+                 asyncio.create_task(changes(app.http, B, seen_b, ready_b))]
+        await asyncio.wait_for(asyncio.gather(ready_a.wait(), ready_b.wait()), 20)
+        schema = {"type": "object", "properties": {"approved": {"type": "boolean"}}}
+        await backstage.write_state(interrupted(mine, "tenant-a", Interrupt(
+            id="ia", reason="tool_approval", message="Delete?", tool_call_id="c1",
+            response_schema=schema, expires_at=soon)), mine)
+        await until(lambda: any(c["type"] == "expired" for c in seen_a))
+        listed = (await app.http.get("/interrupts", headers=A)).json()
+        expired_only = (await app.http.get("/interrupts?expired=true", headers=A)).json()
+        other_reason = (await app.http.get("/interrupts?reason=sign_off", headers=A)).json()
+        listed_b = (await app.http.get("/interrupts", headers=B)).json()
+        await backstage.write_state(interrupted(mine, "tenant-a"), mine)
+        await until(lambda: any(c["type"] == "answered" for c in seen_a))
+        after = (await app.http.get("/interrupts", headers=A)).json()
+        anonymous = await app.http.get("/interrupts")
+        bad = await app.http.get("/interrupts?limit=0", headers=A)
+        for task in tasks:
+            task.cancel()
+    assert [c["type"] for c in seen_a] == ["opened", "expired", "answered"]
+    assert {c["interrupt"]["id"] for c in seen_a} == {"ia"}
+    assert seen_b == []  # tenant b's own thread did not change; a's never reaches b
+    (item,) = listed["interrupts"]
+    assert {k: item[k] for k in ("id", "threadId", "runId", "agent", "reason", "message",
+                                 "toolCallId", "responseSchema", "expiresAt", "expired")} == {
+        "id": "ia", "threadId": mine, "runId": "run-1", "agent": AGENT,
+        "reason": "tool_approval", "message": "Delete?", "toolCallId": "c1",
+        "responseSchema": schema, "expiresAt": soon, "expired": True}
+    assert listed["total"] == 1
+    assert "nextOffset" not in listed
+    assert [i["id"] for i in expired_only["interrupts"]] == ["ia"]
+    assert other_reason["interrupts"] == []
+    assert [i["id"] for i in listed_b["interrupts"]] == ["ib"]
+    assert after["interrupts"] == []
+    assert anonymous.status_code == 401
+    assert (bad.status_code, bad.json()["code"]) == (400, "invalid_input")
+
+
+async def test_a_threads_history_has_tool_call_arguments_and_is_the_owners_only(
+        kafka: KafkaSettings, backstage: Backstage) -> None:
+    thread = f"h-{uuid.uuid4().hex[:8]}"
+    await backstage.emit(thread, "run-1", [
+        {**started(thread, "run-1"), "input": {
+            "threadId": thread, "runId": "run-1", "state": {}, "tools": [], "context": [],
+            "forwardedProps": {}, "messages": [{"id": "m1", "role": "user", "content": "go"}]}},
+        {"type": "TOOL_CALL_START", "toolCallId": "c1", "toolCallName": "delete_files"},
+        {"type": "TOOL_CALL_ARGS", "toolCallId": "c1", "delta": '{"paths": ["/tmp/a"]}'},
+        {"type": "TOOL_CALL_END", "toolCallId": "c1"},
+        finished(thread, "run-1", outcome={"type": "interrupt", "interrupts": [
+            {"id": "ia", "reason": "tool_approval", "toolCallId": "c1"}]})])
+    await backstage.write_state(interrupted(thread, "tenant-a", Interrupt(
+        id="ia", reason="tool_approval", tool_call_id="c1")), thread)
+    async with serving(kafka, api_keys=KEYS) as app:
+        await until(lambda: app.relay.threads.get(thread) is not None)
+        history = await app.http.get(f"/interrupts/threads/{thread}", headers=A)
+        foreign = await app.http.get(f"/interrupts/threads/{thread}", headers=B)
+    assert history.status_code == 200, history.text
+    body = history.json()
+    assert body["toolCalls"]["c1"] == {"name": "delete_files", "arguments": {"paths": ["/tmp/a"]}}
+    assert [m["role"] for m in body["input"]["messages"]] == ["user", "assistant"]
+    assert [r.get("type") for r in body["trail"]] == ["RUN_STARTED", "RUN_FINISHED"]
+    assert body["thread"]["openInterrupts"][0]["interrupt"]["id"] == "ia"
+    assert (foreign.status_code, foreign.json()["code"]) == (404, "unknown_thread")

@@ -1,0 +1,157 @@
+"""The open-interrupt index and its feed: what opens, is answered, expires, and who sees it."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+
+import pytest
+from ag_ui.core import Interrupt
+
+from contracts import OpenInterrupt, ThreadState, encode
+from services.consumer.inbox_feed import InterruptFeed, stream_body
+from services.consumer.interrupts import Filters, InterruptIndex, visible
+from services.consumer.tenancy import may_read
+
+T0 = 1_800_000_000_000
+
+
+def iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat().replace("+00:00", "Z")
+
+
+def state(thread: str, *interrupts: Interrupt, principal: str | None = "a", agent: str = "x",
+          updated_ms: int = T0) -> bytes:
+    return encode(ThreadState(
+        thread_id=thread, status="interrupted" if interrupts else "idle", agent=agent,
+        principal=principal, run_id="r1", interrupted_run_id="r1" if interrupts else None,
+        open_interrupts=[OpenInterrupt(run_id="r1", interrupt=i) for i in interrupts],
+        updated_at=datetime.fromtimestamp(updated_ms / 1000, UTC)))
+
+
+def listing(index: InterruptIndex, principal: str = "a", *, enforced: bool = True,
+            now: int = T0, **filters: object) -> list[str]:
+    page = index.listing(principal, enforced=enforced, filters=Filters(**filters),  # type: ignore[arg-type]
+                         now_ms=now, offset=0, limit=100)
+    return [e.interrupt_id for e in page.items]
+
+
+def test_opened_then_answered_changes_and_newest_first() -> None:
+    index = InterruptIndex()
+    first = index.apply("t1", state("t1", Interrupt(id="i1", reason="tool_approval")))
+    assert [(c.kind, c.entry.interrupt_id) for c in first] == [("opened", "i1")]
+    index.apply("t2", state("t2", Interrupt(id="i2", reason="tool_approval"),
+                            updated_ms=T0 + 5))
+    assert listing(index) == ["i2", "i1"]
+    # the same state again changes nothing, and keeps the first-seen time
+    assert index.apply("t1", state("t1", Interrupt(id="i1", reason="tool_approval"),
+                                   updated_ms=T0 + 9)) == []
+    assert listing(index) == ["i2", "i1"]
+    answered = index.apply("t1", state("t1"))
+    assert [(c.kind, c.entry.interrupt_id) for c in answered] == [("answered", "i1")]
+    assert [(c.kind, c.entry.interrupt_id) for c in index.apply("t2", None)] == [
+        ("answered", "i2")]
+    assert listing(index) == []
+    assert len(index) == 0
+
+
+def test_tenants_never_see_each_others_interrupts() -> None:
+    index = InterruptIndex()
+    index.apply("ta", state("ta", Interrupt(id="ia", reason="r"), principal="a"))
+    index.apply("tb", state("tb", Interrupt(id="ib", reason="r"), principal="b"))
+    index.apply("tn", state("tn", Interrupt(id="in", reason="r"), principal=None))
+    assert listing(index, "a") == ["ia"]
+    assert listing(index, "b") == ["ib"]
+    assert sorted(listing(index, "anonymous", enforced=False)) == ["in"]
+
+
+@pytest.mark.parametrize("owner", ["a", "b", None])
+@pytest.mark.parametrize("enforced", [True, False])
+def test_visible_is_tenancys_rule(owner: str | None, enforced: bool) -> None:
+    thread = ThreadState(thread_id="t", principal=owner)
+    assert visible(owner, "a", enforced=enforced) == may_read(thread, "a", enforced=enforced)
+
+
+def test_filters_and_pages() -> None:
+    index = InterruptIndex()
+    for n in range(5):
+        index.apply(f"t{n}", state(f"t{n}", Interrupt(
+            id=f"i{n}", reason="tool_approval" if n % 2 else "sign_off",
+            expires_at=iso(T0 + 1000) if n < 2 else None), agent="x" if n < 3 else "y",
+            updated_ms=T0 + n))
+    assert listing(index, reason="sign_off") == ["i4", "i2", "i0"]
+    assert listing(index, agent="y") == ["i4", "i3"]
+    assert listing(index, expired=True, now=T0 + 1000) == ["i1", "i0"]
+    assert listing(index, expired=False, now=T0 + 999) == ["i4", "i3", "i2", "i1", "i0"]
+    page = index.listing("a", enforced=True, filters=Filters(), now_ms=T0, offset=2, limit=2)
+    assert ([e.interrupt_id for e in page.items], page.total, page.next_offset) == (
+        ["i2", "i1"], 5, 4)
+    last = index.listing("a", enforced=True, filters=Filters(), now_ms=T0, offset=4, limit=2)
+    assert last.next_offset is None
+
+
+def test_wire_item_carries_what_the_inbox_shows() -> None:
+    index = InterruptIndex()
+    schema = {"type": "object", "properties": {"approved": {"type": "boolean"}}}
+    index.apply("t", state("t", Interrupt(id="i", reason="tool_approval", message="Delete?",
+                                          tool_call_id="c1", response_schema=schema,
+                                          expires_at=iso(T0))))
+    (entry,) = index.entries()
+    assert entry.wire(T0) == {
+        "id": "i", "threadId": "t", "runId": "r1", "agent": "x", "reason": "tool_approval",
+        "message": "Delete?", "toolCallId": "c1", "responseSchema": schema,
+        "expiresAt": iso(T0), "expired": True, "openedAt": T0}
+    assert entry.wire(T0 - 1)["expired"] is False
+
+
+def test_unparseable_expiry_never_expires_like_the_gatekeeper() -> None:
+    index = InterruptIndex()
+    index.apply("t", state("t", Interrupt(id="i", reason="r", expires_at="not a date")))
+    assert index.next_expiry_ms() is None
+    assert listing(index, expired=False, now=T0 * 2) == ["i"]
+
+
+def test_due_skips_answered_interrupts() -> None:
+    index = InterruptIndex()
+    index.apply("t1", state("t1", Interrupt(id="i1", reason="r", expires_at=iso(T0 + 10))))
+    index.apply("t2", state("t2", Interrupt(id="i2", reason="r", expires_at=iso(T0 + 20))))
+    index.apply("t1", state("t1"))
+    assert index.due(T0 + 9) == []
+    assert [c.entry.interrupt_id for c in index.due(T0 + 30)] == ["i2"]
+    assert index.due(T0 + 40) == []
+    assert index.next_expiry_ms() is None
+
+
+async def test_feed_announces_to_the_owner_only_and_times_expiry_with_one_timer() -> None:
+    now = [T0]
+    feed = InterruptFeed(clock=lambda: now[0])
+    mine = feed.subscribe("a", enforced=True)
+    theirs = feed.subscribe("b", enforced=True)
+    feed.on_state("t", state("t", Interrupt(id="i", reason="r", expires_at=iso(T0 + 50))))
+    assert b'"type":"opened"' in mine.queue.get_nowait()
+    assert theirs.queue.empty()
+    timer = feed._timer
+    assert timer is not None
+    feed.on_state("u", state("u", Interrupt(id="j", reason="r", expires_at=iso(T0 + 90))))
+    assert feed._timer is timer  # the earliest expiry did not move: same single timer
+    mine.queue.get_nowait()
+    now[0] = T0 + 50
+    await asyncio.sleep(0.1)  # the timer fires (call_later of 50 ms)
+    frame = mine.queue.get_nowait()
+    assert b'"type":"expired"' in frame
+    assert b'"id":"i"' in frame
+    assert b'"expired":true' in frame
+    assert theirs.queue.empty()
+    feed.stop()
+
+
+async def test_a_subscriber_that_falls_behind_is_dropped_and_its_stream_ends() -> None:
+    feed = InterruptFeed(clock=lambda: T0)
+    sub = feed.subscribe("a", enforced=True)
+    for n in range(sub.queue.maxsize + 1):
+        feed.on_state(f"t{n}", state(f"t{n}", Interrupt(id=f"i{n}", reason="r")))
+    assert sub.dropped
+    assert sub not in feed.subscribers
+    chunks = [c async for c in stream_body(sub, keepalive_s=5)]
+    assert chunks[0] == b": ready\n\n"
+    assert b"".join(chunks[1:]).count(b"data: ") == sub.queue.maxsize
