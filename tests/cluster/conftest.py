@@ -45,7 +45,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def full_selected(config: pytest.Config) -> bool:
     """True when the long scenarios are asked for (the env var, or ``-m`` naming them)."""
-    return os.environ.get(FULL_ENV, "") == "1" or "cluster_full" in str(config.option.markexpr)
+    expression = str(config.option.markexpr)
+    named = "cluster_full" in expression and "not cluster_full" not in expression
+    return os.environ.get(FULL_ENV, "") == "1" or named
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

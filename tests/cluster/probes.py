@@ -9,6 +9,8 @@
   can reach), as ``agui-relay lag`` shows them. A transaction commits in
   milliseconds, so ``held`` that stays above zero once the load is over is a
   hanging transaction (the single broker's skipped markers).
+- ``delete_topics``: a finished scenario's topics go, so the shared
+  cluster's replicas to keep in sync do not pile up from one scenario to the next.
 - ``longest_pause``: the largest gap between consecutive committed decisions
   (their record timestamps) inside a window: how long the relay stopped
   deciding.
@@ -27,7 +29,7 @@ from faults.checker import Rec
 from faults.harness import AGENTS
 
 from services.kafka.admin import describe_catalog
-from services.kafka.clients import TopicPartition
+from services.kafka.clients import TopicPartition, new_admin
 from services.kafka.reader import TopicReader
 from services.runtime.settings import KafkaSettings
 
@@ -76,6 +78,19 @@ async def held_after(settings: KafkaSettings, within_s: float = 45.0) -> dict[To
         if not found or time.monotonic() > deadline:
             return found
         await asyncio.sleep(1.0)
+
+
+async def delete_topics(settings: KafkaSettings) -> None:
+    """Delete the deployment's topics (the shared cluster stays small for the next scenario)."""
+    admin = new_admin(settings, "agui-cluster-cleanup")
+    await admin.start()
+    try:
+        prefix = f"{settings.topic_prefix}."
+        names = [n for n in await admin.list_topics() if n.startswith(prefix)]
+        if names:
+            await admin.delete_topics(names)
+    finally:
+        await admin.close()
 
 
 def longest_pause(decisions: Iterable[Rec], start_s: float, end_s: float) -> float:

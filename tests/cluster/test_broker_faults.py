@@ -16,6 +16,11 @@ Kafka and over HTTP, and does one kind of broker fault:
 - one node stopped with SIGSTOP for longer than the session timeouts (the
   brokers' 6 s, the services' 6 s) and resumed with SIGCONT.
 
+The default ``make test`` runs one fault of each kind, in that order, on one
+deployment under one load (``test_one_fault_of_each_kind``, marked
+``cluster_short``); ``make test-cluster`` (``AGUI_CLUSTER_FULL=1``) runs
+each kind as its own scenario, the coordinator killed three times.
+
 ``relay.drill`` checks the rest: the independent checker finds nothing lost
 or doubled, no thread left running, no approved effect twice; nothing is
 held by an open transaction afterwards; no service was restarted; the
@@ -48,30 +53,13 @@ STREAM_DELAY_MS = 20_000
 """How long the streamed run waits between its message and its end (the kill lands there)."""
 
 
-def coordinator_kills(reps: int, interval_s: float = 3.0) -> Callable[[Brokers], Any]:
-    async def faults(brokers: Brokers) -> None:
-        for rep in range(reps):
-            if rep:
-                await asyncio.sleep(interval_s)
-            txn_id, victim = await brokers.coordinator()
-            await brokers.kill(victim, f"coordinator of {txn_id}")
-
-    return faults
-
-
-@pytest.mark.cluster_short
-async def test_coordinator_sigkill_once(relay_cluster: launcher.Cluster, tmp_path: Path,
-                                        summary: Callable[[str], None]) -> None:
-    await drill(relay_cluster, tmp_path, summary, "cluster: coordinator SIGKILL x1",
-                coordinator_kills(1))
-
-
-@pytest.mark.cluster_full
-async def test_coordinator_sigkill_three_times(relay_cluster: launcher.Cluster, tmp_path: Path,
-                                               summary: Callable[[str], None]) -> None:
-    outcome = await drill(relay_cluster, tmp_path, summary, "cluster: coordinator SIGKILL x3",
-                          coordinator_kills(3), Load(kafka_concurrency=8, http_concurrency=2))
-    assert len(outcome.brokers.steps) == 3
+async def coordinator_kills(brokers: Brokers, reps: int, interval_s: float = 3.0) -> None:
+    """SIGKILL the gatekeeper's transaction coordinator ``reps`` times (found anew each time)."""
+    for rep in range(reps):
+        if rep:
+            await asyncio.sleep(interval_s)
+        txn_id, victim = await brokers.coordinator()
+        await brokers.kill(victim, f"coordinator of {txn_id}")
 
 
 class OpenStream:
@@ -89,7 +77,7 @@ class OpenStream:
         script = {"text": "streamed through a broker kill", "delayMs": STREAM_DELAY_MS}
         body = orjson.dumps(run_input(self.thread_id, self.run_id, script=script))
         async with httpx.AsyncClient(limits=pool_limits(2)) as client, client.stream(
-                "POST", f"{self.url}/agents/scripted", content=body, timeout=180.0,
+                "POST", f"{self.url}/agents/scripted", content=body, timeout=300.0,
                 headers={"content-type": "application/json",
                          "accept": "text/event-stream"}) as response:
             self.status = response.status_code
@@ -103,55 +91,98 @@ class OpenStream:
     def types(self) -> list[str]:
         return [str(e.get("type")) for e in self.events]
 
+    def check(self) -> None:
+        """Every event once, in order, and the end."""
+        assert self.status == 200
+        assert self.types == ["RUN_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT",
+                              "TEXT_MESSAGE_END", "RUN_FINISHED"], self.types
 
+
+async def stream_leader_kill(brokers: Brokers) -> OpenStream:
+    """Open a stream; once its message is out, SIGKILL its events partition's leader."""
+    stream = OpenStream(brokers.stack.consumer_urls[0])
+    reading = asyncio.create_task(stream.read())
+    async with asyncio.timeout(240):
+        await asyncio.wait([reading, asyncio.create_task(stream.message_sent.wait())],
+                           return_when=asyncio.FIRST_COMPLETED)
+    assert stream.message_sent.is_set(), f"stream ended early: {stream.types}"
+    settings = brokers.stack.settings
+    partition = partition_for(stream.thread_id, settings.partitions)
+    leader = await asyncio.to_thread(brokers.cluster.leader, settings.topics.events, partition)
+    assert leader is not None
+    killed = time.monotonic()
+    step = await brokers.kill(leader, f"leader of {settings.topics.events}-{partition}, "
+                                      f"read by an open stream")
+    async with asyncio.timeout(300):
+        await reading
+    assert stream.ended_at is not None
+    step.what += f", the stream got its end {stream.ended_at - killed:.1f} s after the kill"
+    return stream
+
+
+async def rolling_restart(brokers: Brokers) -> None:
+    for i in range(len(brokers.cluster.nodes)):
+        await brokers.restart(i)
+
+
+async def isolate_coordinator(brokers: Brokers) -> None:
+    txn_id, victim = await brokers.coordinator()
+    await brokers.isolate(victim, f"coordinator of {txn_id}", 2.5 * SESSION_TIMEOUT_S)
+
+
+@pytest.mark.cluster_short
+async def test_one_fault_of_each_kind(relay_cluster: launcher.Cluster, tmp_path: Path,
+                                      summary: Callable[[str], None]) -> None:
+    streams: list[OpenStream] = []
+
+    async def faults(brokers: Brokers) -> None:
+        await coordinator_kills(brokers, 1)
+        streams.append(await stream_leader_kill(brokers))
+        await rolling_restart(brokers)
+        await isolate_coordinator(brokers)
+
+    outcome = await drill(relay_cluster, tmp_path, summary,
+                          "cluster: one fault of each kind", faults, Load(lead_s=2, tail_s=2))
+    assert len(outcome.brokers.steps) == 6
+    streams[0].check()
+
+
+@pytest.mark.cluster_full
+async def test_coordinator_sigkill_three_times(relay_cluster: launcher.Cluster, tmp_path: Path,
+                                               summary: Callable[[str], None]) -> None:
+    async def faults(brokers: Brokers) -> None:
+        await coordinator_kills(brokers, 3)
+
+    outcome = await drill(relay_cluster, tmp_path, summary, "cluster: coordinator SIGKILL x3",
+                          faults, Load(kafka_concurrency=8, http_concurrency=2))
+    assert len(outcome.brokers.steps) == 3
+
+
+@pytest.mark.cluster_full
 async def test_stream_partition_leader_sigkill(relay_cluster: launcher.Cluster, tmp_path: Path,
                                                summary: Callable[[str], None]) -> None:
-    cluster = relay_cluster
-    seen: dict[str, Any] = {}
+    streams: list[OpenStream] = []
 
     async def faults(brokers: Brokers) -> None:
-        stream = OpenStream(brokers.stack.consumer_urls[0])
-        reading = asyncio.create_task(stream.read())
-        async with asyncio.timeout(120):
-            await asyncio.wait([reading, asyncio.create_task(stream.message_sent.wait())],
-                               return_when=asyncio.FIRST_COMPLETED)
-        assert stream.message_sent.is_set(), f"stream ended early: {stream.types}"
-        settings = brokers.stack.settings
-        partition = partition_for(stream.thread_id, settings.partitions)
-        leader = await asyncio.to_thread(cluster.leader, settings.topics.events, partition)
-        assert leader is not None
-        killed = time.monotonic()
-        step = await brokers.kill(leader, f"leader of {settings.topics.events}-{partition}, "
-                                          f"read by an open stream")
-        async with asyncio.timeout(180):
-            await reading
-        assert stream.ended_at is not None
-        seen["stream"] = stream
-        step.what += f", the stream got its end {stream.ended_at - killed:.1f} s after the kill"
+        streams.append(await stream_leader_kill(brokers))
 
-    await drill(cluster, tmp_path, summary, "cluster: stream partition leader SIGKILL", faults)
-    stream = seen["stream"]
-    assert stream.status == 200
-    assert stream.types == ["RUN_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT",
-                            "TEXT_MESSAGE_END", "RUN_FINISHED"], stream.types
+    await drill(relay_cluster, tmp_path, summary, "cluster: stream partition leader SIGKILL",
+                faults)
+    streams[0].check()
 
 
+@pytest.mark.cluster_full
 async def test_rolling_restart(relay_cluster: launcher.Cluster, tmp_path: Path,
                                summary: Callable[[str], None]) -> None:
-    async def faults(brokers: Brokers) -> None:
-        for i in range(len(relay_cluster.nodes)):
-            await brokers.restart(i)
-
-    outcome = await drill(relay_cluster, tmp_path, summary, "cluster: rolling restart", faults)
+    outcome = await drill(relay_cluster, tmp_path, summary, "cluster: rolling restart",
+                          rolling_restart)
     assert [s.what for s in outcome.brokers.steps] == ["restart node 1", "restart node 2",
                                                        "restart node 3"]
 
 
+@pytest.mark.cluster_full
 async def test_node_isolated_past_the_session_timeout(
     relay_cluster: launcher.Cluster, tmp_path: Path, summary: Callable[[str], None]
 ) -> None:
-    async def faults(brokers: Brokers) -> None:
-        txn_id, victim = await brokers.coordinator()
-        await brokers.isolate(victim, f"coordinator of {txn_id}", 2.5 * SESSION_TIMEOUT_S)
-
-    await drill(relay_cluster, tmp_path, summary, "cluster: node isolated (SIGSTOP)", faults)
+    await drill(relay_cluster, tmp_path, summary, "cluster: node isolated (SIGSTOP)",
+                isolate_coordinator)
