@@ -29,9 +29,12 @@ _NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]*$")
 _TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
           ".css": "text/css; charset=utf-8", ".map": "application/json", ".png": "image/png",
           ".svg": "image/svg+xml"}
+CSP = ("default-src 'self'; script-src 'self' 'unsafe-eval'; img-src 'self' data:; "
+       "style-src 'self' 'unsafe-inline'; frame-ancestors 'none'")
+"""Only the page's own files. ``unsafe-eval``: ajv compiles each responseSchema into a
+validator function at run time (``new Function``), which is how the form validates."""
 HEADERS = {"Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff",
-           "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; "
-                                      "style-src 'self' 'unsafe-inline'; frame-ancestors 'none'",
+           "Content-Security-Policy": CSP,
            "Referrer-Policy": "no-referrer"}
 
 
@@ -48,9 +51,9 @@ def resolve(path: str, dist: Path = DIST) -> Path | None:
 class InboxStatic:
     """ASGI middleware answering ``/inbox`` paths from the build directory."""
 
-    def __init__(self, app: ASGIApp, dist: Path = DIST) -> None:
+    def __init__(self, app: ASGIApp, dist: Path | None = None) -> None:
         self.app = app
-        self.dist = dist
+        self.dist = dist or DIST
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "") if scope["type"] == "http" else ""

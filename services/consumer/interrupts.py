@@ -11,11 +11,12 @@ deleted — or expired). ``listing`` answers ``GET /interrupts``; ``due``
 pops the expiry heap for the feed's single timer (``inbox_feed``).
 
 Order: an entry's ``opened_ms`` is the ``updatedAt`` of the first state
-that showed it (the gatekeeper's clock at the run's end), ties broken by
-arrival; expiry is read with ``services.agui.expiry`` exactly as the
-gatekeeper decides it. Ownership follows ``tenancy.may_read`` (an owned
-thread for its owner only; an unowned one for everyone while
-authentication is off, for no tenant when it is on). Pure: no I/O, the
+that showed it (the gatekeeper's clock at the run's end); the interrupts
+one run raised together keep the order it raised them in. Expiry is read
+with ``services.agui.expiry`` exactly as the gatekeeper decides it.
+Ownership follows ``tenancy.may_read`` (an owned thread for its owner
+only; an unowned one for everyone while authentication is off, for no
+tenant when it is on). Pure: no I/O, the
 clock is an argument. What a state does not hold is not here: the gated
 tool call's arguments live on the events topic and are served per thread
 by the history route (``interrupt_routes``).
@@ -208,6 +209,6 @@ class InterruptIndex:
         mine = [e for e in self.entries()
                 if visible(e.principal, principal, enforced=enforced)
                 and filters.admit(e, now_ms)]
-        mine.sort(key=lambda e: (e.opened_ms, e.order), reverse=True)
+        mine.sort(key=lambda e: (-e.opened_ms, e.order))
         end = offset + limit
         return Page(mine[offset:end], len(mine), end if end < len(mine) else None)

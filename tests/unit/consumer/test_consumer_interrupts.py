@@ -55,6 +55,14 @@ def test_opened_then_answered_changes_and_newest_first() -> None:
     assert len(index) == 0
 
 
+def test_one_runs_interrupts_keep_the_order_it_raised_them_in() -> None:
+    index = InterruptIndex()
+    index.apply("old", state("old", Interrupt(id="o", reason="r"), updated_ms=T0))
+    index.apply("t", state("t", Interrupt(id="first", reason="r"),
+                           Interrupt(id="second", reason="r"), updated_ms=T0 + 1))
+    assert listing(index) == ["first", "second", "o"]
+
+
 def test_tenants_never_see_each_others_interrupts() -> None:
     index = InterruptIndex()
     index.apply("ta", state("ta", Interrupt(id="ia", reason="r"), principal="a"))

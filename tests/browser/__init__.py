@@ -1,0 +1,1 @@
+"""The inbox page in headless Chromium (Playwright), against the whole relay."""

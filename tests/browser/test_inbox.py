@@ -1,0 +1,190 @@
+"""The interrupt inbox in a real browser, against the whole relay.
+
+Each test starts runs the way a front end or ``curl`` would (tenant a's or
+b's key), then uses the page: an approval answered from it and the resumed
+run's events shown; a thread with two interrupts cannot be resumed with one
+answered; an expired interrupt offers only cancel, and cancelling it
+resumes the thread; an interrupt opened from another tab appears without a
+reload; a resume the gatekeeper refuses shows its detail; tenant b's page
+never shows tenant a's threads. Screenshots go to ``.screenshots/``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+from hostile.stack import TENANTS, UpStack
+from playwright.async_api import BrowserContext, Page, expect
+
+from browser.pages import open_inbox, shot
+
+pytestmark = pytest.mark.browser
+
+WAIT_MS = 20_000
+
+
+def thread_id(tag: str) -> str:
+    return f"{tag}-{uuid.uuid4().hex[:10]}"
+
+
+async def start(relay: UpStack, tenant: str, agent: str, thread: str,
+                **forwarded: Any) -> list[dict[str, Any]]:
+    """Run ``agent`` on a new thread as ``tenant``; the events of the run (it interrupts)."""
+    body = {"threadId": thread, "runId": f"r-{uuid.uuid4().hex[:8]}", "state": {},
+            "tools": [], "context": [], "forwardedProps": forwarded,
+            "messages": [{"id": "m1", "role": "user", "content": "Clean up /tmp"}]}
+    headers = {"Authorization": f"Bearer {TENANTS[tenant]}", "Accept": "text/event-stream"}
+    async with httpx.AsyncClient(base_url=relay.url, timeout=30) as http:
+        response = await http.post(f"/agents/{agent}", json=body, headers=headers)
+    assert response.status_code == 200, response.text
+    return [orjson.loads(line[6:]) for line in response.text.splitlines()
+            if line.startswith("data: ")]
+
+
+def script(*interrupts: dict[str, Any]) -> dict[str, Any]:
+    return {"script": {"interrupts": list(interrupts)}}
+
+
+def article(page: Page, thread: str, interrupt: str) -> Any:
+    return page.locator(f'[data-thread-id="{thread}"] [data-interrupt-id="{interrupt}"]')
+
+
+async def test_an_approval_answered_from_the_page(context: BrowserContext,
+                                                  relay: UpStack) -> None:
+    thread = thread_id("approve")
+    events = await start(relay, "tenant-a", "approval", thread)
+    (interrupt,) = events[-1]["outcome"]["interrupts"]
+    page = await open_inbox(context, relay, "tenant-a")
+    card = article(page, thread, interrupt["id"])
+    await expect(card).to_be_visible(timeout=WAIT_MS)
+    await expect(card.get_by_label("Tool call arguments")).to_contain_text('"paths"',
+                                                                            timeout=WAIT_MS)
+    await page.screenshot(path=shot("inbox"), full_page=True)
+    section = page.locator(f'[data-thread-id="{thread}"]')
+    resume = section.get_by_role("button", name="Resume thread")
+    await expect(resume).to_be_disabled()
+    await card.get_by_role("button", name="Approve").click()
+    await expect(resume).to_be_enabled()
+    await resume.click()
+    await expect(section.get_by_role("status")).to_contain_text("Admitted", timeout=WAIT_MS)
+    events_list = section.get_by_role("list", name="Resumed run events")
+    await expect(events_list).to_contain_text("TOOL_CALL_RESULT", timeout=WAIT_MS)
+    await expect(events_list).to_contain_text("RUN_FINISHED  success", timeout=WAIT_MS)
+    await expect(card).to_have_count(0, timeout=WAIT_MS)
+    await page.screenshot(path=shot("resumed"), full_page=True)
+
+
+async def test_a_partial_answer_cannot_be_submitted(context: BrowserContext,
+                                                    relay: UpStack) -> None:
+    thread = thread_id("partial")
+    schema = {"type": "object", "properties": {"approved": {"type": "boolean"}},
+              "required": ["approved"]}
+    await start(relay, "tenant-a", "scripted", thread, **script(
+        {"id": "first", "reason": "tool_approval", "message": "First?",
+         "responseSchema": schema},
+        {"id": "second", "reason": "input", "message": "Free answer?"}))
+    page = await open_inbox(context, relay, "tenant-a")
+    first, second = article(page, thread, "first"), article(page, thread, "second")
+    await expect(second).to_be_visible(timeout=WAIT_MS)
+    resume = page.locator(f'[data-thread-id="{thread}"]').get_by_role(
+        "button", name="Resume thread")
+    await first.get_by_role("button", name="Approve").click()
+    await expect(resume).to_be_disabled()
+    await second.get_by_label("Answer (JSON)").fill("{not json")
+    await second.get_by_role("button", name="Use this answer").click()
+    await expect(second.get_by_role("alert")).to_contain_text("Not JSON")
+    await expect(resume).to_be_disabled()
+    await second.get_by_label("Answer (JSON)").fill('{"note": "fine"}')
+    await second.get_by_role("button", name="Use this answer").click()
+    await expect(resume).to_be_enabled()
+    await second.get_by_role("button", name="Clear answer").click()
+    await expect(resume).to_be_disabled()
+
+
+async def test_an_expired_interrupt_is_offered_only_cancel(context: BrowserContext,
+                                                           relay: UpStack) -> None:
+    thread = thread_id("expired")
+    await start(relay, "tenant-a", "scripted", thread, **script(
+        {"id": "late", "reason": "tool_approval", "message": "Too late?",
+         "expiresAt": "2020-01-01T00:00:00Z",
+         "responseSchema": {"type": "object", "properties": {"approved": {"type": "boolean"}}}}))
+    page = await open_inbox(context, relay, "tenant-a")
+    card = article(page, thread, "late")
+    await expect(card).to_be_visible(timeout=WAIT_MS)
+    await expect(card.get_by_text("expired", exact=True)).to_be_visible()
+    await expect(card.get_by_role("button")).to_have_count(1)
+    await expect(card.get_by_role("button")).to_have_text("Cancel interrupt")
+    await card.get_by_role("button", name="Cancel interrupt").click()
+    section = page.locator(f'[data-thread-id="{thread}"]')
+    await section.get_by_role("button", name="Resume thread").click()
+    await expect(section.get_by_role("status")).to_contain_text("Admitted", timeout=WAIT_MS)
+    await expect(section.get_by_role("list", name="Resumed run events")).to_contain_text(
+        "late=cancelled", timeout=WAIT_MS)
+
+
+async def test_an_interrupt_opened_in_another_tab_appears_live(context: BrowserContext,
+                                                               relay: UpStack) -> None:
+    page = await open_inbox(context, relay, "tenant-a")
+    await expect(page.get_by_role("heading", name="Interrupt inbox")).to_be_visible()
+    await page.wait_for_timeout(500)  # subscribed: the first listing is in
+    other = await open_inbox(context, relay, "tenant-a")
+    thread = thread_id("live")
+    body = {"threadId": thread, "runId": "r-live", "state": {}, "tools": [], "context": [],
+            "messages": [{"id": "m1", "role": "user", "content": "hi"}],
+            "forwardedProps": script({"id": "fresh", "reason": "input", "message": "New!"})}
+    status = await other.evaluate("""async (body) => {
+        const key = sessionStorage.getItem("agui-relay-api-key");
+        const r = await fetch("/agents/scripted", {method: "POST", body: JSON.stringify(body),
+          headers: {"Content-Type": "application/json", "Authorization": "Bearer " + key}});
+        await r.text();
+        return r.status;
+    }""", body)
+    assert status == 200
+    await expect(article(page, thread, "fresh")).to_be_visible(timeout=WAIT_MS)
+
+
+async def test_a_rejection_is_shown_in_plain_words(context: BrowserContext,
+                                                   relay: UpStack) -> None:
+    thread = thread_id("refused")
+    events = await start(relay, "tenant-a", "approval", thread)
+    (interrupt,) = events[-1]["outcome"]["interrupts"]
+    page = await context.new_page()
+    await page.route("**/interrupts/stream", lambda route: route.abort())  # a stale page
+    await page.goto(f"{relay.url}/inbox")
+    await page.get_by_label("API key").fill(TENANTS["tenant-a"])
+    await page.get_by_role("button", name="Use key").click()
+    card = article(page, thread, interrupt["id"])
+    await expect(card).to_be_visible(timeout=WAIT_MS)
+    # meanwhile someone else answers it (as `curl` would)
+    async with httpx.AsyncClient(base_url=relay.url, timeout=30) as http:
+        answered = await http.post("/agents/approval", headers={
+            "Authorization": f"Bearer {TENANTS['tenant-a']}", "Accept": "text/event-stream"},
+            json={"threadId": thread, "runId": "r-other", "messages": [],
+                  "resume": [{"interruptId": interrupt["id"], "status": "cancelled"}]})
+    assert answered.status_code == 200, answered.text
+    await card.get_by_role("button", name="Approve").click()
+    section = page.locator(f'[data-thread-id="{thread}"]')
+    await section.get_by_role("button", name="Resume thread").click()
+    alert = section.get_by_role("alert")
+    await expect(alert).to_contain_text("Refused", timeout=WAIT_MS)
+    await expect(alert).to_contain_text(interrupt["id"])
+    await page.screenshot(path=shot("refused"), full_page=True)
+
+
+async def test_another_tenants_interrupts_are_never_visible(context: BrowserContext,
+                                                            relay: UpStack) -> None:
+    mine, theirs = thread_id("tenant-a"), thread_id("tenant-b")
+    await start(relay, "tenant-a", "scripted", mine, **script({"id": "ia", "reason": "input"}))
+    await start(relay, "tenant-b", "scripted", theirs, **script({"id": "ib", "reason": "input"}))
+    page_b = await open_inbox(context, relay, "tenant-b")
+    await expect(article(page_b, theirs, "ib")).to_be_visible(timeout=WAIT_MS)
+    await expect(page_b.locator(f'[data-thread-id="{mine}"]')).to_have_count(0)
+    await page_b.goto(f"{relay.url}/inbox#/threads/{mine}")
+    await expect(page_b.get_by_role("alert")).to_contain_text("no thread", timeout=WAIT_MS)
+    page_a = await open_inbox(await context.browser.new_context(), relay, "tenant-a")  # type: ignore[union-attr]
+    await expect(article(page_a, mine, "ia")).to_be_visible(timeout=WAIT_MS)
+    await expect(page_a.locator(f'[data-thread-id="{theirs}"]')).to_have_count(0)
