@@ -18,7 +18,7 @@ import httpx
 import orjson
 import pytest
 from hostile.stack import TENANTS, UpStack
-from playwright.async_api import BrowserContext, Page, expect
+from playwright.async_api import Browser, BrowserContext, Page, expect
 
 from browser.pages import open_inbox, shot
 
@@ -76,6 +76,28 @@ async def test_an_approval_answered_from_the_page(context: BrowserContext,
     await expect(events_list).to_contain_text("RUN_FINISHED  success", timeout=WAIT_MS)
     await expect(card).to_have_count(0, timeout=WAIT_MS)
     await page.screenshot(path=shot("resumed"), full_page=True)
+    await section.get_by_role("link", name="history").click()
+    trail = page.get_by_role("list", name="Runs, decisions and interrupts in order")
+    await expect(trail).to_contain_text("run finished: interrupt (1 opened)", timeout=WAIT_MS)
+    await expect(trail).to_contain_text("decision admitted")
+    await expect(trail).to_contain_text("run finished: success")
+
+
+async def test_the_inbox_fits_a_phone(browser: Browser, relay: UpStack) -> None:
+    thread = thread_id("phone")
+    await start(relay, "tenant-a", "approval", thread)
+    phone = await browser.new_context(viewport={"width": 375, "height": 740},
+                                      is_mobile=True, has_touch=True)
+    try:
+        page = await open_inbox(phone, relay, "tenant-a")
+        section = page.locator(f'[data-thread-id="{thread}"]')
+        await expect(section.get_by_role("button", name="Approve")).to_be_visible(
+            timeout=WAIT_MS)
+        width = await page.evaluate("document.documentElement.scrollWidth")
+        assert width <= 375, f"the page is {width}px wide on a 375px screen"
+        await section.screenshot(path=shot("phone"))
+    finally:
+        await phone.close()
 
 
 async def test_a_partial_answer_cannot_be_submitted(context: BrowserContext,
@@ -86,13 +108,27 @@ async def test_a_partial_answer_cannot_be_submitted(context: BrowserContext,
     await start(relay, "tenant-a", "scripted", thread, **script(
         {"id": "first", "reason": "tool_approval", "message": "First?",
          "responseSchema": schema},
-        {"id": "second", "reason": "input", "message": "Free answer?"}))
+        {"id": "second", "reason": "input", "message": "Free answer?"},
+        {"id": "third", "reason": "input", "message": "How many?", "responseSchema": {
+            "type": "object", "required": ["count"],
+            "properties": {"count": {"type": "integer", "minimum": 1, "title": "Count"}}}}))
     page = await open_inbox(context, relay, "tenant-a")
     first, second = article(page, thread, "first"), article(page, thread, "second")
+    third = article(page, thread, "third")
     await expect(second).to_be_visible(timeout=WAIT_MS)
     resume = page.locator(f'[data-thread-id="{thread}"]').get_by_role(
         "button", name="Resume thread")
-    await first.get_by_role("button", name="Approve").click()
+    await first.get_by_role("button", name="Approve").press("Enter")  # the keyboard works
+    await expect(first.get_by_text("Answer: approve")).to_be_visible()
+    await expect(resume).to_be_disabled()
+    # the schema's form validates in the browser: 0 is below the minimum, no answer is taken
+    await third.get_by_label("Count").fill("0")
+    await third.get_by_role("button", name="Use this answer").click()
+    await expect(third).to_contain_text("must be >= 1")
+    await expect(third.get_by_text("No answer yet")).to_be_visible()
+    await third.get_by_label("Count").fill("3")
+    await third.get_by_role("button", name="Use this answer").click()
+    await expect(third.get_by_text('Answer: {"count":3}')).to_be_visible()
     await expect(resume).to_be_disabled()
     await second.get_by_label("Answer (JSON)").fill("{not json")
     await second.get_by_role("button", name="Use this answer").click()
