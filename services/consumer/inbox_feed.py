@@ -30,6 +30,8 @@ QUEUE_SIZE = 256
 """Changes a subscriber may have unsent before it is dropped."""
 KEEPALIVE = b": keep-alive\n\n"
 READY = b": ready\n\n"
+END = b""
+"""Queued by ``close``: the stream ends there."""
 
 
 def wall_ms() -> int:
@@ -109,6 +111,14 @@ class InterruptFeed:
             self._timer.cancel()
             self._timer = None
 
+    def close(self) -> None:
+        """End every stream now (shutdown: a browser tab must not hold the grace period)."""
+        self.stop()
+        for sub in self.subscribers:
+            sub.dropped = True
+            sub.offer(END)
+        self.subscribers.clear()
+
     def subscribe(self, principal: str, *, enforced: bool) -> Subscriber:
         sub = Subscriber(principal, enforced)
         self.subscribers.add(sub)
@@ -133,6 +143,8 @@ async def stream_body(sub: Subscriber, keepalive_s: float) -> AsyncIterator[byte
         frames = [frame]
         while not sub.queue.empty():
             frames.append(sub.queue.get_nowait())
-        yield b"".join(frames)
-        if sub.dropped and sub.queue.empty():
+        chunk = b"".join(frames)
+        if chunk:
+            yield chunk
+        if END in frames or (sub.dropped and sub.queue.empty()):
             return

@@ -163,3 +163,16 @@ async def test_a_subscriber_that_falls_behind_is_dropped_and_its_stream_ends() -
     chunks = [c async for c in stream_body(sub, keepalive_s=5)]
     assert chunks[0] == b": ready\n\n"
     assert b"".join(chunks[1:]).count(b"data: ") == sub.queue.maxsize
+
+
+async def test_close_ends_every_stream_at_once() -> None:
+    feed = InterruptFeed(clock=lambda: T0)
+    sub = feed.subscribe("a", enforced=True)
+    body = stream_body(sub, keepalive_s=60)
+    assert await anext(body) == b": ready\n\n"
+    feed.on_state("t", state("t", Interrupt(id="i", reason="r")))
+    feed.close()
+    async with asyncio.timeout(1):
+        rest = [c async for c in body]
+    assert b"".join(rest).count(b"data: ") == 1
+    assert feed.subscribers == set()
