@@ -31,7 +31,7 @@ import orjson
 import uvloop
 
 from bench.broker import broker
-from bench.gatekeeper import AGENT, request
+from bench.gatekeeper_requests import AGENT, request
 from contracts import encode
 from services.kafka.admin import ensure_topics
 from services.kafka.clients import TopicPartition, new_consumer, new_producer
