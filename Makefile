@@ -44,8 +44,8 @@ test-faults: install ## Run only the fault suite (kills, restarts, fuzz)
 test-hostile: install ## Run only the hostile-input suite (the whole stack under agui-relay up)
 	$(PY) -m pytest tests/hostile -m hostile $(PYTEST_ARGS)
 
-test-cluster: install ## The cluster suite: three local KRaft nodes (RF 3, min ISR 2), kills and restarts
-	$(PY) -m pytest tests/cluster -m cluster $(PYTEST_ARGS)
+test-cluster: install ## The cluster suite, every scenario: three local KRaft nodes (RF 3, min ISR 2), kills and restarts
+	AGUI_CLUSTER_FULL=1 $(PY) -m pytest tests/cluster -m cluster $(PYTEST_ARGS)
 
 lint: $(STAMP) ## ruff and mypy --strict (with the pydantic plugin)
 	$(VENV)/bin/ruff check contracts services deploy tests $(wildcard bench)
