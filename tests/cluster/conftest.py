@@ -84,8 +84,10 @@ def three_nodes(tmp_path: Path) -> Iterator[launcher.Cluster]:
         cluster.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def _shared_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[launcher.Cluster]:
+    # Package scope: the three JVMs stop once the cluster tests are done, instead of
+    # taking CPU from every later test of a `make test` run.
     cluster = _start(tmp_path_factory.mktemp("relay-cluster"))
     try:
         yield cluster
