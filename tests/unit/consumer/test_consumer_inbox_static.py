@@ -57,3 +57,10 @@ async def test_an_unbuilt_inbox_says_how_to_build_it(tmp_path: Path) -> None:
         answer = await client.get("/inbox")
     assert (answer.status_code, answer.json()["code"]) == (503, "inbox_not_built")
     assert "make install" in answer.json()["detail"]
+
+
+def test_the_inbox_routes_are_in_the_openapi_document() -> None:
+    app = create_app(ConsumerSettings(), KafkaSettings(KAFKA_BOOTSTRAP_SERVERS="127.0.0.1:9"))
+    paths = app.openapi()["paths"]
+    assert {"/interrupts", "/interrupts/stream", "/interrupts/threads/{thread_id}"} <= set(paths)
+    assert "/threads/{thread_id}" in paths

@@ -5,7 +5,8 @@
 import Form from "@rjsf/core";
 import validator from "@rjsf/validator-ajv8";
 import type { RJSFSchema } from "@rjsf/utils";
-import { useId, useState } from "react";
+import type React from "react";
+import { useEffect, useId, useRef, useState } from "react";
 import type { Json, JsonObject, OpenInterrupt } from "./api";
 
 function initial(schema: JsonObject, toolArguments: Json | undefined): Json | undefined {
@@ -22,12 +23,29 @@ export function AnswerForm({ interrupt, toolArguments, onAnswer }: {
   const schema = interrupt.responseSchema;
   if (!schema) return <FreeJson onAnswer={onAnswer} />;
   return (
+    <WhenVisible>
     <Form schema={schema as RJSFSchema} validator={validator}
           formData={initial(schema, toolArguments)} idPrefix={`f-${interrupt.id}`}
           noHtml5Validate showErrorList="top"
           uiSchema={{ "ui:submitButtonOptions": { submitText: "Use this answer" } }}
           onSubmit={({ formData }) => onAnswer((formData ?? null) as Json)} />
+    </WhenVisible>
   );
+}
+
+/** Its children once on (or near) the screen: a long inbox builds only the forms seen. */
+function WhenVisible({ children }: { children: React.ReactNode }) {
+  const [seen, setSeen] = useState(false);
+  const ref = useRef<HTMLDivElement>(null);
+  useEffect(() => {
+    if (seen || !ref.current) return;
+    const observer = new IntersectionObserver((entries) => {
+      if (entries.some((e) => e.isIntersecting)) { setSeen(true); observer.disconnect(); }
+    }, { rootMargin: "400px" });
+    observer.observe(ref.current);
+    return () => observer.disconnect();
+  }, [seen]);
+  return seen ? <>{children}</> : <div ref={ref} className="form-placeholder">Answer form…</div>;
 }
 
 function FreeJson({ onAnswer }: { onAnswer: (payload: Json) => void }) {

@@ -3,22 +3,14 @@
 // new run; the gatekeeper's decision and the resumed run's events shown as they stream.
 
 import { createRoot } from "react-dom/client";
-import { StrictMode, useCallback, useEffect, useMemo, useRef, useState } from "react";
+import { StrictMode, memo, useCallback, useEffect, useMemo, useRef, useState } from "react";
 import {
   ApiError, apiKey, followChanges, getJson, listInterrupts, setApiKey, submitRun, threadPath,
   type History, type Json, type JsonObject, type OpenInterrupt, type Problem,
 } from "./api";
 import { type Answer, countdown, isApproval, isExpired, newRunId, plan } from "./resume";
 import { AnswerForm } from "./answer";
-
-function useNow(skew: number): number {
-  const [now, setNow] = useState(() => Date.now() + skew);
-  useEffect(() => {
-    const timer = setInterval(() => setNow(Date.now() + skew), 1000);
-    return () => clearInterval(timer);
-  }, [skew]);
-  return now;
-}
+import { currentNow, setServerNow, useClock } from "./clock";
 
 function useRoute(): string {
   const [hash, setHash] = useState(location.hash);
@@ -56,10 +48,13 @@ function KeyForm({ onKey, problem }: { onKey: (key: string) => void; problem?: P
   );
 }
 
-function Expiry({ interrupt, now }: { interrupt: OpenInterrupt; now: number }) {
-  if (isExpired(interrupt, now)) return <span className="badge expired">expired</span>;
+function Expiry({ interrupt }: { interrupt: OpenInterrupt }) {
+  const at = interrupt.expiresAt === undefined ? NaN : Date.parse(interrupt.expiresAt);
+  const ticking = !Number.isNaN(at) && !interrupt.expired;
+  // only a running countdown follows the clock; every other badge is static
+  const now = useClock((t) => !ticking ? 0 : isExpired(interrupt, t) ? -1 : Math.floor(t / 1000) * 1000);
+  if (interrupt.expired || now < 0) return <span className="badge expired">expired</span>;
   if (interrupt.expiresAt === undefined) return <span className="badge">no expiry</span>;
-  const at = Date.parse(interrupt.expiresAt);
   if (Number.isNaN(at)) return <span className="badge">never expires</span>;
   return <span className="badge countdown" title={interrupt.expiresAt}>
     expires in <time dateTime={interrupt.expiresAt}>{countdown(at - now)}</time></span>;
@@ -76,12 +71,12 @@ function describe(answer: Answer | undefined): string {
   return "Answer: " + JSON.stringify(answer.payload);
 }
 
-function InterruptCard({ interrupt, now, answer, onAnswer, toolCall, open }: {
-  interrupt: OpenInterrupt; now: number; answer?: Answer; open: boolean;
-  onAnswer: (answer: Answer | undefined) => void;
+const InterruptCard = memo(function InterruptCard({ interrupt, answer, onAnswer, toolCall, open }: {
+  interrupt: OpenInterrupt; answer?: Answer; open: boolean;
+  onAnswer: (id: string, answer: Answer | undefined) => void;
   toolCall?: { name?: string; arguments: Json };
 }) {
-  const expired = isExpired(interrupt, now);
+  const expired = useClock((t) => isExpired(interrupt, t));
   const approval = isApproval(interrupt.responseSchema);
   const headingId = `int-${interrupt.id}`;
   const attrs = open ? { "data-interrupt-id": interrupt.id } : { "data-answered-interrupt-id": interrupt.id };
@@ -91,7 +86,7 @@ function InterruptCard({ interrupt, now, answer, onAnswer, toolCall, open }: {
     <article className={"interrupt" + (expired ? " is-expired" : "")} aria-labelledby={headingId} {...attrs}>
       <h3 id={headingId}>{interrupt.message ?? interrupt.reason ?? interrupt.id}</h3>
       <p className="meta">
-        <Expiry interrupt={interrupt} now={now} />{" "}
+        <Expiry interrupt={interrupt} />{" "}
         <span>{interrupt.reason}</span> · <code>{interrupt.id}</code> · run <code>{interrupt.runId}</code>
       </p>
       {interrupt.toolCallId && (
@@ -108,25 +103,25 @@ function InterruptCard({ interrupt, now, answer, onAnswer, toolCall, open }: {
           ) : approval ? (
             <div className="buttons" role="group" aria-label="Approve or reject">
               <button type="button" aria-pressed={pressed(true)}
-                      onClick={() => onAnswer({ status: "resolved", payload: { approved: true } })}>Approve</button>
+                      onClick={() => onAnswer(interrupt.id, { status: "resolved", payload: { approved: true } })}>Approve</button>
               <button type="button" aria-pressed={pressed(false)}
-                      onClick={() => onAnswer({ status: "resolved", payload: { approved: false } })}>Reject</button>
+                      onClick={() => onAnswer(interrupt.id, { status: "resolved", payload: { approved: false } })}>Reject</button>
             </div>
           ) : (
             <AnswerForm interrupt={interrupt} toolArguments={toolCall?.arguments}
-                        onAnswer={(payload) => onAnswer({ status: "resolved", payload })} />
+                        onAnswer={(payload) => onAnswer(interrupt.id, { status: "resolved", payload })} />
           )}
           <div className="buttons">
             <button type="button" aria-pressed={answer?.status === "cancelled"}
-                    onClick={() => onAnswer({ status: "cancelled" })}>Cancel interrupt</button>
-            {answer && <button type="button" onClick={() => onAnswer(undefined)}>Clear answer</button>}
+                    onClick={() => onAnswer(interrupt.id, { status: "cancelled" })}>Cancel interrupt</button>
+            {answer && <button type="button" onClick={() => onAnswer(interrupt.id, undefined)}>Clear answer</button>}
           </div>
           <p className="status" aria-live="polite">{describe(answer)}</p>
         </div>
       )}
     </article>
   );
-}
+});
 
 interface Submission {
   runId: string;
@@ -149,9 +144,12 @@ function eventLine(event: JsonObject): string {
   }
 }
 
-function ThreadCard({ threadId, interrupts, now, onPin }: {
-  threadId: string; interrupts: OpenInterrupt[]; now: number; onPin: (pinned: boolean) => void;
+function ThreadCard({ threadId, interrupts, onPin }: {
+  threadId: string; interrupts: OpenInterrupt[]; onPin: (threadId: string, pinned: boolean) => void;
 }) {
+  // re-rendered by the clock only when one of the thread's interrupts expires
+  useClock((t) => interrupts.filter((i) => isExpired(i, t)).map((i) => i.id).join(" "));
+  const now = currentNow();
   const [answers, setAnswers] = useState(() => new Map<string, Answer>());
   const [info, setInfo] = useState<History | null>(null);
   const [submission, setSubmission] = useState<Submission | null>(null);
@@ -176,24 +174,25 @@ function ThreadCard({ threadId, interrupts, now, onPin }: {
   const checked = plan(interrupts, answers, now);
   const agent = interrupts[0]?.agent ?? info?.thread?.agent;
 
-  const answer = (id: string, value: Answer | undefined) => setAnswers((old) => {
+  const answer = useCallback((id: string, value: Answer | undefined) => setAnswers((old) => {
     const next = new Map(old);
     if (value) next.set(id, value); else next.delete(id);
     return next;
-  });
+  }), []);
 
   const submit = async () => {
-    if (!checked.ready || !agent) return;
+    const ready = plan(interrupts, answers, currentNow());
+    if (!ready.ready || !agent) return;
     const runId = newRunId();
     const shown = interrupts;
-    onPin(true);
+    onPin(threadId, true);
     setSubmission({ runId, phase: "sending", events: [], shown });
     try {
       const found = await history(threadId, true);
       setInfo(found);
       const body: JsonObject = {
         state: {}, tools: [], context: [], forwardedProps: {}, ...found.input,
-        threadId, runId, resume: checked.entries as unknown as Json,
+        threadId, runId, resume: ready.entries as unknown as Json,
       };
       const problem = await submitRun(agent, body, (event) => setSubmission((s) => s && {
         ...s, phase: "admitted", events: [...s.events, event] }));
@@ -215,9 +214,8 @@ function ThreadCard({ threadId, interrupts, now, onPin }: {
         <p className="meta">agent {agent ?? "?"} · <a href={`#/threads/${encodeURIComponent(threadId)}`}>history</a></p>
       </header>
       {live.map((interrupt) => (
-        <InterruptCard key={interrupt.id} interrupt={interrupt} now={now} open={open}
-                       answer={answers.get(interrupt.id)}
-                       onAnswer={(value) => answer(interrupt.id, value)}
+        <InterruptCard key={interrupt.id} interrupt={interrupt} open={open}
+                       answer={answers.get(interrupt.id)} onAnswer={answer}
                        toolCall={interrupt.toolCallId
                          ? info?.toolCalls[interrupt.toolCallId] ?? (info ? { arguments: null } : undefined)
                          : undefined} />
@@ -262,8 +260,13 @@ function Outcome({ submission }: { submission: Submission }) {
   );
 }
 
-function Inbox({ interrupts, now }: { interrupts: OpenInterrupt[]; now: number }) {
+function Inbox({ interrupts }: { interrupts: OpenInterrupt[] }) {
   const [pinned, setPinned] = useState(() => new Set<string>());
+  const pin = useCallback((threadId: string, on: boolean) => setPinned((old) => {
+    const next = new Set(old);
+    if (on) next.add(threadId); else next.delete(threadId);
+    return next;
+  }), []);
   const groups = useMemo(() => {
     const byThread = new Map<string, OpenInterrupt[]>();
     for (const interrupt of interrupts) {
@@ -278,12 +281,7 @@ function Inbox({ interrupts, now }: { interrupts: OpenInterrupt[]; now: number }
   return (
     <>
       {groups.map(([threadId, list]) => (
-        <ThreadCard key={threadId} threadId={threadId} interrupts={list} now={now}
-                    onPin={(pin) => setPinned((old) => {
-                      const next = new Set(old);
-                      if (pin) next.add(threadId); else next.delete(threadId);
-                      return next;
-                    })} />
+        <ThreadCard key={threadId} threadId={threadId} interrupts={list} onPin={pin} />
       ))}
     </>
   );
@@ -330,15 +328,13 @@ function ThreadPage({ threadId }: { threadId: string }) {
 function App() {
   const [key, setKey] = useState(apiKey());
   const [listing, setListing] = useState<OpenInterrupt[] | null>(null);
-  const [skew, setSkew] = useState(0);
   const [problem, setProblem] = useState<Problem | undefined>();
   const route = useRoute();
-  const now = useNow(skew);
 
   const refresh = useCallback(async () => {
     try {
       const page = await listInterrupts();
-      setSkew(page.now - Date.now());
+      setServerNow(page.now);
       setListing(page.interrupts);
       setProblem(undefined);
     } catch (error) {
@@ -370,7 +366,7 @@ function App() {
         {problem && !needsKey && <p role="alert" className="problem">{problem.detail}</p>}
         {threadMatch ? <ThreadPage threadId={decodeURIComponent(threadMatch[1])} />
           : listing === null ? (!problem && <p>Loading…</p>)
-          : <Inbox key={key} interrupts={listing} now={now} />}
+          : <Inbox key={key} interrupts={listing} />}
       </main>
     </>
   );
