@@ -26,6 +26,9 @@ import orjson
 
 from services.consumer.interrupts import Change, InterruptIndex, visible
 
+HISTORY_READS = 4
+"""Thread histories read at once per instance; past it ``503 busy`` (each read is a Kafka
+consumer scanning two partitions: a flood of them must not take the instance down)."""
 QUEUE_SIZE = 256
 """Changes a subscriber may have unsent before it is dropped."""
 KEEPALIVE = b": keep-alive\n\n"
@@ -66,6 +69,8 @@ class InterruptFeed:
         self.subscribers: set[Subscriber] = set()
         self._timer: asyncio.TimerHandle | None = None
         self._armed_ms: int | None = None
+        self.history_slots = asyncio.Semaphore(HISTORY_READS)
+        """Bounds the history route's topic reads (``interrupt_routes``)."""
 
     def on_state(self, thread_id: str, value: bytes | None) -> None:
         """The thread view applied a record: index it, announce, re-arm the timer."""

@@ -15,7 +15,8 @@ thread's messages and state rebuilt from its events, as ``agui-relay
 resume`` sends them: ``services.agui.transcript``) and the audit trail
 (decisions and run boundaries in order). It scans the thread's partitions
 of ``events`` and ``decisions`` (the CLI's reader), so it is asked per
-thread, when a person opens it, never per listed interrupt.
+thread, when a person opens it, never per listed interrupt, and at most
+``HISTORY_READS`` at once (``503 busy`` past that).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from starlette.responses import Response
 from services.agui.transcript import replay as transcript_of
 from services.cli.ops.kafka_io import read_thread
 from services.consumer import direct
-from services.consumer.inbox_feed import InterruptFeed, stream_body, wall_ms
+from services.consumer.inbox_feed import HISTORY_READS, InterruptFeed, stream_body, wall_ms
 from services.consumer.interrupts import Filters
 from services.consumer.problems import InvalidInput, Unavailable
 from services.consumer.relay import Relay
@@ -152,7 +153,12 @@ def _trail(found: Any) -> list[dict[str, Any]]:
 async def thread_history(thread_id: str, request: Request) -> Response:
     relay = _ids(request, thread_id)
     state = await relay.tenancy.readable(thread_id, _principal(request))
-    found = await read_thread(relay.kafka, thread_id, decisions=True)
+    slots = feed(request).history_slots
+    if slots.locked():
+        raise Unavailable("busy", f"{HISTORY_READS} thread histories are being read; "
+                                  "try again in a moment")
+    async with slots:
+        found = await read_thread(relay.kafka, thread_id, decisions=True)
     transcript = transcript_of(e.value for e in found.events if isinstance(e.value, dict))
     body: dict[str, Any] = {"threadId": thread_id, "input": transcript.input_fields(),
                             "toolCalls": _tool_calls(transcript.messages),

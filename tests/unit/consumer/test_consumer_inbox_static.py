@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from pathlib import Path
 
 import httpx
 import pytest
 
-from services.consumer import inbox_static
+from services.cli.ops.kafka_io import ThreadRecords
+from services.consumer import inbox_static, interrupt_routes
 from services.consumer.app import create_app
 from services.consumer.inbox_static import InboxStatic, resolve
 from services.consumer.settings import ConsumerSettings
@@ -64,3 +66,30 @@ def test_the_inbox_routes_are_in_the_openapi_document() -> None:
     paths = app.openapi()["paths"]
     assert {"/interrupts", "/interrupts/stream", "/interrupts/threads/{thread_id}"} <= set(paths)
     assert "/threads/{thread_id}" in paths
+
+
+async def test_thread_histories_read_at_once_are_bounded(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.CRITICAL)
+    release = asyncio.Event()
+    reads = 0
+
+    async def slow_read(*_: object, **__: object) -> ThreadRecords:
+        nonlocal reads
+        reads += 1
+        await release.wait()
+        return ThreadRecords("t", None)
+
+    monkeypatch.setattr(interrupt_routes, "read_thread", slow_read)
+    app = create_app(ConsumerSettings(), KafkaSettings(KAFKA_BOOTSTRAP_SERVERS="127.0.0.1:9"))
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        held = [asyncio.create_task(client.get(f"/interrupts/threads/t{n}"))
+                for n in range(interrupt_routes.HISTORY_READS)]
+        while reads < interrupt_routes.HISTORY_READS:
+            await asyncio.sleep(0.01)
+        refused = await asyncio.wait_for(client.get("/interrupts/threads/one-more"), 5)
+        release.set()
+        answered = await asyncio.gather(*held)
+    assert (refused.status_code, refused.json()["code"]) == (503, "busy")
+    assert [a.status_code for a in answered] == [200] * interrupt_routes.HISTORY_READS
