@@ -143,6 +143,9 @@ class ThreadState(Envelope):
     """The current run while running; the last run otherwise."""
     interrupted_run_id: str | None = None
     open_interrupts: list[OpenInterrupt] = Field(default_factory=list)
+    lapsed: list[str] | None = None
+    """Ids of the interrupts the expiry policy cancelled last on this thread: a late
+    answer naming one (not open again) is rejected ``interrupt_expired``."""
     queued: list[RunRequest] = Field(default_factory=list)
     recent_run_ids: list[str] = Field(default_factory=list)
     recent_decisions: list[RememberedDecision] = Field(default_factory=list)

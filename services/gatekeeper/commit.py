@@ -191,6 +191,8 @@ async def commit(st: Instance, shares: list[Share]) -> None:
             share.owned.committed(share.offsets, share.batch)
             share.owned.last_commit = now
             st.telemetry.committed(share.owned.partition, share.batch, share.polled_at)
+            if st.expirer is not None and share.batch is not None:
+                st.expirer.committed(share.owned.partition, share.batch.states.values())
             if share.batch is not None:
                 _count(st, share.batch)
         st.heap.settle()

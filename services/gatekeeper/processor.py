@@ -30,9 +30,11 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from contracts import ThreadState
 from services.gatekeeper import commit, takeover
 from services.gatekeeper.agents import Agents
 from services.gatekeeper.batch import Limits
+from services.gatekeeper.expirer import Expirer
 from services.gatekeeper.heap import Heap
 from services.gatekeeper.partition import Owned, progress
 from services.gatekeeper.settings import GatekeeperSettings
@@ -81,8 +83,14 @@ class Processor:
             limits=Limits(RecordLimit(kafka.max_record_bytes), LimitSettings().limits),
             stall=StallWatch(settings.stall_s),
         )
+        if settings.on_expiry == "cancel":
+            self.state.expirer = Expirer(kafka, client_id, clock, self._committed_state)
         self.settings = settings
         self.topics = kafka.topics
+
+    def _committed_state(self, partition: int, thread_id: str) -> ThreadState | None:
+        owned = self.state.owned.get(partition)
+        return owned.states.get(thread_id) if owned is not None else None
 
     @property
     def stats(self) -> Counter[str]:
@@ -131,6 +139,8 @@ class Processor:
         consumer.subscribe([self.topics.requests, self.topics.events], listener=_Listener(st))
         st.consumer = consumer
         await consumer.start()
+        expiring = (asyncio.create_task(st.expirer.run(stop), name="expirer")
+                    if st.expirer is not None else None)
         try:
             await st.agents.refresh(consumer, force=True)
             while not stop.is_set():
@@ -161,6 +171,9 @@ class Processor:
                 await commit.drain(st)
                 await takeover.release(st)
             await consumer.stop()
+            if expiring is not None:
+                expiring.cancel()
+                await asyncio.gather(expiring, return_exceptions=True)
             st.heap.stop()
             st.telemetry.stopped()
             log.info("gatekeeper stopped", extra={"stats": dict(st.stats)})

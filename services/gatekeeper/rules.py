@@ -31,6 +31,11 @@ and are settled earlier, by ``intake``):
 5. an idle thread with resume entries → ``unknown_interrupt`` (policy
    ``strict``) or admitted with a warning the producer sees (``lenient``).
 
+A request a relay policy made (``RunRequest.policy``: the expiry policy's
+resume, ``expiry_policy``) skips 2, 3 and 5: it is admitted only on the very
+interruption it names once all of it has expired, else rejected, never
+queued behind a run nor forwarded leniently (``expiry_policy.refusal``).
+
 Admission marks the thread running at once, so two resumes racing for the
 same interrupts can never both pass. ``on_boundary`` applies a run boundary
 from ``events`` and, when it closes the running run, decides the queued
@@ -43,7 +48,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import lru_cache
 from typing import Literal
@@ -62,6 +67,7 @@ from contracts import (
     Verdict,
 )
 from services.agui.expiry import Expiry, read_expiry
+from services.gatekeeper import expiry_policy
 from services.gatekeeper.answerer import attributed
 from services.gatekeeper.thread import (
     Boundary,
@@ -180,6 +186,11 @@ def _foreign(state: ThreadState, request: RunRequest, now: datetime) -> Outcome 
 
 
 def _judge(state: ThreadState, request: RunRequest, now: datetime, policy: Policy) -> Outcome:
+    if request.policy is not None:  # a relay policy's own request: never queued nor lenient
+        return _by_policy(state, request, now)
+    late = expiry_policy.late_answer(state, (e.interrupt_id for e in request.input.resume or ()))
+    if late is not None:
+        return _reject(state, request, now, _Verdict("rejected", late[1], late[0]))
     run_id = request.input.run_id
     if knows_run(state, run_id):
         return _reject(
@@ -202,6 +213,18 @@ def _judge(state: ThreadState, request: RunRequest, now: datetime, policy: Polic
     if verdict.verdict == "admitted":
         return _admit(state, request, now, verdict)
     return _reject(state, request, now, verdict)
+
+
+def _by_policy(state: ThreadState, request: RunRequest, now: datetime) -> Outcome:
+    """The expiry policy's resume: admitted only on the interruption it names, all lapsed."""
+    refused = expiry_policy.refusal(state, request, now)
+    if refused is not None:
+        return _reject(state, request, now, _Verdict("rejected", refused[1], refused[0]))
+    verdict = _resume_verdict(state, request.input.resume or [], now)
+    if verdict.verdict != "admitted":
+        return _reject(state, request, now, verdict)
+    return _admit(state, request, now, replace(verdict,
+                                               message=expiry_policy.admitted_message(state)))
 
 
 def _busy(state: ThreadState, request: RunRequest, now: datetime, policy: Policy) -> Outcome:
@@ -338,6 +361,8 @@ def _admit(state: ThreadState, request: RunRequest, now: datetime, verdict: _Ver
             "agent": request.agent,
             "principal": request.principal,
             "open_interrupts": [],
+            "lapsed": ([o.interrupt.id for o in state.open_interrupts]
+                       if request.policy == "expiry" else state.lapsed),
             "recent_run_ids": remember_run(state.recent_run_ids, request.input.run_id),
             "recent_decisions": remember_decision(state.recent_decisions, _remembered(decision)),
             "run_started_at": now,

@@ -11,6 +11,8 @@ other agent as ``invalid_input`` instead of writing to a topic nobody reads.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -24,6 +26,9 @@ class GatekeeperSettings(BaseSettings):
 
     busy_policy: BusyPolicy = Field("reject", alias="AGUI_BUSY_POLICY")
     unknown_entry_policy: UnknownEntryPolicy = Field("strict", alias="AGUI_UNKNOWN_ENTRY_POLICY")
+    on_expiry: Literal["keep", "cancel"] = Field("keep", alias="AGUI_ON_EXPIRY")
+    """``cancel``: once every open interrupt of a thread has expired, the gatekeeper
+    resumes it cancelling them all (``expiry_policy``); ``keep``: it waits for a client."""
     queue_limit: int = Field(8, alias="AGUI_GATEKEEPER_QUEUE_LIMIT", ge=1, le=64)
     """Requests one running thread may hold under the enqueue policy."""
     max_batch: int = Field(5000, alias="AGUI_GATEKEEPER_MAX_BATCH", ge=1)

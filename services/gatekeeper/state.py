@@ -23,6 +23,7 @@ from datetime import datetime
 
 from services.gatekeeper.agents import Agents
 from services.gatekeeper.batch import Batch, Limits
+from services.gatekeeper.expirer import Expirer
 from services.gatekeeper.heap import Heap
 from services.gatekeeper.partition import Owned
 from services.gatekeeper.settings import GatekeeperSettings
@@ -83,6 +84,8 @@ class Instance:
     """Held by a round's routing and by a rebalance: they never interleave."""
     generation: int = 0
     """Moves on every rebalance step: records polled across one are dropped and read again."""
+    expirer: Expirer | None = None
+    """The expiry policy's timer (``AGUI_ON_EXPIRY=cancel``), told of committed states."""
     fatal: BaseException | None = None
     """Why the instance cannot go on (installing an outcome failed, a takeover failed)."""
 

@@ -138,6 +138,8 @@ async def _restore(st: Instance, numbers: list[int]) -> None:
             last_commit=time.monotonic(),
         )
         st.telemetry.restored(p, restored[p])
+        if st.expirer is not None:
+            st.expirer.restored(p, restored[p].values())
 
 
 async def revoke(st: Instance) -> None:
@@ -155,6 +157,8 @@ async def release(st: Instance) -> None:
     owned_all, st.owned = list(st.owned.values()), {}
     producer, st.producer = st.producer, None
     st.telemetry.released([o.partition for o in owned_all])
+    if st.expirer is not None:
+        st.expirer.released(o.partition for o in owned_all)
     advanced = {tp: n for o in owned_all if o.advanced() for tp, n in o.offsets().items()}
     if producer is not None and advanced and st.fatal is None and st.group is not None:
         try:

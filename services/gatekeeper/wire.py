@@ -46,6 +46,7 @@ def state(s: ThreadState) -> bytes:
         {"schemaVersion": o.schema_version, "runId": o.run_id, "interrupt": to_wire(o.interrupt)}
         for o in s.open_interrupts
     ]
+    _put(doc, "lapsed", s.lapsed)
     doc["queued"] = [to_wire(q) for q in s.queued]
     doc["recentRunIds"] = s.recent_run_ids
     doc["recentDecisions"] = [_verdict_doc(r) for r in s.recent_decisions]

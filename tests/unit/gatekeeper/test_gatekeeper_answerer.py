@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import orjson
 import pytest
 from ag_ui.core import ResumeEntry
-from gatekeeper_builders import NOW, REJECT, cancel, interrupt, interrupted, request, resolve
+from gatekeeper_builders import (
+    NOW,
+    REJECT,
+    cancel,
+    expiring,
+    interrupt,
+    interrupted,
+    request,
+    resolve,
+)
 
 from contracts import Decision, Dispatch, RunRequest, decode, encode
 from contracts.records import EXPIRY_ANSWERER, PRINCIPAL_KEY
 from services.gatekeeper import wire
+from services.gatekeeper.expiry_policy import expiry_request
 from services.gatekeeper.rules import decide
 
 pytestmark = pytest.mark.unit
@@ -46,8 +58,9 @@ def test_a_client_cannot_claim_another_answerer_and_keeps_its_other_metadata() -
 
 
 def test_the_expiry_policy_answers_as_itself_and_says_so() -> None:
-    outcome = decide(interrupted(interrupt("a")), by("alice", *cancel("a"), policy="expiry"),
-                     NOW, REJECT)
+    state = interrupted(expiring("a", -timedelta(seconds=1))).model_copy(
+        update={"principal": "alice"})
+    outcome = decide(state, expiry_request(state, {"messages": []}, NOW), NOW, REJECT)
     assert (outcome.decision.principal, outcome.decision.policy) == ("alice", "expiry")
     assert outcome.dispatch is not None
     assert outcome.dispatch.policy == "expiry"
@@ -65,8 +78,10 @@ def test_rejections_and_replays_name_the_principal_too() -> None:
 
 
 def test_the_fast_encoders_write_what_the_contract_writes() -> None:
-    request_ = by("alice", *resolve("a"), policy="expiry")
-    outcome = decide(interrupted(interrupt("a")), request_, NOW, REJECT)
+    state = interrupted(expiring("a", -timedelta(seconds=1)))
+    request_ = expiry_request(state, {"messages": []}, NOW)
+    outcome = decide(state, request_, NOW, REJECT)
+    assert outcome.decision.verdict == "admitted"
     assert wire.decision(outcome.decision) == encode(outcome.decision)
     assert decode(Decision, wire.decision(outcome.decision)) == outcome.decision
     assert wire.state(outcome.state) == encode(outcome.state)

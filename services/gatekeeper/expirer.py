@@ -1,0 +1,177 @@
+"""The expiry policy's Kafka half: resumes for lapsed threads, sent to ``requests``.
+
+With ``AGUI_ON_EXPIRY=cancel`` each gatekeeper instance runs one
+``Expirer`` task over the threads of the partitions it owns. It learns
+their committed states where the telemetry does (a restore, each installed
+transaction, a release) and keeps a heap of the moments threads lapse
+(``expiry_policy.Deadlines``): no task or timer per thread, and a thread
+whose interrupts never expire costs nothing. When a thread lapses it
+rebuilds the thread's accumulated messages and state from its events, as
+``agui-relay resume`` does (``services.agui.transcript``, resent events
+dropped by their run and sequence headers), builds the resume cancelling
+every open interrupt (``expiry_policy.expiry_request``) and publishes it to
+``requests``, keyed by its thread like any request.
+
+It decides nothing: the request is decided by the gatekeeper owning the
+thread's partition, in its transaction, by ``rules`` — so a copy sent twice
+(this instance killed after sending, its successor sending again) is one
+request id answered once, and a client's resume admitted first makes it a
+rejection. Sending is at least once; deciding is exactly once. A send that
+fails is tried again a second later. The events of the interrupted run are
+read from a minute before it was admitted (``ThreadState.run_started_at``,
+allowing for clock skew between hosts); its ``RUN_STARTED`` echoes the
+input it ran with, so nothing older is needed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Iterable, Iterator
+from datetime import datetime, timedelta
+from typing import Any
+
+import orjson
+
+from contracts import ThreadState, encode
+from contracts.headers import RUN_ID, SEQ
+from services.agui.jsdate import to_epoch_ms
+from services.agui.transcript import replay
+from services.gatekeeper.expiry_policy import Deadlines, expiry_request
+from services.kafka.clients import (
+    AIOKafkaProducer,
+    ConsumerRecord,
+    TopicPartition,
+    new_producer,
+)
+from services.kafka.reader import Start, TopicReader
+from services.runtime.logging import run_fields
+from services.runtime.settings import KafkaSettings
+
+log = logging.getLogger(__name__)
+
+SKEW = timedelta(seconds=60)
+"""How far before a run's admission its events are looked for (clocks of other hosts)."""
+RETRY_MS = 1000
+LONGEST_SLEEP_S = 1.0
+"""The loop looks at the heap at least this often (a clock that jumps is noticed)."""
+
+Current = Callable[[int, str], ThreadState | None]
+
+
+class Expirer:
+    """One instance's expiry timer: lapsed threads' resumes onto ``requests``."""
+
+    def __init__(self, kafka: KafkaSettings, client_id: str,
+                 clock: Callable[[], datetime], current: Current) -> None:
+        self.kafka = kafka
+        self.client_id = f"{client_id}-expiry"
+        self.clock = clock
+        self.current = current
+        """The committed state of a thread of an owned partition (None: not owned)."""
+        self.deadlines = Deadlines()
+        self.sent = 0
+        self._wake = asyncio.Event()
+
+    # ---- what the loop tells it (no I/O, never blocks the loop) -------------
+
+    def restored(self, partition: int, states: Iterable[ThreadState]) -> None:
+        self.deadlines.watch(partition, states)
+        self._wake.set()
+
+    def committed(self, partition: int, states: Iterable[ThreadState]) -> None:
+        self.deadlines.watch(partition, states)
+        self._wake.set()
+
+    def released(self, partitions: Iterable[int]) -> None:
+        self.deadlines.forget(partitions)
+
+    # ---- the task ----------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Send the resumes of lapsed threads until ``stop`` is set (its clients are
+        started again a second after they fail: the heap is kept)."""
+        while not stop.is_set():
+            try:
+                await self._serve(stop)
+            except Exception:
+                log.exception("expiry timer failed; starting it again in 1 s")
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), 1.0)
+
+    async def _serve(self, stop: asyncio.Event) -> None:
+        producer = new_producer(self.kafka, self.client_id)
+        await producer.start()
+        try:
+            async with TopicReader(self.kafka, f"{self.client_id}-history") as reader:
+                while not stop.is_set():
+                    now = self.clock()
+                    for partition, state in self.deadlines.due(to_epoch_ms(now), self.current):
+                        await self._resume(producer, reader, partition, state, now)
+                    await self._sleep(stop)
+        finally:
+            await producer.stop()
+
+    async def _sleep(self, stop: asyncio.Event) -> None:
+        nxt = self.deadlines.next_at()
+        wait = LONGEST_SLEEP_S
+        if nxt is not None:
+            wait = min(wait, max(0.0, (nxt - to_epoch_ms(self.clock())) / 1000))
+        self._wake.clear()
+        waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self._wake.wait())]
+        try:
+            await asyncio.wait(waiters, timeout=wait, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waiters:
+                w.cancel()
+
+    async def _resume(self, producer: AIOKafkaProducer, reader: TopicReader, partition: int,
+                      state: ThreadState, now: datetime) -> None:
+        fields = run_fields(state.thread_id, state.interrupted_run_id)
+        try:
+            history = await self._history(reader, partition, state)
+            request = expiry_request(state, history, now)
+            await producer.send_and_wait(self.kafka.topics.requests, encode(request),
+                                         key=state.thread_id.encode(), partition=partition)
+        except Exception as exc:
+            log.warning("expiry resume of thread %s not sent (%s); trying again",
+                        state.thread_id, exc, extra=fields)
+            self.deadlines.retry(partition, state, to_epoch_ms(now) + RETRY_MS)
+            return
+        self.sent += 1
+        log.info("every interrupt of run %s expired: sent %s cancelling %d",
+                 state.interrupted_run_id, request.request_id, len(state.open_interrupts),
+                 extra={**fields, "requestId": request.request_id})
+
+    async def _history(self, reader: TopicReader, partition: int,
+                       state: ThreadState) -> dict[str, Any]:
+        """The RunAgentInput members the thread's events add up to."""
+        tp = TopicPartition(self.kafka.topics.events, partition)  # co-partitioned
+        start = (Start.at(to_epoch_ms(state.run_started_at - SKEW))
+                 if state.run_started_at is not None else Start.beginning())
+        records = await reader.read_all([tp], start)
+        transcript = replay(_events_of(records, state.thread_id))
+        for warning in transcript.warnings:
+            log.warning("history of thread %s: %s", state.thread_id, warning,
+                        extra=run_fields(state.thread_id, state.interrupted_run_id))
+        return transcript.input_fields()
+
+
+def _events_of(records: Iterable[ConsumerRecord[Any, Any]], thread_id: str) -> Iterator[Any]:
+    """The thread's events in partition order, resent copies dropped."""
+    key = thread_id.encode()
+    seen: set[tuple[bytes, bytes]] = set()
+    for record in sorted(records, key=lambda r: r.offset):
+        if record.key != key or record.value is None:
+            continue
+        headers = dict(record.headers or ())
+        run, seq = headers.get(RUN_ID), headers.get(SEQ)
+        if run is not None and seq is not None:
+            if (run, seq) in seen:
+                continue
+            seen.add((run, seq))
+        with contextlib.suppress(orjson.JSONDecodeError):
+            value = orjson.loads(record.value)
+            if isinstance(value, dict):
+                yield value
