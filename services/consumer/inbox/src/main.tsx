@@ -293,8 +293,10 @@ function trailLine(row: History["trail"][number]): string {
   }
   if (row.type === "RUN_FINISHED") {
     const outcome = row.outcome as JsonObject | undefined;
-    const opened = outcome?.type === "interrupt" ? (outcome.interrupts as Json[]).length : 0;
-    return opened ? `run finished: interrupt (${opened} opened)` : "run finished: success";
+    const opened = outcome?.type === "interrupt" ? (outcome.interrupts as JsonObject[]) : [];
+    return opened.length ? `run finished: interrupt (${opened.length} opened) — ` +
+      opened.map((i) => `${i.id}${i.message ? ` "${i.message}"` : ""}`).join(", ")
+      : "run finished: success";
   }
   if (row.type === "RUN_ERROR") return `run error ${row.code ?? ""}: ${row.message ?? ""}`;
   return "run started";
