@@ -41,6 +41,7 @@ from contracts import Decision, RunRequest, encode
 from faults.follower import Ending, Follower
 from faults.sse import read_stream
 from services.kafka.clients import AIOKafkaProducer, KafkaError, new_producer
+from services.kafka.transactions import stop_producer
 from services.runtime.settings import KafkaSettings
 
 TERMINALS = ("RUN_FINISHED", "RUN_ERROR")
@@ -168,8 +169,8 @@ class KafkaLoad:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        if self._producer is not None:
-            await self._producer.stop()
+        if self._producer is not None:  # bounded: a scenario that failed with the broker
+            await stop_producer(self._producer)  # down must fail, not wait on it for ever
 
     async def send(self, thread_id: str, value: bytes) -> bool:
         assert self._producer is not None
