@@ -28,7 +28,6 @@ from fastapi import APIRouter, FastAPI, Request
 from starlette.responses import Response
 
 from services.agui.transcript import replay as transcript_of
-from services.cli.ops.kafka_io import read_thread
 from services.consumer import direct
 from services.consumer.inbox_feed import HISTORY_READS, InterruptFeed, stream_body, wall_ms
 from services.consumer.interrupts import Filters
@@ -37,6 +36,7 @@ from services.consumer.relay import Relay
 from services.consumer.routes import _ids, _principal, _problems, _relay
 from services.consumer.sse import EventStreamResponse
 from services.consumer.views import ThreadView
+from services.kafka.thread_log import read_thread
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 500

@@ -26,16 +26,16 @@ from services.cli.ops.kafka_io import (
     EXIT_OK,
     EXIT_REFUSED,
     publish,
-    read_state,
     run_command,
     select_partitions,
     stderr,
     stdout,
 )
-from services.cli.ops.records import OpsRecord
 from services.cli.ops.tail import emit
 from services.cli.ops.watch import Watcher
 from services.kafka.reader import Start, TopicReader
+from services.kafka.records import OpsRecord
+from services.kafka.thread_log import read_state
 from services.runtime.settings import KafkaSettings
 
 

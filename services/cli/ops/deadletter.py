@@ -23,9 +23,9 @@ from rich.padding import Padding
 from rich.table import Table
 
 from services.cli.ops.kafka_io import EXIT_ERROR, EXIT_OK, run_command, stderr, stdout
-from services.cli.ops.records import OpsRecord, from_kafka, parse_value
 from services.cli.ops.render import clip
 from services.kafka.reader import TopicReader
+from services.kafka.records import OpsRecord, from_kafka, parse_value
 from services.runtime.settings import KafkaSettings
 
 app = typer.Typer(help="Dead letters: records no service could use, with the reason.")

@@ -34,9 +34,9 @@ from contracts.headers import EVENT_TYPE, RUN_ID
 from services.agui.transcript import replay
 from services.cli.ops.agui_http import RunReply, run_agent
 from services.cli.ops.kafka_io import EXIT_ERROR, EXIT_OK, EXIT_REFUSED, run_command, stdout
-from services.cli.ops.records import OpsRecord, from_kafka
 from services.cli.ops.render import record_lines
 from services.kafka.reader import TopicReader
+from services.kafka.records import OpsRecord, from_kafka
 from services.runtime.settings import KafkaSettings
 
 

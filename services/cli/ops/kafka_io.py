@@ -14,13 +14,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
 
 from rich.console import Console
 
-from contracts import ThreadState
-from services.cli.ops.records import OpsRecord, drop_duplicate_events, from_kafka
-from services.cli.ops.threadview import latest_states
 from services.kafka.clients import KafkaError, TopicPartition, new_producer
 from services.kafka.reader import TopicReader, UnknownTopicError
 from services.runtime.lifecycle import run_until_signalled
@@ -40,44 +36,6 @@ def stdout() -> Console:
 def stderr() -> Console:
     """The console for progress and errors."""
     return Console(stderr=True, highlight=False, soft_wrap=True)
-
-
-@dataclass
-class ThreadRecords:
-    """What the topics hold about one thread."""
-
-    thread_id: str
-    state: ThreadState | None
-    events: list[OpsRecord] = field(default_factory=list)
-    decisions: list[OpsRecord] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-
-
-async def _keyed(reader: TopicReader, topic: str, key: str, settings: KafkaSettings
-                 ) -> list[OpsRecord]:
-    tp = await reader.key_partition(topic, key)
-    records = await reader.read_all([tp])
-    converted = (from_kafka(r, settings.topics) for r in records)
-    return [r for r in converted if r.key == key]
-
-
-async def read_state(settings: KafkaSettings, thread_id: str) -> ThreadState | None:
-    """The thread's live state on the compacted ``threads`` topic, if any."""
-    async with TopicReader(settings, "agui-relay-ops") as reader:
-        records = await _keyed(reader, settings.topics.threads, thread_id, settings)
-    return latest_states(records)[0].get(thread_id)
-
-
-async def read_thread(settings: KafkaSettings, thread_id: str, *, decisions: bool = True
-                      ) -> ThreadRecords:
-    """The thread's state, its events (duplicates dropped) and its decisions."""
-    topics = settings.topics
-    async with TopicReader(settings, "agui-relay-ops") as reader:
-        states, warnings = latest_states(await _keyed(reader, topics.threads, thread_id,
-                                                      settings))
-        events = drop_duplicate_events(await _keyed(reader, topics.events, thread_id, settings))
-        found = await _keyed(reader, topics.decisions, thread_id, settings) if decisions else []
-    return ThreadRecords(thread_id, states.get(thread_id), events, found, warnings)
 
 
 async def publish(settings: KafkaSettings, topic: str, key: str, value: bytes,

@@ -21,7 +21,7 @@ from rich.text import Text
 from contracts.headers import AGENT, EVENT_TYPE, RUN_ID
 from services.agui.expiry import read_expiry
 from services.agui.jsdate import to_epoch_ms
-from services.cli.ops.records import OpsRecord
+from services.kafka.records import OpsRecord
 
 DETAIL_MAX = 96
 TYPE_WIDTH = 22

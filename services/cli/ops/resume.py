@@ -32,19 +32,18 @@ from services.cli.ops.kafka_io import (
     EXIT_ERROR,
     EXIT_OK,
     EXIT_REFUSED,
-    ThreadRecords,
     publish,
-    read_thread,
     run_command,
     select_partitions,
     stderr,
     stdout,
 )
-from services.cli.ops.records import OpsRecord
 from services.cli.ops.resume_plan import Plan, ResumeOptions, parse_resolve, plan_resume
 from services.cli.ops.tail import emit
 from services.cli.ops.watch import Watcher
 from services.kafka.reader import Start, TopicReader
+from services.kafka.records import OpsRecord
+from services.kafka.thread_log import ThreadRecords, read_thread
 from services.runtime.settings import KafkaSettings
 
 

@@ -25,11 +25,10 @@ import typer
 from rich.table import Table
 
 from services.cli.ops.kafka_io import EXIT_OK, run_command, stderr, stdout
-from services.cli.ops.records import from_kafka
 from services.cli.ops.render import duration
-from services.cli.ops.threadview import latest_states
 from services.gatekeeper.census import Counts, Stuck, examine
 from services.kafka.reader import TopicReader
+from services.kafka.records import from_kafka, latest_states
 from services.runtime.settings import KafkaSettings
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d)?\s*$", re.IGNORECASE)

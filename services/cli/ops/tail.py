@@ -33,9 +33,9 @@ from services.cli.ops.kafka_io import (
     stderr,
     stdout,
 )
-from services.cli.ops.records import Deduper, OpsRecord, from_kafka
 from services.cli.ops.render import record_lines
 from services.kafka.reader import Start, TopicReader
+from services.kafka.records import Deduper, OpsRecord, from_kafka
 from services.runtime.settings import KafkaSettings
 
 

@@ -38,19 +38,14 @@ from services.cli.ops.columns import Column, Grid, print_grid
 from services.cli.ops.kafka_io import (
     EXIT_OK,
     EXIT_REFUSED,
-    ThreadRecords,
-    read_state,
-    read_thread,
     run_command,
     stderr,
     stdout,
 )
-from services.cli.ops.records import from_kafka
 from services.cli.ops.render import clock, duration, interrupt_line, time_left
 from services.cli.ops.threadview import (
     RunSummary,
     ThreadRow,
-    latest_states,
     row_of,
     run_ending,
     select,
@@ -58,6 +53,8 @@ from services.cli.ops.threadview import (
 )
 from services.consumer.catchup import boundary, closed, passed
 from services.kafka.reader import TopicReader
+from services.kafka.records import from_kafka, latest_states
+from services.kafka.thread_log import ThreadRecords, read_state, read_thread
 from services.runtime.settings import KafkaSettings, LimitSettings
 
 app = typer.Typer(help="Threads from the compacted thread-state topic.", no_args_is_help=False)

@@ -1,9 +1,9 @@
-"""Threads as an operator sees them: latest states, table rows, run summaries.
+"""Threads as an operator sees them: table rows, run summaries.
 
 The compacted ``threads`` topic holds one live ``ThreadState`` per thread,
 but until the log cleaner runs it may still hold older ones, and a ``null``
-value (tombstone) deletes a thread: ``latest_states`` keeps the last record
-per key. ``ThreadRow`` is what the ``threads`` table shows (status, agent,
+value (tombstone) deletes a thread: ``services.kafka.records.latest_states``
+keeps the last record per key. ``ThreadRow`` is what the ``threads`` table shows (status, agent,
 open interrupts, oldest expiry, last activity) and ``select`` applies its
 filters. ``summarize_runs`` turns a thread's events into one line per run
 (agent, start, end, outcome, interrupts) for ``threads show``, and
@@ -20,29 +20,11 @@ from datetime import UTC, datetime
 
 import orjson
 
-from contracts import DecodeError, ThreadState, decode
+from contracts import ThreadState
 from contracts.headers import AGENT, EVENT_TYPE, RUN_ID
 from services.agui.expiry import read_expiry
-from services.cli.ops.records import OpsRecord
 from services.consumer.catchup import Ending
-
-
-def latest_states(records: Iterable[OpsRecord]) -> tuple[dict[str, ThreadState], list[str]]:
-    """The live state of each thread (last record per key wins), and decode warnings."""
-    states: dict[str, ThreadState] = {}
-    warnings: list[str] = []
-    for rec in records:
-        if rec.key is None:
-            continue
-        if rec.value is None:
-            states.pop(rec.key, None)
-            continue
-        raw = rec.value if isinstance(rec.value, str) else orjson.dumps(rec.value)
-        try:
-            states[rec.key] = decode(ThreadState, raw)
-        except DecodeError as exc:
-            warnings.append(f"{rec.topic}[{rec.partition}]@{rec.offset}: unreadable state: {exc}")
-    return states, warnings
+from services.kafka.records import OpsRecord
 
 
 @dataclass(frozen=True, slots=True)

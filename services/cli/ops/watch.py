@@ -18,8 +18,8 @@ from collections import deque
 from collections.abc import Callable
 
 from contracts.headers import EVENT_TYPE, RUN_ID
-from services.cli.ops.records import Deduper, OpsRecord, from_kafka
 from services.kafka.reader import TopicReader
+from services.kafka.records import Deduper, OpsRecord, from_kafka
 from services.runtime.settings import KafkaSettings
 
 TERMINAL = frozenset({"RUN_FINISHED", "RUN_ERROR"})

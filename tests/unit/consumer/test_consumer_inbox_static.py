@@ -9,11 +9,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from services.cli.ops.kafka_io import ThreadRecords
 from services.consumer import inbox_static, interrupt_routes
 from services.consumer.app import create_app
 from services.consumer.inbox_static import InboxStatic, resolve
 from services.consumer.settings import ConsumerSettings
+from services.kafka.thread_log import ThreadRecords
 from services.runtime.settings import KafkaSettings
 
 TOKEN = "key-0123456789abcdef0123"

@@ -13,10 +13,10 @@ from rich.text import Text
 from contracts import OpenInterrupt, ThreadState
 from contracts.headers import EVENT_TYPE, RUN_ID
 from services.cli.ops.columns import Column, Grid, plain_lines, print_grid
-from services.cli.ops.kafka_io import ThreadRecords
-from services.cli.ops.records import OpsRecord
 from services.cli.ops.threads import print_show, thread_grid
 from services.cli.ops.threadview import row_of
+from services.kafka.records import OpsRecord
+from services.kafka.thread_log import ThreadRecords
 
 pytestmark = pytest.mark.unit
 

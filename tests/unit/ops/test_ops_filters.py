@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from services.cli.ops.filters import RecordFilter, parse_since, split_types, to_epoch_ms
-from services.cli.ops.records import OpsRecord
+from services.kafka.records import OpsRecord
 
 pytestmark = pytest.mark.unit
 

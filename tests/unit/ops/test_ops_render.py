@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-from services.cli.ops.records import OpsRecord
 from services.cli.ops.render import (
     clip,
     clock,
@@ -16,6 +15,7 @@ from services.cli.ops.render import (
     record_lines,
     time_left,
 )
+from services.kafka.records import OpsRecord
 
 pytestmark = pytest.mark.unit
 

@@ -8,10 +8,10 @@ import pytest
 
 from services.cli.ops.deadletter import original, pick
 from services.cli.ops.lag import lag_rows
-from services.cli.ops.records import OpsRecord
 from services.cli.ops.tail import start_of
 from services.kafka.clients import TopicPartition
 from services.kafka.reader import Start
+from services.kafka.records import OpsRecord
 
 pytestmark = pytest.mark.unit
 

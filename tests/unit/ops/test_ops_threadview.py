@@ -10,8 +10,14 @@ from ag_ui.core import Interrupt
 
 from contracts import OpenInterrupt, ThreadState, TopicCatalog
 from contracts.codec import to_wire
-from services.cli.ops.records import OpsRecord, drop_duplicate_events, parse_value, role_of
-from services.cli.ops.threadview import latest_states, row_of, select, summarize_runs
+from services.cli.ops.threadview import row_of, select, summarize_runs
+from services.kafka.records import (
+    OpsRecord,
+    drop_duplicate_events,
+    latest_states,
+    parse_value,
+    role_of,
+)
 
 pytestmark = pytest.mark.unit
 

@@ -1,4 +1,7 @@
-"""One Kafka record as the operator tools see it: topic role, ids, headers, parsed value.
+"""One Kafka record as a reader sees it: topic role, ids, headers, parsed value.
+
+Shared by the operator tools (``services/cli/ops``) and the consumer service's
+inbox routes, which read a thread's records the same way (``thread_log``).
 
 Every command reads records from several topics (events, decisions,
 dead letters, thread states) and treats them alike for filtering, printing
@@ -17,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from contracts import TopicCatalog
+from contracts import DecodeError, ThreadState, TopicCatalog, decode
 from contracts.headers import RUN_ID, SEQ
 
 Role = str
@@ -120,3 +123,20 @@ def drop_duplicate_events(records: Iterable[OpsRecord]) -> list[OpsRecord]:
     """``records`` without resent events, in order."""
     deduper = Deduper()
     return [rec for rec in records if deduper.fresh(rec)]
+
+def latest_states(records: Iterable[OpsRecord]) -> tuple[dict[str, ThreadState], list[str]]:
+    """The live state of each thread (last record per key wins), and decode warnings."""
+    states: dict[str, ThreadState] = {}
+    warnings: list[str] = []
+    for rec in records:
+        if rec.key is None:
+            continue
+        if rec.value is None:
+            states.pop(rec.key, None)
+            continue
+        raw = rec.value if isinstance(rec.value, str) else orjson.dumps(rec.value)
+        try:
+            states[rec.key] = decode(ThreadState, raw)
+        except DecodeError as exc:
+            warnings.append(f"{rec.topic}[{rec.partition}]@{rec.offset}: unreadable state: {exc}")
+    return states, warnings
