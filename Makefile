@@ -7,11 +7,14 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-NPM_DIRS := $(patsubst %/package-lock.json,%,$(wildcard tests/*/package-lock.json))
+NPM_DIRS := $(patsubst %/package-lock.json,%,$(wildcard tests/*/package-lock.json)) \
+  services/consumer/inbox
 NPM_STAMPS := $(addsuffix /node_modules/.installed,$(NPM_DIRS))
 PYTEST_ARGS ?=
+INBOX := services/consumer/inbox
+INBOX_BUILD := $(INBOX)/dist/.built
 
-.PHONY: help install jars run test test-faults test-hostile test-cluster lint bench contracts kafka-up kafka-cluster-up kafka-down clean
+.PHONY: help install jars chromium run test test-faults test-hostile test-cluster lint bench contracts kafka-up kafka-cluster-up kafka-down clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | \
@@ -30,7 +33,14 @@ $(STAMP): pyproject.toml
 jars: $(STAMP) ## Fetch the Kafka broker jars from Maven Central (skips when present)
 	$(PY) -m deploy.kafka.launcher fetch
 
-install: $(STAMP) jars $(NPM_STAMPS) ## Set up everything: virtualenv, Python deps, Kafka jars, npm packages
+$(INBOX_BUILD): $(INBOX)/node_modules/.installed $(INBOX)/build.mjs $(INBOX)/tsconfig.json $(wildcard $(INBOX)/src/*)
+	npm run --prefix $(INBOX) --silent build
+	@touch $@
+
+chromium: ## Headless Chromium for the browser tests (Debian's package; installed as root when missing)
+	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium; }
+
+install: $(STAMP) jars $(NPM_STAMPS) $(INBOX_BUILD) chromium ## Set up everything: virtualenv, Python deps, Kafka jars, npm packages, the inbox page, Chromium
 
 run: install ## Set up and run the whole system in the foreground (broker, topics, services) on 127.0.0.1:8000
 	$(VENV)/bin/agui-relay up
@@ -69,4 +79,5 @@ kafka-down: $(STAMP) ## Stop the local broker (or cluster)
 clean: ## Stop the local broker and remove everything fetched or generated
 	-@test -x $(PY) && $(PY) -m deploy.kafka.launcher down
 	rm -rf $(VENV) .run deploy/kafka/.cache bench/results tests/*/node_modules \
+	  $(INBOX)/node_modules $(INBOX)/dist \
 	  .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -28,7 +28,7 @@ from bench.broker import broker
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
-BENCHES = ("gatekeeper", "producer", "consumer", "upstream")
+BENCHES = ("gatekeeper", "producer", "consumer", "upstream", "inbox")
 PLOT = ROOT / "bench" / "decision-latency.png"
 console = Console()
 

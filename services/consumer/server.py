@@ -71,6 +71,7 @@ async def serve(settings: ConsumerSettings, kafka: KafkaSettings, stop: asyncio.
     async def watch() -> None:
         await stop.wait()
         relay.runs.closing = True  # streams cut by the shutdown never cancel their runs
+        app.state.interrupts.close()  # inbox change streams end now, not at the grace's end
         server.should_exit = True
 
     async def announce() -> None:
