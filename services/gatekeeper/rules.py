@@ -61,7 +61,6 @@ from contracts import (
     EventHeaders,
     OpenInterrupt,
     RejectionCode,
-    RememberedDecision,
     RunRequest,
     ThreadState,
     Verdict,
@@ -75,6 +74,8 @@ from services.gatekeeper.thread import (
     knows_run,
     remember_decision,
     remember_run,
+    remembered,
+    replayed,
 )
 
 BusyPolicy = Literal["reject", "enqueue"]
@@ -122,7 +123,7 @@ def decide(state: ThreadState, request: RunRequest, now: datetime, policy: Polic
         return foreign
     for past in state.recent_decisions:
         if past.request_id == request.request_id:
-            return Outcome(state, _replay(past, state, request))
+            return Outcome(state, replayed(past, state, request))
     return _judge(state, request, now, policy)
 
 
@@ -256,7 +257,7 @@ def _busy(state: ThreadState, request: RunRequest, now: datetime, policy: Policy
     new_state = state.model_copy(
         update={
             "queued": [*state.queued, request],
-            "recent_decisions": remember_decision(state.recent_decisions, _remembered(decision)),
+            "recent_decisions": remember_decision(state.recent_decisions, remembered(decision)),
             "updated_at": now,
         }
     )
@@ -364,7 +365,7 @@ def _admit(state: ThreadState, request: RunRequest, now: datetime, verdict: _Ver
             "lapsed": ([o.interrupt.id for o in state.open_interrupts]
                        if request.policy == "expiry" else state.lapsed),
             "recent_run_ids": remember_run(state.recent_run_ids, request.input.run_id),
-            "recent_decisions": remember_decision(state.recent_decisions, _remembered(decision)),
+            "recent_decisions": remember_decision(state.recent_decisions, remembered(decision)),
             "run_started_at": now,
             "updated_at": now,
         }
@@ -386,7 +387,7 @@ def _reject(state: ThreadState, request: RunRequest, now: datetime, verdict: _Ve
     decision = _decision(state, request, now, verdict)
     new_state = state.model_copy(
         update={
-            "recent_decisions": remember_decision(state.recent_decisions, _remembered(decision)),
+            "recent_decisions": remember_decision(state.recent_decisions, remembered(decision)),
             "updated_at": now,
         }
     )
@@ -407,39 +408,6 @@ def _decision(state: ThreadState, request: RunRequest, now: datetime, v: _Verdic
         principal=request.principal,
         policy=request.policy,
         decided_at=now,
-    )
-
-
-def _remembered(d: Decision) -> RememberedDecision:
-    return RememberedDecision(
-        request_id=d.request_id,
-        run_id=d.run_id,
-        verdict=d.verdict,
-        code=d.code,
-        message=d.message,
-        interrupt_ids=d.interrupt_ids,
-        warnings=d.warnings,
-        principal=d.principal,
-        policy=d.policy,
-        decided_at=d.decided_at,
-    )
-
-
-def _replay(past: RememberedDecision, state: ThreadState, request: RunRequest) -> Decision:
-    """The decision already made for this requestId, as it was made."""
-    return Decision(
-        request_id=past.request_id,
-        thread_id=state.thread_id,
-        run_id=past.run_id,
-        agent=request.agent,
-        verdict=past.verdict,
-        code=past.code,
-        message=past.message,
-        interrupt_ids=past.interrupt_ids,
-        warnings=past.warnings,
-        principal=past.principal,
-        policy=past.policy,
-        decided_at=past.decided_at,
     )
 
 

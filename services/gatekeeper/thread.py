@@ -20,7 +20,9 @@ running so nothing is admitted beside it until that run closes.
 
 Memory is bounded: a thread keeps its open interrupts, its current run, the
 last ``RECENT_RUNS`` run ids and the last ``RECENT_DECISIONS`` decisions, so
-work per event or decision does not grow with a thread's history. Pure: no
+work per event or decision does not grow with a thread's history
+(``remembered`` is what a decision leaves, ``replayed`` the same decision
+given again to a retried request id). Pure: no
 I/O, no clock reads; states are never mutated, a new one is returned.
 """
 
@@ -37,7 +39,14 @@ from ag_ui.core import (
     RunFinishedOutcome,
 )
 
-from contracts import EventHeaders, OpenInterrupt, RememberedDecision, ThreadState
+from contracts import (
+    Decision,
+    EventHeaders,
+    OpenInterrupt,
+    RememberedDecision,
+    RunRequest,
+    ThreadState,
+)
 
 RECENT_RUNS = 16
 """Run ids a thread remembers (``duplicate_run_id`` looks no further back)."""
@@ -164,3 +173,37 @@ def _open(run_id: str, outcome: RunFinishedInterruptOutcome) -> list[OpenInterru
             seen.add(interrupt.id)
             out.append(OpenInterrupt(run_id=run_id, interrupt=interrupt))
     return out
+
+
+def remembered(d: Decision) -> RememberedDecision:
+    """What the thread keeps of decision ``d``, to answer its request id again."""
+    return RememberedDecision(
+        request_id=d.request_id,
+        run_id=d.run_id,
+        verdict=d.verdict,
+        code=d.code,
+        message=d.message,
+        interrupt_ids=d.interrupt_ids,
+        warnings=d.warnings,
+        principal=d.principal,
+        policy=d.policy,
+        decided_at=d.decided_at,
+    )
+
+
+def replayed(past: RememberedDecision, state: ThreadState, request: RunRequest) -> Decision:
+    """The decision already made for this requestId, as it was made."""
+    return Decision(
+        request_id=past.request_id,
+        thread_id=state.thread_id,
+        run_id=past.run_id,
+        agent=request.agent,
+        verdict=past.verdict,
+        code=past.code,
+        message=past.message,
+        interrupt_ids=past.interrupt_ids,
+        warnings=past.warnings,
+        principal=past.principal,
+        policy=past.policy,
+        decided_at=past.decided_at,
+    )

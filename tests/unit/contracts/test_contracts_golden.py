@@ -116,7 +116,7 @@ def samples() -> dict[str, BaseModel]:
             request_id="req-3", thread_id="thread-1", run_id="run-3", agent="approval",
             verdict="rejected", code="uncovered_interrupts",
             message="interrupt int-input-2 is not answered", interrupt_ids=["int-input-2"],
-            decided_at=T1,
+            principal="tenant-a", decided_at=T1,
         ),
         "thread-state": ThreadState(
             thread_id="thread-1", status="interrupted", agent="approval", run_id="run-1",
@@ -124,9 +124,10 @@ def samples() -> dict[str, BaseModel]:
             open_interrupts=[OpenInterrupt(run_id="run-1", interrupt=APPROVAL),
                              OpenInterrupt(run_id="run-1", interrupt=BARE)],
             recent_run_ids=["run-1"],
+            lapsed=["int-0"],
             recent_decisions=[RememberedDecision(
-                request_id="req-1", run_id="run-1", verdict="admitted",
-                message="admitted", decided_at=T0)],
+                request_id="expiry:run-0", run_id="expired-0", verdict="admitted",
+                message="admitted", principal="tenant-a", policy="expiry", decided_at=T0)],
             run_started_at=T0, updated_at=T1,
         ),
         "control-command": ControlCommand(thread_id="thread-1", run_id="run-2",
