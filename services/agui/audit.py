@@ -157,8 +157,11 @@ def _answers(record: OpsRecord, admissions: dict[str, dict[str, Any]]
     for entry in run_input.get("resume") or ():
         if not isinstance(entry, dict) or not isinstance(entry.get("interruptId"), str):
             continue
-        status = "resolved" if entry.get("status") == "resolved" else "cancelled"
-        metadata = entry.get("metadata") if isinstance(entry.get("metadata"), dict) else {}
+        status: Literal["resolved", "cancelled"] = (
+            "resolved" if entry.get("status") == "resolved" else "cancelled")
+        metadata = entry.get("metadata")
+        if not isinstance(metadata, dict):
+            metadata = {}
         by = _text(metadata.get(PRINCIPAL_KEY)) or _text(decision.get("principal"))
         payload = entry.get("payload")
         found.append((entry["interruptId"], Answer(

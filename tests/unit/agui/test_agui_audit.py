@@ -23,7 +23,7 @@ def decision(value: dict[str, Any]) -> OpsRecord:
     return OpsRecord("t.decisions", "decisions", 0, next(_offset), 0, "th-1", {}, value)
 
 
-def interrupted(run: str, at: int, *interrupts: dict[str, Any]) -> OpsRecord:
+def interrupted(run: str, at: int, *interrupts: Any) -> OpsRecord:
     return event({"type": "RUN_FINISHED", "threadId": "th-1", "runId": run,
                   "outcome": {"type": "interrupt", "interrupts": list(interrupts)}}, at)
 
