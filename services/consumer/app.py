@@ -22,7 +22,14 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from fastapi.telemetry import TelemetryConfig
 
-from services.consumer import auth, direct, inbox_static, interrupt_routes, problems
+from services.consumer import (
+    audit_routes,
+    auth,
+    direct,
+    inbox_static,
+    interrupt_routes,
+    problems,
+)
 from services.consumer.headers import OneAuthorization
 from services.consumer.relay import Relay
 from services.consumer.routes import router, served
@@ -75,6 +82,7 @@ def create_app(settings: ConsumerSettings | None = None,
     problems.install(app)
     app.include_router(router)
     interrupt_routes.install(app, relay)
+    audit_routes.install(app)
     direct.install(app, served)
     auth.install(app, settings, keys, relay.metrics.registry)
     inbox_static.install(app)
@@ -85,6 +93,7 @@ def create_app(settings: ConsumerSettings | None = None,
             doc = get_openapi(title=app.title, version=app.version,
                               description=app.description,
                               routes=[*served.routes, *interrupt_routes.served.routes,
+                                      *audit_routes.served.routes,
                                       *app.routes])
             components = doc.setdefault("components", {}).setdefault("schemas", {})
             run_input = RunAgentInput.model_json_schema(
