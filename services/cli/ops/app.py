@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import typer
 
-from services.cli.ops import cancel, deadletter, demo, lag, resume, stuck, tail, threads
+from services.cli.ops import audit, cancel, deadletter, demo, lag, resume, stuck, tail, threads
 
 
 def register(app: typer.Typer) -> None:
     """Add ``tail``, ``threads``, ``resume``, ``cancel``, ``deadletter``, ``lag``, ``stuck``,
-    ``demo``."""
+    ``audit``, ``demo``."""
     app.command("tail")(tail.tail)
     app.add_typer(threads.app, name="threads")
     app.command("resume")(resume.resume)
@@ -22,6 +22,7 @@ def register(app: typer.Typer) -> None:
     app.add_typer(deadletter.app, name="deadletter")
     app.command("lag")(lag.lag)
     app.command("stuck")(stuck.stuck)
+    app.command("audit")(audit.audit_command)
     app.command("demo")(demo.demo)
 
 

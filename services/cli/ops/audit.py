@@ -1,0 +1,95 @@
+"""``agui-relay audit THREAD``: every interrupt of a thread, raised then answered.
+
+The operator's copy of ``GET /threads/{threadId}/audit``: the thread's
+records read from the topics (``read_thread``) and paired by
+``services.agui.audit``, so both show the same trail. A table (one row per
+interrupt, in the order raised: who answered, when, the payload's sha256
+digest, ``expired`` for an interrupt the expiry policy cancelled) whose id
+and digest columns are never cut (``columns``), or with ``--json`` the
+same document the HTTP route answers. A thread nothing was written about
+is refused (exit 1), as ``threads show`` refuses it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+import orjson
+import typer
+from rich.console import Console
+
+from services.agui.audit import AuditEntry, audit
+from services.cli.ops.columns import Column, Grid, print_grid
+from services.cli.ops.kafka_io import EXIT_OK, EXIT_REFUSED, run_command, stderr, stdout
+from services.kafka.thread_log import ThreadRecords, read_thread
+from services.runtime.settings import KafkaSettings
+
+COLUMNS = (Column("interrupt", ids=True), Column("status"), Column("run", ids=True),
+           Column("agent"), Column("reason"), Column("message"), Column("raised"),
+           Column("expires"), Column("answered by", ids=True), Column("answered"),
+           Column("answer run", ids=True), Column("digest", ids=True))
+
+
+def when(ms: int) -> str:
+    """``YYYY-MM-DD HH:MM:SS.mmm`` in UTC."""
+    moment = datetime.fromtimestamp(ms / 1000, UTC)
+    return moment.strftime("%Y-%m-%d %H:%M:%S.") + f"{moment.microsecond // 1000:03d}"
+
+
+def audit_json(found: ThreadRecords) -> dict[str, Any]:
+    """The ``--json`` document: the HTTP route's body."""
+    entries = audit(found.events, found.decisions)
+    return {"threadId": found.thread_id, "interrupts": [e.wire() for e in entries]}
+
+
+def audit_grid(entries: list[AuditEntry]) -> Grid:
+    """One row per interrupt, in the order raised."""
+    grid = Grid(COLUMNS)
+    for e in entries:
+        answer = e.answer
+        grid.add(e.interrupt_id, e.status, e.run_id, e.agent or "-", e.reason or "-",
+                 e.message or "-", when(e.raised_at_ms), e.expires_at or "-",
+                 (answer.by or "-") if answer else "-", when(answer.at_ms) if answer else "-",
+                 answer.run_id if answer else "-", (answer.digest or "-") if answer else "-")
+    return grid
+
+
+def print_audit(console: Console, found: ThreadRecords) -> None:
+    """The table, or a line saying the thread raised no interrupt."""
+    entries = audit(found.events, found.decisions)
+    if not entries:
+        console.print(f"thread {found.thread_id} raised no interrupt", markup=False)
+        return
+    print_grid(console, audit_grid(entries))
+
+
+async def _audit(settings: KafkaSettings, thread_id: str, as_json: bool) -> int:
+    found = await read_thread(settings, thread_id)
+    for warning in found.warnings:
+        stderr().print(f"[yellow]warning:[/] {warning}")
+    if found.state is None and not found.events and not found.decisions:
+        stderr().print(f"[red]unknown thread[/] {thread_id}: nothing on "
+                       f"{settings.topics.threads}, {settings.topics.events} or "
+                       f"{settings.topics.decisions}")
+        return EXIT_REFUSED
+    if as_json:
+        sys.stdout.write(orjson.dumps(audit_json(found)).decode() + "\n")
+    else:
+        print_audit(stdout(), found)
+    return EXIT_OK
+
+
+def audit_command(
+    thread_id: Annotated[str, typer.Argument(help="The thread id.")],
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object.")] = False,
+) -> None:
+    """Every interrupt of a thread: raised, then answered (by whom, when, digest) or expired."""
+    settings = KafkaSettings()
+
+    async def body(_stop: asyncio.Event) -> int:
+        return await _audit(settings, thread_id, as_json)
+
+    raise typer.Exit(run_command(body))
