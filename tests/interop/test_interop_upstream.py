@@ -25,13 +25,10 @@ from ag_ui_validate.transport import TransportOptions, validate_endpoint
 from ag_ui_validate.types import ValidatorOptions
 from relay_system import RelaySystem
 from test_interop_client import run_node
+from upstream_langgraph import serving
+from upstream_system import upstream_system
 
 from contracts import EVENT_DECODER
-
-pytest.importorskip("ag_ui_langgraph")
-
-from upstream_langgraph import serving  # after the skip: needs the optional extra
-from upstream_system import upstream_system
 
 pytestmark = pytest.mark.interop
 

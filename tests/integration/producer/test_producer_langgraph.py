@@ -23,8 +23,6 @@ from services.producer import checkpoint as cp
 from services.producer.worker import Worker
 from services.runtime.settings import KafkaSettings
 
-pytest.importorskip("ag_ui_langgraph")
-
 pytestmark = pytest.mark.integration
 
 
