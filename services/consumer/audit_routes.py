@@ -19,12 +19,9 @@ from starlette.responses import Response
 
 from services.agui.audit import audit
 from services.consumer import direct
-from services.consumer.inbox_feed import HISTORY_READS
-from services.consumer.interrupt_routes import feed
-from services.consumer.problems import Unavailable
-from services.consumer.routes import _ids, _principal, _problems
+from services.consumer.interrupt_routes import read_history
+from services.consumer.routes import _problems
 from services.consumer.tenancy import unknown_thread
-from services.kafka.thread_log import read_thread
 
 served = APIRouter()
 """The audit route: served by ``direct`` alone, never included in the app."""
@@ -39,14 +36,7 @@ served = APIRouter()
                         "payload's canonical JSON), policy}. A thread id holding `/` is "
                         "sent as `%2F`.")
 async def thread_audit(thread_id: str, request: Request) -> Response:
-    relay = _ids(request, thread_id)
-    state = await relay.tenancy.readable(thread_id, _principal(request))
-    slots = feed(request).history_slots
-    if slots.locked():
-        raise Unavailable("busy", f"{HISTORY_READS} thread histories are being read; "
-                                  "try again in a moment")
-    async with slots:
-        found = await read_thread(relay.kafka, thread_id, decisions=True)
+    state, found = await read_history(request, thread_id)
     if state is None and not found.events and not found.decisions:
         raise unknown_thread(thread_id)
     entries = audit(found.events, found.decisions)

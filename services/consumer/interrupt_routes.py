@@ -27,6 +27,7 @@ import orjson
 from fastapi import APIRouter, FastAPI, Request
 from starlette.responses import Response
 
+from contracts import ThreadState
 from services.agui.transcript import replay as transcript_of
 from services.consumer import direct
 from services.consumer.inbox_feed import HISTORY_READS, InterruptFeed, stream_body, wall_ms
@@ -36,7 +37,7 @@ from services.consumer.relay import Relay
 from services.consumer.routes import _ids, _principal, _problems, _relay
 from services.consumer.sse import EventStreamResponse
 from services.consumer.views import ThreadView
-from services.kafka.thread_log import read_thread
+from services.kafka.thread_log import ThreadRecords, read_thread
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 500
@@ -148,9 +149,10 @@ def _trail(found: Any) -> list[dict[str, Any]]:
     return [r[2] for r in rows]
 
 
-@served.get("/interrupts/threads/{thread_id}", responses=_problems(400, 404, 503),
-            summary="A thread's tool calls, resume input and audit trail, for the inbox")
-async def thread_history(thread_id: str, request: Request) -> Response:
+async def read_history(request: Request, thread_id: str
+                       ) -> tuple[ThreadState | None, ThreadRecords]:
+    """The caller's view of the thread (404 for another tenant's) and its records, read as
+    one of at most ``HISTORY_READS`` thread histories at once (``503 busy`` past that)."""
     relay = _ids(request, thread_id)
     state = await relay.tenancy.readable(thread_id, _principal(request))
     slots = feed(request).history_slots
@@ -159,6 +161,13 @@ async def thread_history(thread_id: str, request: Request) -> Response:
                                   "try again in a moment")
     async with slots:
         found = await read_thread(relay.kafka, thread_id, decisions=True)
+    return state, found
+
+
+@served.get("/interrupts/threads/{thread_id}", responses=_problems(400, 404, 503),
+            summary="A thread's tool calls, resume input and audit trail, for the inbox")
+async def thread_history(thread_id: str, request: Request) -> Response:
+    state, found = await read_history(request, thread_id)
     transcript = transcript_of(e.value for e in found.events if isinstance(e.value, dict))
     body: dict[str, Any] = {"threadId": thread_id, "input": transcript.input_fields(),
                             "toolCalls": _tool_calls(transcript.messages),
