@@ -33,6 +33,23 @@ request's principal, or ``EXPIRY_ANSWERER``; set by the gatekeeper, a client's o
 value under it is replaced (removed when the request names no principal)."""
 EXPIRY_ANSWERER = "policy:expiry"
 """Who answered an interrupt the expiry policy (``AGUI_ON_EXPIRY=cancel``) cancelled."""
+KEY_NAME_SEPARATOR = "#"
+"""Between a tenant and its API key's name in an ``identity``: no tenant name may contain it."""
+
+
+def identity(principal: str | None, key_name: str | None) -> str | None:
+    """Who a request speaks for: its tenant, with ``#`` and the key's name when the key
+    has one (``tenant-a#alice``); None when it names no principal."""
+    if principal is None or key_name is None:
+        return principal
+    return f"{principal}{KEY_NAME_SEPARATOR}{key_name}"
+
+
+def tenant_of(answerer: str) -> str:
+    """The tenant part of an ``identity`` (all of it when it names no key)."""
+    return answerer.partition(KEY_NAME_SEPARATOR)[0]
+
+
 ThreadStatus = Literal["idle", "running", "interrupted"]
 RejectionCode = Literal[
     "invalid_input",

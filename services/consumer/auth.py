@@ -16,9 +16,11 @@ every request it:
   runs, with authentication on or off, by ``headers.OneAuthorization``), and
   answers a ``401`` problem with ``WWW-Authenticate: Bearer``
   before the app sees the request (so before the body is read);
-- puts the key's tenant in ``request.state.principal``: the routes publish
-  it as ``RunRequest.principal`` and ``tenancy`` checks thread ownership
-  with it.
+- puts the key's tenant in ``request.state.principal`` and its name, when
+  it has one, in ``request.state.key_name``: the routes publish them as
+  ``RunRequest.principal`` and ``RunRequest.keyName``; ``tenancy`` checks
+  thread ownership with the tenant alone (the keys of one tenant share its
+  threads), while who answered is recorded as ``tenant#name``.
 
 No keys configured means authentication is off (local development,
 ``make run``): a warning is logged at startup and every request acts as
@@ -36,7 +38,7 @@ from fastapi import FastAPI
 from prometheus_client import CollectorRegistry, Counter
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from services.consumer.keys import SHORT_TOKEN, ApiKeys, build, load
+from services.consumer.keys import SHORT_TOKEN, ApiKeys, Key, build, load
 from services.consumer.problems import Unauthorized
 from services.consumer.settings import ConsumerSettings
 
@@ -76,8 +78,8 @@ class BearerAuth:
             await self.app(scope, receive, send)
             return
         token = bearer_token(_header(scope, b"authorization"))
-        tenant = keys.tenant_for(token) if token is not None else None
-        if tenant is None:
+        key = keys.key_for(token) if token is not None else None
+        if key is None:
             reason = "missing" if token is None else "invalid"
             self.failures.labels(reason).inc()
             log.debug("refused %s %s: %s bearer token", scope["method"], scope["path"], reason)
@@ -87,7 +89,10 @@ class BearerAuth:
             await problem.response()(scope, receive, send)
             return
         if keys is self.keys:
-            scope.setdefault("state", {})["principal"] = tenant
+            state = scope.setdefault("state", {})
+            state["principal"] = key.tenant
+            if key.name is not None:
+                state["key_name"] = key.name
         await self.app(scope, receive, send)
 
 
@@ -95,7 +100,8 @@ def document(doc: dict[str, Any], *, metrics_protected: bool) -> None:
     """Declare the bearer scheme in an OpenAPI document, and which operations are open."""
     doc.setdefault("components", {})["securitySchemes"] = {"bearerAuth": {
         "type": "http", "scheme": "bearer",
-        "description": "An API key of AGUI_API_KEYS / AGUI_API_KEYS_FILE; it names the tenant"}}
+        "description": "An API key of AGUI_API_KEYS / AGUI_API_KEYS_FILE; it names the "
+                       "tenant and, optionally, the key (tenant#name)"}}
     doc["security"] = [{"bearerAuth": []}]
     open_paths = OPEN_PATHS if metrics_protected else OPEN_PATHS | {METRICS_PATH}
     for path in open_paths:
@@ -124,7 +130,7 @@ def load_keys(settings: ConsumerSettings) -> ApiKeys | None:
 def install(app: FastAPI, settings: ConsumerSettings, keys: ApiKeys | None,
             registry: CollectorRegistry) -> None:
     """Protect ``app`` with ``keys`` (and ``/metrics`` with AGUI_METRICS_TOKEN); say how."""
-    metrics_keys = (build([(settings.metrics_token.get_secret_value(), "metrics")])
+    metrics_keys = (build([(settings.metrics_token.get_secret_value(), Key("metrics"))])
                     if settings.metrics_token else None)
     if keys is None:
         log.warning("no API keys configured (AGUI_API_KEYS, AGUI_API_KEYS_FILE): "
@@ -135,7 +141,7 @@ def install(app: FastAPI, settings: ConsumerSettings, keys: ApiKeys | None,
                  len(keys.entries), len(keys.tenants),
                  "needs AGUI_METRICS_TOKEN" if metrics_keys else "is open")
         if keys.short:
-            log.warning("API keys shorter than %d characters (guessable) for tenants: %s",
+            log.warning("API keys shorter than %d characters (guessable) for: %s",
                         SHORT_TOKEN, ", ".join(keys.short))
     if keys is None and metrics_keys is None:
         return

@@ -1,15 +1,21 @@
-"""API keys: which bearer token belongs to which tenant, and looking one up safely.
+"""API keys: which bearer token belongs to which tenant (and person), and looking one up safely.
 
-Keys come from ``AGUI_API_KEYS`` (``token=tenant`` pairs, comma separated)
-and/or ``AGUI_API_KEYS_FILE`` (one ``token tenant`` or ``token=tenant`` per
-line; blank lines and ``#`` comments ignored). A token may itself contain
-``=`` (base64 padding): the tenant is what follows the *last* ``=``. The same
-token given twice for two tenants is refused, so no request can be
+Keys come from ``AGUI_API_KEYS`` (``token=tenant`` or ``token=tenant#name``
+pairs, comma separated) and/or ``AGUI_API_KEYS_FILE`` (one ``token tenant``
+or ``token=tenant`` per line, either with ``#name``; blank lines and lines
+starting with ``#`` ignored). A token may itself contain ``=`` (base64
+padding): the principal is what follows the *last* ``=``. The optional key
+name tells the people (or programs) of one tenant apart: ``tenant-a#alice``
+and ``tenant-a#bob`` share tenant a's threads, but each answer is recorded
+as its key's. ``#`` is the separator because no tenant name may contain it
+(``:`` and ``/`` may), so every configuration written before names existed
+still reads the same; a key without a name is the tenant's, as before. The
+same token given twice for two principals is refused, so no request can be
 attributed to the wrong one.
 
 Only SHA-256 digests of the tokens are kept, never the tokens, so nothing
 that holds an ``ApiKeys`` (a repr, a traceback, a debugger) can show one.
-``tenant_for`` digests the presented token and compares it with *every*
+``key_for`` digests the presented token and compares it with *every*
 digest with ``hmac.compare_digest``, without stopping at a match, so neither
 the position of a match nor the length of the token changes the time it
 takes. Parse errors name the source and line, never the line's text.
@@ -25,8 +31,13 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from contracts.records import KEY_NAME_SEPARATOR, identity
+
 TENANT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@:/+-]{0,127}")
 """A tenant name: it travels in RunRequest.principal and in logs, so plain text only."""
+KEY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@:/+-]{0,126}")
+"""A key's name (RunRequest.keyName): as plain as a tenant, and short enough that
+``tenant#name`` stays within the default id length (256)."""
 SHORT_TOKEN = 16
 """Tokens shorter than this are accepted with a warning (guessable)."""
 
@@ -36,32 +47,43 @@ class KeyConfigError(ValueError):
 
 
 @dataclass(frozen=True, slots=True)
-class ApiKeys:
-    """Token digests and the tenant each maps to."""
+class Key:
+    """Who a key speaks for: its tenant (who owns threads) and, optionally, its name."""
 
-    entries: tuple[tuple[bytes, str], ...]
+    tenant: str
+    name: str | None = None
+
+    def __str__(self) -> str:
+        return identity(self.tenant, self.name) or self.tenant
+
+
+@dataclass(frozen=True, slots=True)
+class ApiKeys:
+    """Token digests and the key each maps to."""
+
+    entries: tuple[tuple[bytes, Key], ...]
     short: tuple[str, ...] = ()
-    """Tenants with a token shorter than ``SHORT_TOKEN`` (for a startup warning)."""
+    """Keys (``tenant#name``) with a token shorter than ``SHORT_TOKEN`` (for a startup warning)."""
 
     def __repr__(self) -> str:
         return f"ApiKeys({len(self.entries)} keys, tenants={sorted(self.tenants)})"
 
     @property
     def tenants(self) -> frozenset[str]:
-        return frozenset(tenant for _, tenant in self.entries)
+        return frozenset(key.tenant for _, key in self.entries)
 
-    def tenant_for(self, token: str) -> str | None:
-        """The tenant of ``token``, or None; constant time in the token's value."""
+    def key_for(self, token: str) -> Key | None:
+        """The key ``token`` is, or None; constant time in the token's value."""
         digest = _digest(token)
-        found: str | None = None
-        for known, tenant in self.entries:
+        found: Key | None = None
+        for known, key in self.entries:
             if hmac.compare_digest(digest, known) and found is None:
-                found = tenant
+                found = key
         return found
 
 
-def parse(text: str, source: str, *, lines: bool) -> Iterator[tuple[str, str]]:
-    """``(token, tenant)`` pairs of one source: comma separated (env) or one per line (file)."""
+def parse(text: str, source: str, *, lines: bool) -> Iterator[tuple[str, Key]]:
+    """``(token, key)`` pairs of one source: comma separated (env) or one per line (file)."""
     items = text.splitlines() if lines else text.split(",")
     for number, raw in enumerate(items, 1):
         item = raw.strip()
@@ -69,32 +91,40 @@ def parse(text: str, source: str, *, lines: bool) -> Iterator[tuple[str, str]]:
             continue
         where = f"{source} line {number}" if lines else f"{source} entry {number}"
         if lines and len(item.split()) == 2:
-            token, tenant = item.split()
+            token, principal = item.split()
         elif "=" in item:
-            token, _, tenant = item.rpartition("=")
+            token, _, principal = item.rpartition("=")
         else:
-            raise KeyConfigError(f"{where}: expected token=tenant" +
-                                 (" or 'token tenant'" if lines else ""))
-        token, tenant = token.strip(), tenant.strip()
+            raise KeyConfigError(f"{where}: expected token=tenant or token=tenant#name" +
+                                 (" or 'token tenant[#name]'" if lines else ""))
+        token, principal = token.strip(), principal.strip()
         if not token or any(c.isspace() for c in token):
             raise KeyConfigError(f"{where}: the token is empty or contains whitespace")
-        if not TENANT.fullmatch(tenant):
-            raise KeyConfigError(f"{where}: the tenant name must match {TENANT.pattern}")
-        yield token, tenant
+        yield token, _key(principal, where)
 
 
-def build(pairs: Iterable[tuple[str, str]]) -> ApiKeys:
-    """The keys of ``pairs``; a token mapped to two tenants is refused."""
-    tenants: dict[bytes, str] = {}
+def _key(principal: str, where: str) -> Key:
+    tenant, named, name = principal.partition(KEY_NAME_SEPARATOR)
+    if not TENANT.fullmatch(tenant):
+        raise KeyConfigError(f"{where}: the tenant name must match {TENANT.pattern}")
+    if named and not KEY_NAME.fullmatch(name):
+        raise KeyConfigError(f"{where}: the key name after {KEY_NAME_SEPARATOR!r} must match "
+                             f"{KEY_NAME.pattern}")
+    return Key(tenant, name if named else None)
+
+
+def build(pairs: Iterable[tuple[str, Key]]) -> ApiKeys:
+    """The keys of ``pairs``; a token given for two different keys is refused."""
+    keys: dict[bytes, Key] = {}
     short: set[str] = set()
-    for token, tenant in pairs:
+    for token, key in pairs:
         digest = _digest(token)
-        if tenants.setdefault(digest, tenant) != tenant:
-            raise KeyConfigError(f"one API key is given for two tenants "
-                                 f"({tenants[digest]!r} and {tenant!r})")
+        if keys.setdefault(digest, key) != key:
+            raise KeyConfigError(f"one API key is given for two principals "
+                                 f"({str(keys[digest])!r} and {str(key)!r})")
         if len(token) < SHORT_TOKEN:
-            short.add(tenant)
-    return ApiKeys(tuple(tenants.items()), tuple(sorted(short)))
+            short.add(str(key))
+    return ApiKeys(tuple(keys.items()), tuple(sorted(short)))
 
 
 def load(env_value: str | None, file: Path | None) -> ApiKeys | None:

@@ -32,6 +32,7 @@ pytestmark = pytest.mark.unit
 
 TOKEN_A = "tok-a-0123456789abcdef"
 TOKEN_B = "tok-b-0123456789abcdef"
+TOKEN_A2 = "tok-a2-0123456789abcdef"
 METRICS = "metrics-0123456789abcdef"
 WRONG = "wrong-0123456789abcdef"
 
@@ -42,8 +43,10 @@ def small_app(registry: CollectorRegistry, **settings: Any) -> FastAPI:
 
     @app.post("/agents/{agent}")
     async def run(agent: str, request: Request) -> JSONResponse:
+        named = getattr(request.state, "key_name", None)
         return JSONResponse({"principal": getattr(request.state, "principal", None),
-                             "bytes": len(await request.body())})
+                             "bytes": len(await request.body()),
+                             **({"keyName": named} if named is not None else {})})
 
     @app.get("/healthz")
     async def healthz() -> JSONResponse:
@@ -64,7 +67,8 @@ def small_app(registry: CollectorRegistry, **settings: Any) -> FastAPI:
 
 @pytest.fixture
 async def client() -> AsyncIterator[httpx.AsyncClient]:
-    app = small_app(CollectorRegistry(), api_keys=f"{TOKEN_A}=tenant-a,{TOKEN_B}=tenant-b")
+    app = small_app(CollectorRegistry(),
+                    api_keys=f"{TOKEN_A}=tenant-a,{TOKEN_B}=tenant-b,{TOKEN_A2}=tenant-a#bob")
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
                                  base_url="http://relay") as http:
         yield http
@@ -79,6 +83,14 @@ async def test_each_key_acts_as_its_tenant(client: httpx.AsyncClient) -> None:
     b = await client.post("/agents/x", headers={"authorization": f"bearer  {TOKEN_B} "})
     assert (a.status_code, a.json()) == (200, {"principal": "tenant-a", "bytes": 2})
     assert b.json()["principal"] == "tenant-b"
+
+
+async def test_a_named_key_acts_as_its_tenant_and_says_its_name(
+        client: httpx.AsyncClient) -> None:
+    named = await client.post("/agents/x", headers=bearer(TOKEN_A2))
+    nameless = await client.post("/agents/x", headers=bearer(TOKEN_A))
+    assert named.json() == {"principal": "tenant-a", "bytes": 0, "keyName": "bob"}
+    assert "keyName" not in nameless.json()
 
 
 @pytest.mark.parametrize(

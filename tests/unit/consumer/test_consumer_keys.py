@@ -1,4 +1,5 @@
-"""API keys: the two configuration forms, their errors, and lookups that show no token."""
+"""API keys: the two configuration forms, key names, their errors, and lookups that show
+no token."""
 
 from __future__ import annotations
 
@@ -8,41 +9,64 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.consumer.keys import SHORT_TOKEN, KeyConfigError, build, load, parse
+from services.consumer.keys import SHORT_TOKEN, Key, KeyConfigError, build, load, parse
 
 pytestmark = pytest.mark.unit
 
 TOKEN_A = "tok-a-0123456789abcdef"
 TOKEN_B = "tok-b-0123456789abcdef"
+TOKEN_C = "tok-c-0123456789abcdef"
 
 
 def test_the_environment_form_maps_each_token_to_its_tenant() -> None:
     keys = load(f" {TOKEN_A}=tenant-a , {TOKEN_B}=tenant-b,", None)
     assert keys is not None
-    assert keys.tenant_for(TOKEN_A) == "tenant-a"
-    assert keys.tenant_for(TOKEN_B) == "tenant-b"
-    assert keys.tenant_for("tok-c") is None
-    assert keys.tenant_for(TOKEN_A[:-1]) is None
-    assert keys.tenant_for(TOKEN_A + "x") is None
-    assert keys.tenant_for("") is None
+    assert keys.key_for(TOKEN_A) == Key("tenant-a")
+    assert keys.key_for(TOKEN_B) == Key("tenant-b")
+    assert keys.key_for("tok-c") is None
+    assert keys.key_for(TOKEN_A[:-1]) is None
+    assert keys.key_for(TOKEN_A + "x") is None
+    assert keys.key_for("") is None
     assert keys.tenants == {"tenant-a", "tenant-b"}
+
+
+def test_a_key_may_name_who_holds_it_within_its_tenant() -> None:
+    keys = load(f"{TOKEN_A}=tenant-a#alice, {TOKEN_B}=tenant-a#bob.smith@example.org,"
+                f"{TOKEN_C}=org:acme/eu", None)
+    assert keys is not None
+    assert keys.key_for(TOKEN_A) == Key("tenant-a", "alice")
+    assert keys.key_for(TOKEN_B) == Key("tenant-a", "bob.smith@example.org")
+    assert keys.key_for(TOKEN_C) == Key("org:acme/eu")  # ':' and '/' stay the tenant's
+    assert keys.tenants == {"tenant-a", "org:acme/eu"}
+    assert [str(k) for _, k in keys.entries] == [
+        "tenant-a#alice", "tenant-a#bob.smith@example.org", "org:acme/eu"]
+
+
+def test_a_longest_name_fits_a_longest_tenant_in_the_default_id_length() -> None:
+    tenant, name = "t" * 128, "n" * 127
+    keys = load(f"{TOKEN_A}={tenant}#{name}", None)
+    assert keys is not None
+    assert len(str(keys.key_for(TOKEN_A))) == 256
 
 
 def test_a_token_may_end_in_base64_padding() -> None:
     keys = load("YWJjZGVmZ2hpamtsbW5vcA===acme", None)
     assert keys is not None
-    assert keys.tenant_for("YWJjZGVmZ2hpamtsbW5vcA==") == "acme"
+    assert keys.key_for("YWJjZGVmZ2hpamtsbW5vcA==") == Key("acme")
 
 
 def test_the_file_form_takes_both_separators_comments_and_blank_lines(tmp_path: Path) -> None:
     file = tmp_path / "keys"
     file.write_text(f"# production keys\n\n{TOKEN_A} tenant-a\n  {TOKEN_B}=tenant-b  \n"
-                    "YWJjZGVmZ2hpamtsbW5vcA== acme\n", "utf-8")
+                    "YWJjZGVmZ2hpamtsbW5vcA== acme\n#alice's key\n"
+                    f"{TOKEN_C} tenant-a#alice\nZGVmZ2hpamtsbW5vcHFy===acme#ci\n", "utf-8")
     keys = load(None, file)
     assert keys is not None
-    assert keys.tenant_for(TOKEN_A) == "tenant-a"
-    assert keys.tenant_for(TOKEN_B) == "tenant-b"
-    assert keys.tenant_for("YWJjZGVmZ2hpamtsbW5vcA==") == "acme"
+    assert keys.key_for(TOKEN_A) == Key("tenant-a")
+    assert keys.key_for(TOKEN_B) == Key("tenant-b")
+    assert keys.key_for(TOKEN_C) == Key("tenant-a", "alice")
+    assert keys.key_for("ZGVmZ2hpamtsbW5vcHFy==") == Key("acme", "ci")
+    assert keys.key_for("YWJjZGVmZ2hpamtsbW5vcA==") == Key("acme")
 
 
 def test_environment_and_file_are_used_together(tmp_path: Path) -> None:
@@ -69,6 +93,14 @@ def test_no_keys_means_authentication_is_off(value: str | None) -> None:
         ("secret-token-value=-tenant", False, "AGUI_API_KEYS entry 1"),
         ("# c\nsecret-token-value tenant-a extra\n", True, "f line 2"),
         ("secret-token-value\n", True, "f line 1"),
+        ("secret-token-value=tenant-a#", False, "AGUI_API_KEYS entry 1"),
+        ("secret-token-value=#alice", False, "AGUI_API_KEYS entry 1"),
+        ("ok-token=tenant-a#alice,secret-token-value=tenant-a#al ice", False,
+         "AGUI_API_KEYS entry 2"),
+        ("secret-token-value=tenant-a#alice#bob", False, "AGUI_API_KEYS entry 1"),
+        ("secret-token-value=tenant-a#-alice", False, "AGUI_API_KEYS entry 1"),
+        (f"secret-token-value=tenant-a#{'n' * 128}", False, "AGUI_API_KEYS entry 1"),
+        ("# c\nsecret-token-value tenant-a#\n", True, "f line 2"),
     ],
 )
 def test_a_bad_entry_is_refused_naming_where_never_what(text: str, lines: bool,
@@ -85,6 +117,9 @@ def test_one_token_for_two_tenants_is_refused_without_showing_it() -> None:
         load(f"{TOKEN_A}=tenant-a,{TOKEN_A}=tenant-b", None)
     assert TOKEN_A not in str(err.value)
     assert "tenant-a" in str(err.value)
+    with pytest.raises(KeyConfigError) as named:
+        load(f"{TOKEN_A}=tenant-a#alice,{TOKEN_A}=tenant-a#bob", None)
+    assert "'tenant-a#alice' and 'tenant-a#bob'" in str(named.value)
     keys = load(f"{TOKEN_A}=tenant-a,{TOKEN_A}=tenant-a", None)  # a harmless repeat
     assert keys is not None
     assert len(keys.entries) == 1
@@ -100,12 +135,13 @@ def test_an_unreadable_or_empty_file_stops_the_service(tmp_path: Path) -> None:
 
 
 def test_short_tokens_are_reported_by_tenant() -> None:
-    keys = build([("x" * (SHORT_TOKEN - 1), "weak"), ("y" * SHORT_TOKEN, "fine")])
-    assert keys.short == ("weak",)
+    keys = build([("x" * (SHORT_TOKEN - 1), Key("weak")), ("y" * SHORT_TOKEN, Key("fine")),
+                  ("z" * (SHORT_TOKEN - 1), Key("weak", "bob"))])
+    assert keys.short == ("weak", "weak#bob")
 
 
 def test_nothing_kept_shows_a_token() -> None:
-    keys = build([(TOKEN_A, "tenant-a")])
+    keys = build([(TOKEN_A, Key("tenant-a", "alice"))])
     shown = repr(keys) + str(keys) + repr(keys.entries)
     assert TOKEN_A not in shown
     assert TOKEN_A.encode() not in b"".join(d for d, _ in keys.entries)
@@ -118,7 +154,7 @@ TOKENS = st.text(st.characters(codec="ascii", categories=["L", "N", "P", "S"]),
 @given(pairs=st.dictionaries(TOKENS, st.sampled_from(["t1", "t2", "t3"]), max_size=6),
        probe=TOKENS)
 def test_lookup_finds_exactly_the_configured_tenant(pairs: dict[str, str], probe: str) -> None:
-    keys = build(pairs.items())
+    keys = build((token, Key(tenant)) for token, tenant in pairs.items())
     for token, tenant in pairs.items():
-        assert keys.tenant_for(token) == tenant
-    assert keys.tenant_for(probe) == pairs.get(probe)
+        assert keys.key_for(token) == Key(tenant)
+    assert keys.key_for(probe) == (Key(pairs[probe]) if probe in pairs else None)
