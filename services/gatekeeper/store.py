@@ -20,20 +20,17 @@ from a later record or from nothing); a tombstone forgets its thread.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import time
 from collections.abc import Iterable
-from typing import Any
 
 from contracts import DecodeError, ThreadState, decode
 from services.kafka.clients import TopicPartition, new_consumer
 from services.runtime.settings import KafkaSettings
+from services.state.changelog import closed_ends
 
 log = logging.getLogger(__name__)
 
 POLL_MS = 200
-OPEN_POLL_S = 0.05
 
 
 async def restore(
@@ -49,7 +46,7 @@ async def restore(
     await consumer.start()
     try:
         consumer.assign(tps)
-        ends = await _closed_ends(settings, consumer, tps, client_id)
+        ends = await closed_ends(settings, consumer, tps, client_id)
         await consumer.seek_to_beginning(*tps)
         remaining = {tp for tp in tps if ends.get(tp, 0) > 0}
         while remaining:
@@ -62,31 +59,6 @@ async def restore(
     finally:
         await consumer.stop()
     return states
-
-
-async def _closed_ends(
-    settings: KafkaSettings, committed: Any, tps: list[TopicPartition], client_id: str
-) -> dict[TopicPartition, int]:
-    """The partitions' last stable offsets, once each is its end (no transaction open)."""
-    everything = new_consumer(settings, f"{client_id}-ends", group_id=None, read_committed=False)
-    await everything.start()
-    try:
-        started = warned = time.monotonic()
-        while True:
-            stable: dict[TopicPartition, int] = await committed.end_offsets(tps)
-            ends: dict[TopicPartition, int] = await everything.end_offsets(tps)
-            if stable == ends:
-                return stable
-            if time.monotonic() - warned > 5:
-                warned = time.monotonic()
-                log.warning(
-                    "a transaction is still open on %s after %.0f s; restoring waits for it",
-                    sorted(tp.partition for tp in tps if stable[tp] != ends[tp]),
-                    warned - started,
-                )
-            await asyncio.sleep(OPEN_POLL_S)
-    finally:
-        await everything.stop()
 
 
 def _apply(

@@ -1,0 +1,140 @@
+"""Bringing partition stores up to their changelog on assignment (the Kafka half).
+
+For each partition: wait until no transaction is open on its changelog
+partition (the last stable offset is the end: an open one would pin the
+stable offset below records committed after it), ``plan`` the restore from
+the store's checkpoint and the partition's first and stable end offsets,
+wipe the store when the plan says so (logging why), then read the records
+from the plan's start up to that end, ``read_committed``, and write them in
+chunks, each chunk with the offset after its last record in the same
+write batch, and the end itself last (control records close the log). A
+store killed mid-restore therefore resumes from its last chunk.
+
+What a record becomes in the store is the owner's (``Changes``): a
+gatekeeper keeps a thread state's bytes as written and marks threads not
+idle; a record it cannot read changes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from services.kafka.clients import ConsumerRecord, TopicPartition, new_consumer
+from services.runtime.settings import KafkaSettings
+from services.state.disk import Change, PartitionStore
+from services.state.plan import Plan, plan
+
+log = logging.getLogger(__name__)
+
+POLL_MS = 200
+OPEN_POLL_S = 0.05
+CHUNK = 5000
+"""Records written per write batch while restoring."""
+
+Changes = Callable[[int, Sequence[ConsumerRecord[Any, Any]]], Iterable[Change]]
+"""What records of partition p change in its store."""
+
+
+@dataclass(frozen=True, slots=True)
+class Restored:
+    """What restoring one partition did."""
+
+    partition: int
+    plan: Plan
+    records: int
+    """Changelog records read (and applied)."""
+    seconds: float
+
+
+async def catch_up(
+    settings: KafkaSettings,
+    topic: str,
+    stores: Mapping[int, tuple[PartitionStore, str | None]],
+    changes: Changes,
+    client_id: str,
+) -> dict[int, Restored]:
+    """Bring each partition's store (with why it was wiped, if it was) up to ``topic``."""
+    tps = {p: TopicPartition(topic, p) for p in sorted(stores)}
+    if not tps:
+        return {}
+    started = time.monotonic()
+    consumer = new_consumer(settings, client_id, group_id=None, max_poll_records=CHUNK)
+    await consumer.start()
+    try:
+        consumer.assign(list(tps.values()))
+        ends = await closed_ends(settings, consumer, list(tps.values()), client_id)
+        firsts: dict[TopicPartition, int] = await consumer.beginning_offsets(list(tps.values()))
+        plans: dict[int, Plan] = {}
+        for p, tp in tps.items():
+            store, wiped = stores[p]
+            plans[p] = chosen = plan(store.checkpoint, wiped or "no checkpoint",
+                                     firsts[tp], ends[tp])
+            if chosen.full:
+                if wiped is None:
+                    store.reopen_fresh()
+                log.warning("state store of %s p%d: full restore from the topic (%d offsets): %s",
+                            topic, p, chosen.expected, chosen.reason)
+            else:
+                log.info("state store of %s p%d: %s", topic, p, chosen.reason)
+            consumer.seek(tp, chosen.start)
+        counts = await _read(consumer, tps, ends, stores, changes)
+        seconds = time.monotonic() - started
+        for p, tp in tps.items():
+            stores[p][0].write((), ends[tp])
+    finally:
+        await consumer.stop()
+    return {p: Restored(p, plans[p], counts[p], seconds) for p in tps}
+
+
+async def _read(
+    consumer: Any,
+    tps: dict[int, TopicPartition],
+    ends: dict[TopicPartition, int],
+    stores: Mapping[int, tuple[PartitionStore, str | None]],
+    changes: Changes,
+) -> dict[int, int]:
+    counts = dict.fromkeys(tps, 0)
+    remaining = {tp for tp in tps.values() if await consumer.position(tp) < ends[tp]}
+    while remaining:
+        got = await consumer.getmany(*remaining, timeout_ms=POLL_MS)
+        for tp, records in got.items():
+            taken = [r for r in records if r.offset < ends[tp]]
+            if taken:
+                p = tp.partition
+                stores[p][0].write(changes(p, taken), taken[-1].offset + 1)
+                counts[p] += len(taken)
+        remaining = {tp for tp in remaining if await consumer.position(tp) < ends[tp]}
+    return counts
+
+
+async def closed_ends(
+    settings: KafkaSettings, committed: Any, tps: list[TopicPartition], client_id: str
+) -> dict[TopicPartition, int]:
+    """The partitions' last stable offsets, once each is its end (no transaction open).
+
+    ``committed`` is a started ``read_committed`` consumer.
+    """
+    everything = new_consumer(settings, f"{client_id}-ends", group_id=None, read_committed=False)
+    await everything.start()
+    try:
+        started = warned = time.monotonic()
+        while True:
+            stable: dict[TopicPartition, int] = await committed.end_offsets(tps)
+            ends: dict[TopicPartition, int] = await everything.end_offsets(tps)
+            if stable == ends:
+                return stable
+            if time.monotonic() - warned > 5:
+                warned = time.monotonic()
+                log.warning(
+                    "a transaction is still open on %s after %.0f s; restoring waits for it",
+                    sorted(tp.partition for tp in tps if stable[tp] != ends[tp]),
+                    warned - started,
+                )
+            await asyncio.sleep(OPEN_POLL_S)
+    finally:
+        await everything.stop()

@@ -1,0 +1,251 @@
+"""One partition's on-disk store: a RocksDB database, its changelog offset, its lock.
+
+Keys live in three ranges of one database: ``d/<key>`` the values,
+``m/<key>`` the *marked* keys (a set the owner wants listed at open without
+scanning every value: the gatekeeper marks threads that are not idle), and
+two metadata keys, the format stamp (which store this is) and the changelog
+offset it reflects. ``write`` puts values, marks and the offset in one
+``WriteBatch``: after a crash the database holds all of a write or none of
+it, so the offset never runs ahead of the values, nor behind them.
+
+A lock file beside the directory (``<dir>.lock``, ``flock``) is held while
+the store is open, so two processes (or two opens in one) never share a
+partition's store; RocksDB's own ``LOCK`` guards the same inside the
+directory. Files that do not open, or open as a database without this
+store's stamp, raise ``StoreUnusableError`` for the caller to wipe and rebuild;
+a write that fails (a full disk) raises ``StoreWriteError``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import IO
+
+from rocksdict import (
+    BlockBasedOptions,
+    Cache,
+    Options,
+    Rdict,
+    WriteBatch,
+)
+
+FORMAT = b"agui-relay state store 1"
+FORMAT_KEY = b"\x00format"
+OFFSET_KEY = b"\x00changelog-offset"
+DATA = b"d/"
+MARK = b"m/"
+WRITE_BUFFER_BYTES = 4 << 20
+"""RocksDB's memtable per store (its default, 64 MB, twice, would dwarf the cache)."""
+BLOCK_CACHE = Cache(8 << 20)
+"""One RocksDB block cache for every store of the process (the decoded cache is ours)."""
+
+Change = tuple[bytes, bytes | None, bool]
+"""A key, its new value (None: deleted) and whether it is marked."""
+
+
+class StoreError(Exception):
+    """Something about a partition's store; the subclasses say what the caller does."""
+
+
+class StoreUnusableError(StoreError):
+    """The files cannot be opened or read as this store: wipe them and rebuild."""
+
+
+class StoreLockedError(StoreError):
+    """Another process (or another open in this one) holds the partition's store."""
+
+
+class StoreWriteError(StoreError):
+    """A write failed (e.g. no space left on device); nothing of it was kept."""
+
+
+def _options() -> Options:
+    opts = Options(raw_mode=True)
+    opts.create_if_missing(True)
+    opts.set_paranoid_checks(True)
+    opts.set_write_buffer_size(WRITE_BUFFER_BYTES)
+    opts.set_max_write_buffer_number(2)
+    opts.set_keep_log_file_num(2)
+    opts.set_max_log_file_size(1 << 20)
+    opts.set_max_open_files(64)
+    table = BlockBasedOptions()
+    table.set_block_cache(BLOCK_CACHE)
+    table.set_bloom_filter(10, False)
+    opts.set_block_based_table_factory(table)
+    return opts
+
+
+def lock(path: Path) -> IO[bytes]:
+    """Hold ``<path>.lock`` (raises ``StoreLockedError`` when someone else does)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = open(f"{path}.lock", "ab")  # noqa: SIM115 - held while the store is open
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError as exc:
+        handle.close()
+        raise StoreLockedError(f"{path} is open in another process") from exc
+    return handle
+
+
+def unlock(handle: IO[bytes]) -> None:
+    with contextlib.suppress(OSError):
+        fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+    handle.close()
+
+
+def wipe(path: Path) -> None:
+    """Delete a store's files (the caller holds its lock)."""
+    shutil.rmtree(path, ignore_errors=True)
+    if path.exists():  # a file where the directory should be
+        path.unlink()
+
+
+class PartitionStore:
+    """An open store; ``open`` it, ``close`` it (the lock goes with it)."""
+
+    def __init__(self, path: Path, db: Rdict, held: IO[bytes]) -> None:
+        self.path = path
+        self._db = db
+        self._held = held
+
+    @classmethod
+    def open(cls, path: Path) -> PartitionStore:
+        """Lock and open the store at ``path``, creating it when there is none.
+
+        Raises ``StoreLockedError`` when it is held elsewhere, ``StoreUnusableError``
+        (the lock released) when the files are not this store's.
+        """
+        held = lock(path)
+        try:
+            return cls(path, _open(path), held)
+        except BaseException:
+            unlock(held)
+            raise
+
+    @classmethod
+    def open_fresh(cls, path: Path) -> PartitionStore:
+        """Lock, wipe whatever is at ``path``, and open an empty store there."""
+        held = lock(path)
+        try:
+            wipe(path)
+            return cls(path, _open(path), held)
+        except BaseException:
+            unlock(held)
+            raise
+
+    def reopen_fresh(self) -> None:
+        """Wipe this store's files and start empty, keeping the lock."""
+        self._db.close()
+        wipe(self.path)
+        self._db = _open(self.path)
+
+    def reopen(self) -> None:
+        """Close and open the database again, keeping the lock (RocksDB stays read-only
+        after a failed write, e.g. a full disk, until it is reopened)."""
+        with contextlib.suppress(Exception):
+            self._db.close()
+        self._db = _open(self.path)
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self._db.close()
+        unlock(self._held)
+
+    # ---- reading -----------------------------------------------------------------
+
+    @property
+    def checkpoint(self) -> int | None:
+        """The changelog offset the store reflects (the next one to read), if any."""
+        raw = self._read(OFFSET_KEY)
+        return int(raw) if raw is not None else None
+
+    def get(self, key: bytes) -> bytes | None:
+        return self._read(DATA + key)
+
+    def keys(self) -> Iterator[bytes]:
+        """Every key holding a value (a scan: for tools and tests, not the hot path)."""
+        return self._range(DATA)
+
+    def marked(self) -> Iterator[bytes]:
+        """The keys written marked."""
+        return self._range(MARK)
+
+    def disk_bytes(self) -> int:
+        """What the store's files take on disk now."""
+        total = 0
+        for root, _, files in os.walk(self.path):
+            for name in files:
+                with contextlib.suppress(OSError):
+                    total += os.stat(os.path.join(root, name)).st_size
+        return total
+
+    # ---- writing ---------------------------------------------------------------------
+
+    def write(self, changes: Iterable[Change], checkpoint: int | None) -> None:
+        """Apply ``changes`` and, when given, move the checkpoint: all in one write batch."""
+        batch = WriteBatch(raw_mode=True)
+        for key, value, mark in changes:
+            if value is None:
+                batch.delete(DATA + key)
+            else:
+                batch.put(DATA + key, value)
+            if mark and value is not None:
+                batch.put(MARK + key, b"")
+            else:
+                batch.delete(MARK + key)
+        if checkpoint is not None:
+            batch.put(OFFSET_KEY, str(checkpoint).encode())
+        try:
+            self._db.write(batch)
+        except Exception as exc:
+            raise StoreWriteError(f"writing {self.path} failed: {exc}") from exc
+
+    # ---- internals -------------------------------------------------------------------
+
+    def _read(self, key: bytes) -> bytes | None:
+        try:
+            value = self._db.get(key)
+        except Exception as exc:
+            raise StoreUnusableError(f"reading {self.path} failed: {exc}") from exc
+        return value if isinstance(value, bytes) else None
+
+    def _range(self, prefix: bytes) -> Iterator[bytes]:
+        try:
+            for key in self._db.keys(from_key=prefix):
+                if not isinstance(key, bytes) or not key.startswith(prefix):
+                    return
+                yield key[len(prefix):]
+        except Exception as exc:
+            raise StoreUnusableError(f"reading {self.path} failed: {exc}") from exc
+
+
+def _open(path: Path) -> Rdict:
+    """The database at ``path``, stamped as this store; ``StoreUnusableError`` when it is not."""
+    existed = path.exists() and (not path.is_dir() or any(path.iterdir()))
+    try:
+        db = Rdict(str(path), _options())
+    except Exception as exc:
+        raise StoreUnusableError(f"the files do not open as a store ({exc})") from exc
+    try:
+        stamp = db.get(FORMAT_KEY)
+        offset = db.get(OFFSET_KEY)
+        if stamp is None and not existed:
+            db[FORMAT_KEY] = FORMAT
+            return db
+        if stamp != FORMAT:
+            raise StoreUnusableError("the directory holds something that is not this store "
+                                f"(format {stamp!r})")
+        if offset is not None and not (isinstance(offset, bytes) and offset.isdigit()):
+            raise StoreUnusableError(f"the changelog offset reads {offset!r}")
+    except StoreUnusableError:
+        db.close()
+        raise
+    except Exception as exc:
+        db.close()
+        raise StoreUnusableError(f"the store does not read back ({exc})") from exc
+    return db

@@ -1,0 +1,227 @@
+"""``PartitionStore`` and ``StateDir`` on real RocksDB files: atomic writes, the lock,
+bad files rebuilt, stores handed back deleted after the grace period."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from services.state.dirs import StateDir
+from services.state.disk import (
+    PartitionStore,
+    StoreLockedError,
+    StoreUnusableError,
+    StoreWriteError,
+)
+
+pytestmark = pytest.mark.unit
+
+
+def test_values_marks_and_checkpoint_read_back_after_reopening(tmp_path: Path) -> None:
+    path = tmp_path / "p0"
+    store = PartitionStore.open(path)
+    assert store.checkpoint is None
+    store.write([(b"t1", b"one", True), (b"t2", b"two", False)], 7)
+    store.write([(b"t2", b"TWO", True), (b"t1", None, True)], None)
+    store.close()
+    store = PartitionStore.open(path)
+    try:
+        assert store.checkpoint == 7  # a write without an offset keeps the last one
+        assert store.get(b"t1") is None
+        assert store.get(b"t2") == b"TWO"
+        assert list(store.marked()) == [b"t2"]  # a deleted key is never marked
+        assert list(store.keys()) == [b"t2"]
+        assert store.disk_bytes() > 0
+    finally:
+        store.close()
+
+
+def test_two_opens_of_one_partition_never_share_it(tmp_path: Path) -> None:
+    store = PartitionStore.open(tmp_path / "p3")
+    try:
+        with pytest.raises(StoreLockedError):
+            PartitionStore.open(tmp_path / "p3")
+        with pytest.raises(StoreLockedError):
+            PartitionStore.open_fresh(tmp_path / "p3")
+    finally:
+        store.close()
+    PartitionStore.open(tmp_path / "p3").close()  # released with the close
+
+
+def test_a_lock_held_by_another_process_refuses_the_open(tmp_path: Path) -> None:
+    store = PartitionStore.open(tmp_path / "p0")
+    store.close()
+    pid = os.fork()
+    if pid == 0:  # the child holds the store until the parent has tried
+        held = PartitionStore.open(tmp_path / "p0")
+        (tmp_path / "held").touch()
+        while not (tmp_path / "tried").exists():
+            pass
+        held.close()
+        os._exit(0)
+    try:
+        while not (tmp_path / "held").exists():
+            pass
+        with pytest.raises(StoreLockedError):
+            PartitionStore.open(tmp_path / "p0")
+    finally:
+        (tmp_path / "tried").touch()
+        os.waitpid(pid, 0)
+    PartitionStore.open(tmp_path / "p0").close()
+
+
+def _filled(path: Path) -> None:
+    store = PartitionStore.open(path)
+    store.write([(f"t{i}".encode(), b"x" * 100, False) for i in range(2000)], 2000)
+    store.close()
+
+
+def test_garbage_files_are_unusable_and_a_fresh_open_starts_empty(tmp_path: Path) -> None:
+    path = tmp_path / "p0"
+    _filled(path)
+    for child in path.iterdir():
+        child.write_bytes(os.urandom(64))
+    with pytest.raises(StoreUnusableError):
+        PartitionStore.open(path)
+    store = PartitionStore.open_fresh(path)
+    try:
+        assert store.checkpoint is None
+        assert list(store.keys()) == []
+    finally:
+        store.close()
+
+
+def test_a_foreign_database_is_unusable(tmp_path: Path) -> None:
+    from rocksdict import Rdict
+    db = Rdict(str(tmp_path / "p0"))
+    db["something"] = "else"
+    db.close()
+    with pytest.raises(StoreUnusableError, match="not this store"):
+        PartitionStore.open(tmp_path / "p0")
+
+
+def test_a_file_where_the_directory_should_be_is_unusable(tmp_path: Path) -> None:
+    (tmp_path / "p0").write_bytes(b"not a directory")
+    with pytest.raises(StoreUnusableError):
+        PartitionStore.open(tmp_path / "p0")
+    PartitionStore.open_fresh(tmp_path / "p0").close()
+
+
+def test_state_dir_reuses_a_good_store_and_says_why_it_wiped_another(tmp_path: Path) -> None:
+    states = StateDir(tmp_path, "threads", grace_s=60)
+    store, why = states.open(0)
+    assert why == "no store on this machine"
+    store.write([(b"t", b"v", False)], 5)
+    states.release(0, store)
+    store, why = states.open(0)
+    assert why is None
+    assert store.checkpoint == 5
+    states.release(0, store)
+    (states.path(0) / "CURRENT").write_bytes(b"garbage")
+    store, why = states.open(0)
+    assert why is not None
+    assert "do not open" in why
+    assert store.checkpoint is None
+    store.close()
+
+
+def test_state_dir_deletes_a_store_handed_back_only_after_the_grace(tmp_path: Path) -> None:
+    now = [100.0]
+    states = StateDir(tmp_path, "threads", grace_s=30, clock=lambda: now[0])
+    store, _ = states.open(1)
+    states.release(1, store)
+    now[0] += 29
+    assert states.sweep() == []
+    assert states.path(1).exists()
+    now[0] += 2
+    assert states.sweep() == [1]
+    assert not states.path(1).exists()
+
+
+def test_a_store_opened_again_within_the_grace_is_kept(tmp_path: Path) -> None:
+    now = [0.0]
+    states = StateDir(tmp_path, "threads", grace_s=30, clock=lambda: now[0])
+    store, _ = states.open(1)
+    states.release(1, store)
+    store, _ = states.open(1)
+    now[0] += 60
+    assert states.sweep() == []
+    store.close()
+
+
+def test_a_store_another_process_holds_is_not_deleted(tmp_path: Path) -> None:
+    now = [0.0]
+    mine = StateDir(tmp_path, "threads", grace_s=1, clock=lambda: now[0])
+    store, _ = mine.open(2)
+    mine.release(2, store)
+    theirs = PartitionStore.open(mine.path(2))  # as another process on this machine would
+    now[0] += 5
+    try:
+        assert mine.sweep() == []
+        assert mine.path(2).exists()
+    finally:
+        theirs.close()
+
+
+def test_stores_left_by_an_earlier_run_are_deleted_after_the_grace_unless_opened(
+        tmp_path: Path) -> None:
+    now = [0.0]
+    first = StateDir(tmp_path, "threads", grace_s=10, clock=lambda: now[0])
+    for p in (0, 1):
+        store, _ = first.open(p)
+        store.close()
+    second = StateDir(tmp_path, "threads", grace_s=10, clock=lambda: now[0])
+    second.start()
+    kept, _ = second.open(0)
+    now[0] += 11
+    assert second.sweep() == [1]
+    kept.close()
+
+
+def test_a_failed_write_is_a_store_write_error_and_keeps_nothing(tmp_path: Path) -> None:
+    store = PartitionStore.open(tmp_path / "p0")
+    store.write([(b"a", b"1", False)], 1)
+    store.close()  # writing through a closed handle fails like a full disk does: raises
+    with pytest.raises(StoreWriteError):
+        store.write([(b"a", b"2", False)], 2)
+    store = PartitionStore.open(tmp_path / "p0")
+    try:
+        assert (store.get(b"a"), store.checkpoint) == (b"1", 1)
+    finally:
+        store.close()
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 1 MiB tmpfs: a disk that really fills up (needs root, as CI and make test run)."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    mount = tmp_path / "small"
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], check=True)
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=True)
+
+
+def test_a_full_disk_fails_the_write_whole_and_keeps_the_last_checkpoint(small_disk: Path) -> None:
+    store = PartitionStore.open(small_disk / "p0")
+    written = 0
+    failure: StoreWriteError | None = None
+    for i in range(10_000):
+        try:
+            store.write([(f"k{i}".encode(), os.urandom(2000), False)], i + 1)
+        except StoreWriteError as exc:
+            failure = exc
+            break
+        written = i + 1
+    assert failure is not None
+    assert "No space left" in str(failure)
+    assert written > 0
+    assert store.checkpoint == written  # the failed write kept nothing, not even its offset
+    store.close()
