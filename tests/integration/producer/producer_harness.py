@@ -30,9 +30,11 @@ from ag_ui_validate.pytest_plugin import validate_agui
 
 from contracts import ControlCommand, Dispatch, EventHeaders, encode
 from services.agui.transcript import replay
+from services.kafka.admin import ensure_topics
 from services.kafka.clients import ConsumerRecord, new_producer
 from services.kafka.reader import Start, TopicReader
-from services.producer.agent import load_agents
+from services.producer import checkpoint as cp
+from services.producer.agent import load_agents, parse_agents
 from services.producer.settings import ProducerSettings
 from services.producer.worker import Worker
 from services.runtime.settings import KafkaSettings
@@ -74,16 +76,19 @@ class RunView:
     def text(self) -> str:
         return "".join(w["delta"] for w in self.wire if w["type"] == "TEXT_MESSAGE_CONTENT")
 
-    def assert_conformant(self) -> None:
-        """Headers numbered 0..n-1 in partition order, one terminal, ag-ui-validate clean."""
+    def assert_conformant(self, *, waived: Sequence[str] = ()) -> None:
+        """Headers numbered 0..n-1 in partition order, one terminal, ag-ui-validate clean
+        but for the ``waived`` rules (an upstream's known finding, named by its caller)."""
         assert [h.seq for h in self.headers] == list(range(len(self.records)))
         assert {h.run_id for h in self.headers} == {self.run_id}
         assert [h.event_type for h in self.headers] == self.types
         assert sum(t in TERMINALS for t in self.types) == 1
         assert self.types[-1] in TERMINALS
-        overrides = {"AGUI001": "off"} if self.types[0] == "RUN_ERROR" else None
+        overrides = dict.fromkeys(waived, "off")
+        if self.types[0] == "RUN_ERROR":
+            overrides["AGUI001"] = "off"
         report = validate_agui([r.value.decode() for r in self.records],
-                               severity_overrides=overrides)
+                               severity_overrides=overrides or None)
         findings = [(d.rule, d.message) for d in report.diagnostics if d.severity != "info"]
         assert not findings, findings
 
@@ -185,6 +190,17 @@ class Relay:
         return await self.finished(run_input.run_id, within_s)
 
 
+async def checkpointed(worker: Worker, thread_id: str, run_id: str) -> cp.ThreadCheckpoint:
+    """The worker's checkpoint of ``thread_id`` once it has closed ``run_id``."""
+    deadline = time.monotonic() + 10
+    while True:
+        state = worker.store.get(thread_id)
+        if state is not None and cp.has_closed(state, run_id):
+            return state
+        assert time.monotonic() < deadline, f"{run_id} never checkpointed"
+        await asyncio.sleep(0.05)
+
+
 @contextlib.asynccontextmanager
 async def in_process_worker(settings: KafkaSettings, agents: str = "approval,scripted,planner",
                             **env: Any) -> AsyncIterator[Worker]:
@@ -203,6 +219,14 @@ async def in_process_worker(settings: KafkaSettings, agents: str = "approval,scr
     finally:
         stop.set()
         await task
+
+
+@contextlib.asynccontextmanager
+async def hosting(settings: KafkaSettings, agents: str) -> AsyncIterator[Worker]:
+    """``in_process_worker`` for ``agents`` (``name=module:object,...``), topics created."""
+    await ensure_topics(settings, tuple(parse_agents(agents)))
+    async with in_process_worker(settings, agents) as worker:
+        yield worker
 
 
 class WorkerProcess:

@@ -10,15 +10,12 @@ finishes by the answer.
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import AsyncIterator
 
 import pytest
 from ag_ui.core import ResumeEntry
-from producer_harness import Relay, first_input, in_process_worker, resume_input
+from producer_harness import Relay, checkpointed, first_input, hosting, resume_input
 
-from services.kafka.admin import ensure_topics
 from services.producer import checkpoint as cp
 from services.producer.worker import Worker
 from services.runtime.settings import KafkaSettings
@@ -28,19 +25,8 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture
 async def worker(kafka: KafkaSettings) -> AsyncIterator[Worker]:
-    await ensure_topics(kafka, ("refunds",))
-    async with in_process_worker(kafka, "refunds=langgraph_agents:agent") as running:
+    async with hosting(kafka, "refunds=langgraph_agents:agent") as running:
         yield running
-
-
-async def checkpointed(worker: Worker, thread_id: str, run_id: str) -> cp.ThreadCheckpoint:
-    deadline = time.monotonic() + 10
-    while True:
-        state = worker.store.get(thread_id)
-        if state is not None and cp.has_closed(state, run_id):
-            return state
-        assert time.monotonic() < deadline, f"{run_id} never checkpointed"
-        await asyncio.sleep(0.05)
 
 
 async def test_a_langgraph_interrupt_is_the_runs_outcome_and_its_resume_finishes_the_graph(
