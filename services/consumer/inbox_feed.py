@@ -14,17 +14,48 @@ page reconnects and lists again, which is also what it does at start. The
 stream is ``data: <change JSON>`` frames, a ``: keep-alive`` comment after
 ``keepalive_s`` of silence, and a first ``: ready`` comment so a client
 knows it is subscribed before it lists (nothing between is lost).
+
+``ToolCallLoader`` fetches the gated tool calls the index asks for
+(``InterruptIndex.take_loads``): one task, started when there is something
+to read and ending when there is nothing left, reads each partition of
+``events`` once per batch of loads, from the earliest run admission they
+name (less ``interrupts.SKEW``) to the end offset it found, keeps only the
+asked threads' run-start, snapshot and tool-call events (chosen by their key
+and type header before anything is decoded, resent copies dropped by run
+and sequence), rebuilds their tool calls (``services.agui.transcript``) and
+hands them to the index, which announces them ``updated``. A failed read is
+logged and its calls stay unlisted. How much it may hold is
+``InboxSettings`` (``AGUI_INBOX_TOOL_CALLS``, ``AGUI_INBOX_TOOL_CALL_BYTES``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import time
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import orjson
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from services.consumer.interrupts import Change, InterruptIndex, visible
+from contracts.headers import EVENT_TYPE, RUN_ID, SEQ, header_value
+from services.agui.transcript import replay
+from services.consumer.interrupts import (
+    Budget,
+    Change,
+    InterruptIndex,
+    Load,
+    tool_calls_of,
+    visible,
+)
+from services.kafka.clients import ConsumerRecord, TopicPartition
+from services.kafka.reader import Start, TopicReader
+from services.runtime.settings import KafkaSettings
+
+log = logging.getLogger(__name__)
 
 HISTORY_READS = 4
 """Thread histories read at once per instance; past it ``503 busy`` (each read is a Kafka
@@ -35,6 +66,26 @@ KEEPALIVE = b": keep-alive\n\n"
 READY = b": ready\n\n"
 END = b""
 """Queued by ``close``: the stream ends there."""
+
+
+TOOL_CALL_TYPES = frozenset({"RUN_STARTED", "MESSAGES_SNAPSHOT", "TOOL_CALL_START",
+                             "TOOL_CALL_ARGS", "TOOL_CALL_CHUNK"})
+"""The events a thread's tool calls are rebuilt from (an input's echo holds earlier ones)."""
+
+
+class InboxSettings(BaseSettings):
+    """``AGUI_INBOX_*``: what the inbox index may hold of the gated tool calls."""
+
+    model_config = SettingsConfigDict(env_prefix="", extra="ignore", populate_by_name=True)
+
+    tool_calls: int = Field(10_000, alias="AGUI_INBOX_TOOL_CALLS", ge=0, le=10_000_000)
+    """Tool calls held at most (one per open interrupt gating one); 0: none are listed."""
+    tool_call_bytes: int = Field(16_384, alias="AGUI_INBOX_TOOL_CALL_BYTES", ge=0,
+                                 le=1_048_576)
+    """A call's arguments (JSON text) listed up to this size; larger ones are not held."""
+
+    def budget(self) -> Budget:
+        return Budget(self.tool_calls, self.tool_call_bytes)
 
 
 def wall_ms() -> int:
@@ -63,9 +114,12 @@ class Subscriber:
 class InterruptFeed:
     """The index, its subscribers and its one expiry timer."""
 
-    def __init__(self, clock: Callable[[], int] = wall_ms) -> None:
-        self.index = InterruptIndex()
+    def __init__(self, clock: Callable[[], int] = wall_ms, *, budget: Budget | None = None,
+                 kafka: KafkaSettings | None = None) -> None:
+        self.index = InterruptIndex(budget or Budget())
         self.clock = clock
+        self.loader = ToolCallLoader(kafka, self.index, self.announce) if kafka else None
+        """Reads the tool calls the index asks for (none without Kafka: a unit test)."""
         self.subscribers: set[Subscriber] = set()
         self._timer: asyncio.TimerHandle | None = None
         self._armed_ms: int | None = None
@@ -74,10 +128,12 @@ class InterruptFeed:
 
     def on_state(self, thread_id: str, value: bytes | None) -> None:
         """The thread view applied a record: index it, announce, re-arm the timer."""
-        self._announce(self.index.apply(thread_id, value))
+        self.announce(self.index.apply(thread_id, value))
         self._arm()
+        if self.loader is not None:
+            self.loader.wake()
 
-    def _announce(self, changes: list[Change]) -> None:
+    def announce(self, changes: list[Change]) -> None:
         if not changes or not self.subscribers:
             return
         now = self.clock()
@@ -108,7 +164,7 @@ class InterruptFeed:
         """The timer: announce what expired by now, then wait for the next expiry."""
         self._timer = None
         self._armed_ms = None
-        self._announce(self.index.due(self.clock()))
+        self.announce(self.index.due(self.clock()))
         self._arm()
 
     def stop(self) -> None:
@@ -124,6 +180,12 @@ class InterruptFeed:
             sub.offer(END)
         self.subscribers.clear()
 
+    async def aclose(self) -> None:
+        """``close``, and stop reading tool calls (the app's shutdown)."""
+        self.close()
+        if self.loader is not None:
+            await self.loader.stop()
+
     def subscribe(self, principal: str, *, enforced: bool) -> Subscriber:
         sub = Subscriber(principal, enforced)
         self.subscribers.add(sub)
@@ -131,6 +193,96 @@ class InterruptFeed:
 
     def unsubscribe(self, sub: Subscriber) -> None:
         self.subscribers.discard(sub)
+
+
+class ToolCallLoader:
+    """Reads the tool calls the index asks for, in one task while there are some."""
+
+    def __init__(self, kafka: KafkaSettings, index: InterruptIndex,
+                 announce: Callable[[list[Change]], None]) -> None:
+        self.kafka = kafka
+        self.index = index
+        self.announce = announce
+        self._task: asyncio.Task[None] | None = None
+
+    def wake(self) -> None:
+        """Start reading unless a read is under way (it takes what is asked next)."""
+        if self._task is not None and not self._task.done():
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._task = loop.create_task(self._drain(), name="consumer-inbox-tool-calls")
+
+    async def idle(self) -> None:
+        """Wait until nothing is being read (tests, the benchmark)."""
+        while self._task is not None and not self._task.done():
+            await asyncio.wait({self._task})
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _drain(self) -> None:
+        while loads := self.index.take_loads():
+            left = {load.thread_id: load for load in loads}
+            try:
+                async with TopicReader(self.kafka, "agui-consumer-inbox") as reader:
+                    parts: dict[TopicPartition, list[Load]] = {}
+                    for load in loads:
+                        tp = await reader.key_partition(self.kafka.topics.events, load.thread_id)
+                        parts.setdefault(tp, []).append(load)
+                    for tp, asked in parts.items():
+                        found = await self._read(reader, tp, asked)
+                        for load in asked:
+                            del left[load.thread_id]
+                            self.announce(self.index.learn(load, found[load.thread_id]))
+            except Exception as exc:  # a background read: any failure leaves them unlisted
+                log.warning("inbox: tool calls of %d threads not read: %s", len(left), exc)
+            finally:
+                for load in left.values():
+                    self.index.learn(load, {})
+
+    async def _read(self, reader: TopicReader, tp: TopicPartition, loads: list[Load]
+                    ) -> dict[str, Any]:
+        """The tool calls of each load's thread, from one read of its events partition."""
+        keys = {load.thread_id.encode(): load.thread_id for load in loads}
+        kept: dict[str, list[tuple[int, dict[str, Any]]]] = {t: [] for t in keys.values()}
+        seen: set[tuple[bytes, str, str]] = set()
+        ends = await reader.assign([tp], Start.at(min(load.since_ms for load in loads)))
+        async for batch in reader.batches(until=ends):
+            for record in batch:
+                event = _wanted(record, keys, seen)
+                if event is not None:
+                    kept[keys[record.key]].append((record.offset, event))
+        budget = self.index.budget.argument_bytes
+        return {thread: tool_calls_of(replay(e for _, e in sorted(events, key=lambda x: x[0]))
+                                      .messages, budget)
+                for thread, events in kept.items()}
+
+
+def _wanted(record: ConsumerRecord[Any, Any], keys: dict[bytes, str],
+            seen: set[tuple[bytes, str, str]]) -> dict[str, Any] | None:
+    """The record's event when it is one of an asked thread's tool-call events, once."""
+    if record.key not in keys or record.value is None:
+        return None
+    headers = record.headers
+    if header_value(headers, EVENT_TYPE) not in TOOL_CALL_TYPES:
+        return None
+    run, seq = header_value(headers, RUN_ID), header_value(headers, SEQ)
+    if run is not None and seq is not None:
+        if (record.key, run, seq) in seen:
+            return None
+        seen.add((record.key, run, seq))
+    try:
+        value = orjson.loads(record.value)
+    except orjson.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 async def stream_body(sub: Subscriber, keepalive_s: float) -> AsyncIterator[bytes]:

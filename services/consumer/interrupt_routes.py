@@ -9,10 +9,14 @@ the caller may read (``interrupts.visible``), and the history route reads
 a thread through ``relay.tenancy``, so another tenant's thread is the same
 ``404 unknown_thread`` as everywhere.
 
+``GET /interrupts`` lists each interrupt's gated tool call (``toolCall``:
+id, name, arguments) once the feed's loader has read it (``inbox_feed``:
+one bounded background read per interrupt opening, never per request; an
+``updated`` change on the stream says when it arrives).
 ``GET /interrupts/threads/{thread_id}`` is what a thread state does not
-hold: the gated tool calls' arguments, the input a resume carries (the
-thread's messages and state rebuilt from its events, as ``agui-relay
-resume`` sends them: ``services.agui.transcript``) and the audit trail
+hold: every tool call of the thread with its arguments, the input a
+resume carries (the thread's messages and state rebuilt from its events,
+as ``agui-relay resume`` sends them: ``services.agui.transcript``) and the audit trail
 (decisions and run boundaries in order). It scans the thread's partitions
 of ``events`` and ``decisions`` (the CLI's reader), so it is asked per
 thread, when a person opens it, never per listed interrupt, and at most
@@ -21,6 +25,8 @@ thread, when a person opens it, never per listed interrupt, and at most
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import orjson
@@ -30,8 +36,14 @@ from starlette.responses import Response
 from contracts import ThreadState
 from services.agui.transcript import replay as transcript_of
 from services.consumer import direct
-from services.consumer.inbox_feed import HISTORY_READS, InterruptFeed, stream_body, wall_ms
-from services.consumer.interrupts import Filters
+from services.consumer.inbox_feed import (
+    HISTORY_READS,
+    InboxSettings,
+    InterruptFeed,
+    stream_body,
+    wall_ms,
+)
+from services.consumer.interrupts import Filters, tool_calls_of
 from services.consumer.problems import InvalidInput, Unavailable
 from services.consumer.relay import Relay
 from services.consumer.routes import _ids, _principal, _problems, _relay
@@ -84,8 +96,14 @@ def _json(body: object) -> Response:
 @served.get("/interrupts", summary="Every open interrupt of the caller's threads, newest first",
             responses=_problems(400, 503),
             description="Query: `agent`, `reason`, `expired` (true/false), `offset`, `limit` "
-                        f"(1 to {MAX_LIMIT}, default {DEFAULT_LIMIT}). Tool-call arguments are "
-                        "not listed: `GET /interrupts/threads/{threadId}` has them.")
+                        f"(1 to {MAX_LIMIT}, default {DEFAULT_LIMIT}). Each item: `id`, "
+                        "`threadId`, `runId`, `agent`, `reason`, `message`, `toolCallId`, "
+                        "`toolCall` ({`id`, `name`, `arguments`}: the gated call, the JSON "
+                        "value of the arguments the agent streamed; present once read from "
+                        "the events, announced `updated` on the stream; without `arguments` "
+                        "past `AGUI_INBOX_TOOL_CALL_BYTES`, absent when not found or past "
+                        "`AGUI_INBOX_TOOL_CALLS`: `GET /interrupts/threads/{threadId}` has "
+                        "them), `responseSchema`, `expiresAt`, `expired`, `openedAt`.")
 async def list_interrupts(request: Request) -> Response:
     relay = _relay(request)
     filters = _filters(request)
@@ -105,28 +123,15 @@ async def list_interrupts(request: Request) -> Response:
 @served.get("/interrupts/stream", summary="Interrupts opening, answered or expiring (SSE)",
             response_class=EventStreamResponse, status_code=200,
             responses={200: {"content": {"text/event-stream": {"schema": {"type": "string"}}},
-                             "description": "`data:` {type: opened|answered|expired, "
-                                            "interrupt}; `: ready` once subscribed"}})
+                             "description": "`data:` {type: opened|answered|expired|"
+                                            "updated, interrupt} (`updated`: its tool "
+                                            "call was read); `: ready` once subscribed"}})
 async def stream_interrupts(request: Request) -> EventStreamResponse:
     relay = _relay(request)
     inbox = feed(request)
     sub = inbox.subscribe(_principal(request), enforced=relay.tenancy.enforced)
     return EventStreamResponse(stream_body(sub, relay.settings.keepalive_s),
                                on_close=lambda: inbox.unsubscribe(sub))
-
-
-def _tool_calls(messages: list[dict[str, Any]]) -> dict[str, Any]:
-    calls: dict[str, Any] = {}
-    for message in messages:
-        for call in message.get("toolCalls") or ():
-            function = call.get("function") or {}
-            raw = function.get("arguments", "")
-            try:
-                arguments: Any = orjson.loads(raw) if raw else {}
-            except orjson.JSONDecodeError:
-                arguments = raw
-            calls[str(call.get("id"))] = {"name": function.get("name"), "arguments": arguments}
-    return calls
 
 
 def _trail(found: Any) -> list[dict[str, Any]]:
@@ -170,16 +175,30 @@ async def thread_history(thread_id: str, request: Request) -> Response:
     state, found = await read_history(request, thread_id)
     transcript = transcript_of(e.value for e in found.events if isinstance(e.value, dict))
     body: dict[str, Any] = {"threadId": thread_id, "input": transcript.input_fields(),
-                            "toolCalls": _tool_calls(transcript.messages),
+                            "toolCalls": {i: c.wire() for i, c in
+                                          tool_calls_of(transcript.messages).items()},
                             "trail": _trail(found)}
     if state is not None:
         body["thread"] = ThreadView.of(state).model_dump(mode="json", by_alias=True)
     return _json(body)
 
 
-def install(app: FastAPI, relay: Relay) -> InterruptFeed:
-    """Index the thread view's states and serve the routes (before ``direct.install``)."""
-    inbox = InterruptFeed()
+def install(app: FastAPI, relay: Relay, settings: InboxSettings | None = None
+            ) -> InterruptFeed:
+    """Index the thread view's states and serve the routes (before ``direct.install``);
+    the app's lifespan, on its way out, stops the feed before the relay stops."""
+    inbox = InterruptFeed(budget=(settings or InboxSettings()).budget(), kafka=relay.kafka)
+    inner = app.router.lifespan_context
+
+    @asynccontextmanager
+    async def lifespan(owner: Any) -> AsyncIterator[Any]:
+        async with inner(owner) as state:
+            try:
+                yield state
+            finally:
+                await inbox.aclose()
+
+    app.router.lifespan_context = lifespan
     direct.install(app, served)
     relay.threads.listeners.append(inbox.on_state)
     app.state.interrupts = inbox

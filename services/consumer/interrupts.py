@@ -26,16 +26,80 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Iterable
-from dataclasses import dataclass, field
-from datetime import datetime
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 import orjson
 
 from services.agui.expiry import read_expiry
 
-ChangeKind = Literal["opened", "answered", "expired"]
+ChangeKind = Literal["opened", "answered", "expired", "updated"]
+SKEW = timedelta(seconds=60)
+"""How far before a run's admission its tool calls are looked for (other hosts' clocks:
+the gatekeeper's expirer reads a run's events from the same point)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """What the index may hold of tool calls (``AGUI_INBOX_TOOL_CALLS``, ``..._BYTES``)."""
+
+    tool_calls: int = 10_000
+    argument_bytes: int = 16_384
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """The tool call an interrupt gates, as the agent streamed it."""
+
+    id: str
+    name: str | None
+    arguments: Any
+    """The JSON value of the arguments text (the text itself when it is not JSON)."""
+    kept: bool = True
+    """False: the arguments were larger than the budget allows and are not held."""
+
+    def wire(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": self.id}
+        if self.name is not None:
+            out["name"] = self.name
+        if self.kept:
+            out["arguments"] = self.arguments
+        return out
+
+
+def tool_calls_of(messages: Iterable[Mapping[str, Any]], argument_bytes: int | None = None
+                  ) -> dict[str, ToolCall]:
+    """Every tool call of a transcript's messages by id (``services.agui.transcript``);
+    arguments longer than ``argument_bytes`` (None: no limit) are not kept."""
+    calls: dict[str, ToolCall] = {}
+    for message in messages:
+        for call in message.get("toolCalls") or ():
+            if not isinstance(call, dict) or not isinstance(call.get("id"), str):
+                continue
+            function = call.get("function") or {}
+            name, raw = function.get("name"), function.get("arguments") or ""
+            name = name if isinstance(name, str) else None
+            raw = raw if isinstance(raw, str) else orjson.dumps(raw).decode()
+            if argument_bytes is not None and len(raw.encode()) > argument_bytes:
+                calls[call["id"]] = ToolCall(call["id"], name, None, kept=False)
+                continue
+            try:
+                arguments: Any = orjson.loads(raw) if raw else {}
+            except orjson.JSONDecodeError:
+                arguments = raw
+            calls[call["id"]] = ToolCall(call["id"], name, arguments)
+    return calls
+
+
+@dataclass(frozen=True, slots=True)
+class Load:
+    """Tool calls to look for in one thread's events, from ``since_ms`` on."""
+
+    thread_id: str
+    since_ms: int
+    call_ids: frozenset[str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,10 +115,16 @@ class OpenEntry:
     opened_ms: int
     order: int
     expires_ms: int | None
+    tool_call: ToolCall | None = None
 
     @property
     def interrupt_id(self) -> str:
         return str(self.interrupt.get("id", ""))
+
+    @property
+    def tool_call_id(self) -> str | None:
+        found = self.interrupt.get("toolCallId")
+        return found if isinstance(found, str) and found else None
 
     def expired(self, now_ms: int) -> bool:
         return self.expires_ms is not None and self.expires_ms <= now_ms
@@ -70,6 +140,8 @@ class OpenEntry:
                      "metadata", "subagentRunId"):
             if i.get(name) is not None:
                 out[name] = i[name]
+        if self.tool_call is not None:
+            out["toolCall"] = self.tool_call.wire()
         out["expired"] = self.expired(now_ms)
         out["openedAt"] = self.opened_ms
         return out
@@ -116,58 +188,120 @@ def visible(owner: str | None, principal: str, *, enforced: bool) -> bool:
     return not enforced
 
 
-def _ms(value: Any) -> int:
+def _instant(value: Any) -> int | None:
     if not isinstance(value, str):
-        return 0
+        return None
     try:
         return int(datetime.fromisoformat(value).timestamp() * 1000)
     except ValueError:
-        return 0
+        return None
 
 
 @dataclass
 class InterruptIndex:
     """The open interrupts of every thread the view holds (see the module docstring)."""
 
+    budget: Budget = field(default_factory=Budget)
     _threads: dict[str, tuple[OpenEntry, ...]] = field(default_factory=dict)
     _heap: list[tuple[int, int, str, str]] = field(default_factory=list)
     """(expires_ms, order, threadId, interruptId) of entries with an expiry."""
     _order: itertools.count[int] = field(default_factory=itertools.count)
+    _loads: dict[str, Load] = field(default_factory=dict)
+    """Tool calls to look for, per thread, not taken by the loader yet."""
+    _asked: int = 0
+    """Tool calls asked for (queued, or taken and not learned yet)."""
+    _held: int = 0
+    """Entries holding a tool call."""
 
     def __len__(self) -> int:
         return sum(len(v) for v in self._threads.values())
 
+    @property
+    def tool_calls_held(self) -> int:
+        return self._held
+
     def apply(self, thread_id: str, value: bytes | None) -> list[Change]:
         """Take the thread's new state (None: deleted); what opened and what was answered."""
         before = {e.interrupt_id: e for e in self._threads.get(thread_id, ())}
-        after = self._entries(thread_id, value, before)
+        after, since_ms = self._entries(thread_id, value, before)
         if after:
             self._threads[thread_id] = after
         else:
             self._threads.pop(thread_id, None)
+            dropped = self._loads.pop(thread_id, None)
+            self._asked -= len(dropped.call_ids) if dropped else 0
+        self._held += (sum(e.tool_call is not None for e in after)
+                       - sum(e.tool_call is not None for e in before.values()))
         now_ids = {e.interrupt_id for e in after}
         changes = [Change("answered", e) for i, e in before.items() if i not in now_ids]
+        wanted = set()
         for entry in after:
             if entry.interrupt_id not in before:
                 changes.append(Change("opened", entry))
                 if entry.expires_ms is not None:
                     heapq.heappush(self._heap, (entry.expires_ms, entry.order, thread_id,
                                                 entry.interrupt_id))
+                if entry.tool_call_id is not None and entry.tool_call is None:
+                    wanted.add(entry.tool_call_id)
+        if wanted and since_ms is not None:
+            self._ask(thread_id, since_ms, wanted)
         return changes
 
-    def _entries(self, thread_id: str, value: bytes | None,
-                 before: dict[str, OpenEntry]) -> tuple[OpenEntry, ...]:
+    def _ask(self, thread_id: str, since_ms: int, call_ids: set[str]) -> None:
+        queued = self._loads.get(thread_id)
+        fresh = sorted(call_ids - (queued.call_ids if queued else frozenset()))
+        fresh = fresh[:max(0, self.budget.tool_calls - self._held - self._asked)]
+        if not fresh:
+            return
+        self._asked += len(fresh)
+        if queued is not None:
+            self._loads[thread_id] = Load(thread_id, min(queued.since_ms, since_ms),
+                                          queued.call_ids | frozenset(fresh))
+        else:
+            self._loads[thread_id] = Load(thread_id, since_ms, frozenset(fresh))
+
+    def take_loads(self) -> list[Load]:
+        """The tool calls to look for (each load must come back through ``learn``)."""
+        loads = list(self._loads.values())
+        self._loads.clear()
+        return loads
+
+    def learn(self, load: Load, found: Mapping[str, ToolCall]) -> list[Change]:
+        """What the loader found for ``load`` (nothing when its read failed): the entries
+        still open that now carry their tool call, as ``updated`` changes."""
+        self._asked -= len(load.call_ids)
+        entries = self._threads.get(load.thread_id)
+        if not entries:
+            return []
+        changes = []
+        out = []
+        for entry in entries:
+            call_id = entry.tool_call_id
+            call = found.get(call_id) if call_id in load.call_ids else None
+            if (call is not None and entry.tool_call is None
+                    and self._held < self.budget.tool_calls):
+                entry = replace(entry, tool_call=call)
+                self._held += 1
+                changes.append(Change("updated", entry))
+            out.append(entry)
+        self._threads[load.thread_id] = tuple(out)
+        return changes
+
+    def _entries(self, thread_id: str, value: bytes | None, before: dict[str, OpenEntry]
+                 ) -> tuple[tuple[OpenEntry, ...], int | None]:
+        """The state's open interrupts, and from when its tool calls may be read."""
         if value is None:
-            return ()
+            return (), None
         try:
             state = orjson.loads(value)
         except orjson.JSONDecodeError:
-            return ()
+            return (), None
         opened = state.get("openInterrupts") if isinstance(state, dict) else None
         if not isinstance(opened, list) or not opened:
-            return ()
+            return (), None
         agent, principal = state.get("agent"), state.get("principal")
-        updated = _ms(state.get("updatedAt"))
+        updated = _instant(state.get("updatedAt")) or 0
+        started = _instant(state.get("runStartedAt"))
         out = []
         for item in opened:
             interrupt = item.get("interrupt") if isinstance(item, dict) else None
@@ -182,8 +316,10 @@ class InterruptIndex:
                 interrupt=interrupt,
                 opened_ms=known.opened_ms if known else updated,
                 order=known.order if known else next(self._order),
-                expires_ms=read_expiry(expires if isinstance(expires, str) else None).epoch_ms))
-        return tuple(out)
+                expires_ms=read_expiry(expires if isinstance(expires, str) else None).epoch_ms,
+                tool_call=known.tool_call if known else None))
+        since = started - int(SKEW.total_seconds() * 1000) if started is not None else None
+        return tuple(out), since
 
     def next_expiry_ms(self) -> int | None:
         """When the earliest pending expiry falls (possibly of an entry since answered)."""

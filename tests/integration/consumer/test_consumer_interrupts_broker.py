@@ -3,9 +3,11 @@
 Backstage writes thread states (and a run's events and decision) as the
 gatekeeper and producer would; two tenants ask. Each sees only its own
 interrupts, in the listing and on the stream; the stream tells of an
-interrupt opening, being answered and expiring; the history of a thread
-has the gated tool call's arguments and the resume input, and is another
-tenant's 404.
+interrupt opening, being answered and expiring; the listing carries each
+gated tool call read from the events (streamed in deltas, a resent copy
+dropped, or echoed by a later run's input), announced ``updated``; the
+history of a thread has the tool calls' arguments and the resume input,
+and is another tenant's 404.
 """
 
 from __future__ import annotations
@@ -33,13 +35,14 @@ B = {"Authorization": f"Bearer {TOKEN_B}"}
 KEYS = f"{TOKEN_A}=tenant-a,{TOKEN_B}=tenant-b"
 
 
-def interrupted(thread: str, principal: str, *interrupts: Interrupt) -> ThreadState:
+def interrupted(thread: str, principal: str, *interrupts: Interrupt, run: str = "run-1",
+                started: datetime | None = None) -> ThreadState:
     return ThreadState(
         thread_id=thread, status="interrupted" if interrupts else "idle", agent=AGENT,
-        principal=principal, run_id="run-1",
-        interrupted_run_id="run-1" if interrupts else None, recent_run_ids=["run-1"],
-        open_interrupts=[OpenInterrupt(run_id="run-1", interrupt=i) for i in interrupts],
-        updated_at=datetime.now(UTC))
+        principal=principal, run_id=run,
+        interrupted_run_id=run if interrupts else None, recent_run_ids=[run],
+        open_interrupts=[OpenInterrupt(run_id=run, interrupt=i) for i in interrupts],
+        run_started_at=started, updated_at=datetime.now(UTC))
 
 
 async def changes(http: httpx.AsyncClient, headers: dict[str, str], out: list[dict[str, Any]],
@@ -129,8 +132,64 @@ async def test_a_threads_history_has_tool_call_arguments_and_is_the_owners_only(
         foreign = await app.http.get(f"/interrupts/threads/{thread}", headers=B)
     assert history.status_code == 200, history.text
     body = history.json()
-    assert body["toolCalls"]["c1"] == {"name": "delete_files", "arguments": {"paths": ["/tmp/a"]}}
+    assert body["toolCalls"]["c1"] == {"id": "c1", "name": "delete_files",
+                                       "arguments": {"paths": ["/tmp/a"]}}
     assert [m["role"] for m in body["input"]["messages"]] == ["user", "assistant"]
     assert [r.get("type") for r in body["trail"]] == ["RUN_STARTED", "RUN_FINISHED"]
     assert body["thread"]["openInterrupts"][0]["interrupt"]["id"] == "ia"
     assert (foreign.status_code, foreign.json()["code"]) == (404, "unknown_thread")
+
+
+async def test_the_listing_carries_each_gated_tool_call_read_once_from_the_events(
+        kafka: KafkaSettings, backstage: Backstage) -> None:
+    early, late = f"te-{uuid.uuid4().hex[:8]}", f"tl-{uuid.uuid4().hex[:8]}"
+    started_at = datetime.now(UTC)
+    # read at startup: streamed in two deltas, the second one resent (same run and seq)
+    await backstage.emit(early, "run-1", [
+        started(early, "run-1"),
+        {"type": "TOOL_CALL_START", "toolCallId": "c1", "toolCallName": "delete_files"},
+        {"type": "TOOL_CALL_ARGS", "toolCallId": "c1", "delta": '{"paths": '},
+        {"type": "TOOL_CALL_ARGS", "toolCallId": "c1", "delta": '["/tmp/a"]}'},
+        {"type": "TOOL_CALL_ARGS", "toolCallId": "c1", "delta": '["/tmp/a"]}'},
+        {"type": "TOOL_CALL_END", "toolCallId": "c1"},
+        finished(early, "run-1")], seqs=[0, 1, 2, 3, 3, 4, 5])
+    await backstage.write_state(interrupted(early, "tenant-a", Interrupt(
+        id="ia", reason="tool_approval", tool_call_id="c1"), started=started_at), early)
+    async with serving(kafka, api_keys=KEYS) as app:
+        await until(lambda: app.relay.threads.get(early) is not None)
+        seen: list[dict[str, Any]] = []
+        ready = asyncio.Event()
+        task = asyncio.create_task(changes(app.http, A, seen, ready))
+        await asyncio.wait_for(ready.wait(), 20)
+        # read live: a call of an earlier run, echoed by the interrupted run's input
+        echoed = {"id": "m2", "role": "assistant", "toolCalls": [{
+            "id": "c2", "type": "function",
+            "function": {"name": "send_mail", "arguments": '{"to": "ops@example.com"}'}}]}
+        await backstage.emit(late, "run-2", [
+            {**started(late, "run-2"), "input": {
+                "threadId": late, "runId": "run-2", "state": {}, "tools": [], "context": [],
+                "forwardedProps": {}, "messages": [echoed]}},
+            finished(late, "run-2")])
+        await backstage.write_state(interrupted(late, "tenant-a", Interrupt(
+            id="ib", reason="tool_approval", tool_call_id="c2"), Interrupt(
+            id="ic", reason="input"), run="run-2", started=datetime.now(UTC)), late)
+        await until(lambda: any(c["type"] == "updated" for c in seen))
+        async with asyncio.timeout(20):
+            while True:  # the startup read may end after the live one
+                listed = (await app.http.get("/interrupts", headers=A)).json()
+                if sum("toolCall" in i for i in listed["interrupts"]) == 2:
+                    break
+                await asyncio.sleep(0.05)
+        listed_b = (await app.http.get("/interrupts", headers=B)).json()
+        task.cancel()
+    calls = {i["id"]: i.get("toolCall") for i in listed["interrupts"]}
+    assert calls == {
+        "ia": {"id": "c1", "name": "delete_files", "arguments": {"paths": ["/tmp/a"]}},
+        "ib": {"id": "c2", "name": "send_mail", "arguments": {"to": "ops@example.com"}},
+        "ic": None}
+    kinds = [(c["type"], c["interrupt"]["id"]) for c in seen]
+    assert kinds[:2] == [("opened", "ib"), ("opened", "ic")]
+    assert ("updated", "ib") in kinds  # and ("updated", "ia") when the startup read ends later
+    assert set(kinds) <= {("opened", "ib"), ("opened", "ic"), ("updated", "ib"), ("updated", "ia")}
+    assert all("toolCall" in c["interrupt"] for c in seen if c["type"] == "updated")
+    assert listed_b["interrupts"] == []

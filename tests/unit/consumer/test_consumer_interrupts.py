@@ -4,13 +4,23 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 from ag_ui.core import Interrupt
 
 from contracts import OpenInterrupt, ThreadState, encode
-from services.consumer.inbox_feed import InterruptFeed, stream_body
-from services.consumer.interrupts import Filters, InterruptIndex, visible
+from services.consumer.inbox_feed import InboxSettings, InterruptFeed, stream_body
+from services.consumer.interrupts import (
+    SKEW,
+    Budget,
+    Filters,
+    InterruptIndex,
+    Load,
+    ToolCall,
+    tool_calls_of,
+    visible,
+)
 from services.consumer.tenancy import may_read
 
 T0 = 1_800_000_000_000
@@ -21,8 +31,10 @@ def iso(ms: int) -> str:
 
 
 def state(thread: str, *interrupts: Interrupt, principal: str | None = "a", agent: str = "x",
-          updated_ms: int = T0) -> bytes:
+          updated_ms: int = T0, started_ms: int | None = None) -> bytes:
     return encode(ThreadState(
+        run_started_at=(datetime.fromtimestamp(started_ms / 1000, UTC)
+                        if started_ms is not None else None),
         thread_id=thread, status="interrupted" if interrupts else "idle", agent=agent,
         principal=principal, run_id="r1", interrupted_run_id="r1" if interrupts else None,
         open_interrupts=[OpenInterrupt(run_id="r1", interrupt=i) for i in interrupts],
@@ -176,3 +188,112 @@ async def test_close_ends_every_stream_at_once() -> None:
         rest = [c async for c in body]
     assert b"".join(rest).count(b"data: ") == 1
     assert feed.subscribers == set()
+
+
+def call(call_id: str, name: str | None, arguments: str) -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def test_tool_calls_of_a_transcript_keep_the_arguments_json_within_the_budget() -> None:
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "toolCalls": [call("c1", "delete", '{"paths": ["/a"]}'),
+                                            call("c2", "note", "not json")]},
+        {"role": "assistant", "toolCalls": [call("c3", None, ""), {"id": 7}]}]
+    found = tool_calls_of(messages)
+    assert {i: c.wire() for i, c in found.items()} == {
+        "c1": {"id": "c1", "name": "delete", "arguments": {"paths": ["/a"]}},
+        "c2": {"id": "c2", "name": "note", "arguments": "not json"},
+        "c3": {"id": "c3", "arguments": {}}}
+    small = tool_calls_of(messages, argument_bytes=8)
+    assert small["c1"].wire() == {"id": "c1", "name": "delete"}  # 17 bytes: not held
+    assert small["c2"].wire() == {"id": "c2", "name": "note", "arguments": "not json"}
+
+
+def test_a_gated_tool_call_is_asked_for_once_from_the_runs_admission() -> None:
+    index = InterruptIndex()
+    index.apply("t", state("t", Interrupt(id="i1", reason="r", tool_call_id="c1"),
+                           Interrupt(id="i2", reason="r"), started_ms=T0 - 5000))
+    index.apply("u", state("u", Interrupt(id="j", reason="r", tool_call_id="d")))  # no start
+    (load,) = index.take_loads()
+    assert load == Load("t", T0 - 5000 - int(SKEW.total_seconds() * 1000), frozenset({"c1"}))
+    assert index.take_loads() == []
+    # the same interrupt in a later state is not asked for again
+    index.apply("t", state("t", Interrupt(id="i1", reason="r", tool_call_id="c1"),
+                           started_ms=T0))
+    assert index.take_loads() == []
+
+
+def test_loads_of_one_thread_merge_until_taken() -> None:
+    index = InterruptIndex()
+    index.apply("t", state("t", Interrupt(id="i1", reason="r", tool_call_id="c1"),
+                           started_ms=T0))
+    index.apply("t", state("t", Interrupt(id="i1", reason="r", tool_call_id="c1"),
+                           Interrupt(id="i2", reason="r", tool_call_id="c2"),
+                           started_ms=T0 - 1000))
+    (load,) = index.take_loads()
+    assert (load.since_ms, load.call_ids) == (T0 - 1000 - 60_000, frozenset({"c1", "c2"}))
+
+
+def test_a_learned_tool_call_is_listed_kept_and_released_with_its_interrupt() -> None:
+    index = InterruptIndex()
+    index.apply("t", state("t", Interrupt(id="i", reason="r", tool_call_id="c1"),
+                           Interrupt(id="k", reason="r"), started_ms=T0))
+    (load,) = index.take_loads()
+    found = {"c1": ToolCall("c1", "delete", {"paths": ["/a"]}),
+             "c9": ToolCall("c9", "other", {})}
+    changes = index.learn(load, found)
+    assert [(c.kind, c.entry.interrupt_id) for c in changes] == [("updated", "i")]
+    assert changes[0].wire(T0)["interrupt"]["toolCall"] == {
+        "id": "c1", "name": "delete", "arguments": {"paths": ["/a"]}}
+    assert index.tool_calls_held == 1
+    # a later state of the thread keeps it; the interrupt without a call has none
+    index.apply("t", state("t", Interrupt(id="i", reason="r", tool_call_id="c1"),
+                           Interrupt(id="k", reason="r"), started_ms=T0, updated_ms=T0 + 1))
+    page = index.listing("a", enforced=True, filters=Filters(), now_ms=T0, offset=0, limit=9)
+    assert {e.interrupt_id: e.wire(T0).get("toolCall") for e in page.items} == {
+        "i": {"id": "c1", "name": "delete", "arguments": {"paths": ["/a"]}}, "k": None}
+    index.apply("t", state("t"))
+    assert index.tool_calls_held == 0
+
+
+def test_what_is_learned_after_the_interrupt_was_answered_is_dropped() -> None:
+    index = InterruptIndex()
+    index.apply("t", state("t", Interrupt(id="i", reason="r", tool_call_id="c1"),
+                           started_ms=T0))
+    (load,) = index.take_loads()
+    index.apply("t", None)
+    assert index.learn(load, {"c1": ToolCall("c1", "x", {})}) == []
+    assert index.tool_calls_held == 0
+    assert len(index) == 0
+
+
+def test_the_budget_bounds_what_is_asked_for_and_held() -> None:
+    index = InterruptIndex(Budget(tool_calls=2))
+    for n in range(3):
+        index.apply(f"t{n}", state(f"t{n}", Interrupt(id=f"i{n}", reason="r",
+                                                      tool_call_id=f"c{n}"), started_ms=T0))
+    loads = index.take_loads()
+    assert sorted(load.thread_id for load in loads) == ["t0", "t1"]  # the third waits for room
+    index.learn(loads[0], {})  # not found: its room is free again
+    index.apply("t3", state("t3", Interrupt(id="i3", reason="r", tool_call_id="c3"),
+                            started_ms=T0))
+    (again,) = index.take_loads()
+    assert again.thread_id == "t3"
+    index.learn(loads[1], {f"c{n}": ToolCall(f"c{n}", "x", {}) for n in range(4)})
+    index.learn(again, {f"c{n}": ToolCall(f"c{n}", "x", {}) for n in range(4)})
+    assert index.tool_calls_held == 2
+    index.apply("t4", state("t4", Interrupt(id="i4", reason="r", tool_call_id="c4"),
+                            started_ms=T0))
+    assert index.take_loads() == []  # full: listed without its tool call
+    index.apply("t1", None)
+    index.apply("t5", state("t5", Interrupt(id="i5", reason="r", tool_call_id="c5"),
+                            started_ms=T0))
+    assert [load.thread_id for load in index.take_loads()] == ["t5"]
+
+
+def test_inbox_settings_read_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGUI_INBOX_TOOL_CALLS", "5")
+    monkeypatch.setenv("AGUI_INBOX_TOOL_CALL_BYTES", "100")
+    assert InboxSettings().budget() == Budget(5, 100)
+    assert InterruptFeed(budget=InboxSettings().budget()).index.budget == Budget(5, 100)
