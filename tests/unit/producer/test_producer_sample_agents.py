@@ -72,6 +72,27 @@ async def test_scripted_resume_lists_each_entry_in_input_order() -> None:
     assert_conformant(second)
 
 
+async def test_scripted_tool_calls_run_with_the_arguments_an_approval_edited() -> None:
+    calls = [{"id": "c1", "name": "delete_files", "arguments": {"paths": ["/a", "/b"]}},
+             {"id": "c2", "name": "send_mail", "arguments": {"to": "x"}},
+             {"id": "c3", "name": "noop", "arguments": {}}]
+    first = await run_agent(scripted.agent, script(toolCalls=calls, interrupts=[
+        {"id": "edit", "reason": "tool_approval", "toolCallId": "c1"},
+        {"id": "plain", "reason": "tool_approval", "toolCallId": "c2"},
+        {"id": "no", "reason": "tool_approval", "toolCallId": "c3"}]))
+    assert [w["toolCallName"] for w in first.wire if w["type"] == "TOOL_CALL_START"] == [
+        "delete_files", "send_mail", "noop"]
+    assert_conformant(first)
+    second = await run_agent(scripted.agent, resume_input(first, "run-2", [
+        resolved("edit", {"approved": True, "arguments": {"paths": ["/a"]}}),
+        resolved("plain", {"approved": True}), resolved("no", {"approved": False})]),
+        open_interrupts=interrupts_of(first))
+    assert text_of(second) == ('edit=resolved\nplain=resolved\nno=resolved'
+                               'ran delete_files with {"paths":["/a"]}\n'
+                               'ran send_mail with {"to":"x"}')
+    assert_conformant(second)
+
+
 async def test_scripted_delay_is_cancellable() -> None:
     runner, sink = runner_for(scripted.agent, script(delayMs=60_000, text="waiting"))
     task = asyncio.create_task(runner.run())
