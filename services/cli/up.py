@@ -43,6 +43,9 @@ SAMPLE_AGENTS = (
     "pipeline_parent=services.producer.agents.pipeline_parent:agent,"
     "pipeline_child=services.producer.agents.pipeline_child:agent"
 )
+DEFAULT_STATE_DIR = ".run/state"
+"""Where ``up`` has the gatekeeper keep its thread stores unless ``AGUI_STATE_DIR`` says."""
+
 COLOURS = {"gatekeeper": "magenta", "producer": "cyan", "consumer": "green",
            "notifier": "yellow"}
 GRACE_S = 15.0
@@ -177,6 +180,7 @@ async def supervise(bootstrap: str, agents: str) -> int:
                   f"under prefix '{settings.topic_prefix}'")
     env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": bootstrap, "AGUI_AGENTS": agents,
            "AGUI_LOG_FORMAT": os.environ.get("AGUI_LOG_FORMAT", "text"),
+           "AGUI_STATE_DIR": os.environ.get("AGUI_STATE_DIR", DEFAULT_STATE_DIR),
            "PYTHONUNBUFFERED": "1"}
     children = [
         await spawn("gatekeeper", "services.gatekeeper", env),

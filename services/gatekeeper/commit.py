@@ -30,7 +30,11 @@ Commit procedure, for each owned partition p, in every round:
    ``Owned`` until the transaction carrying p's batch has ended; batches
    that become ready meanwhile ride the next one.
 6. Only after the commit returns: each batch's thread states replace its
-   partition's committed states and the committed offsets move. If step 5
+   partition's committed states and the committed offsets move. With
+   ``AGUI_STATE_DIR`` the states go to p's store with the offset after
+   their ``threads`` records, in one write batch (``threadstore``): killed
+   before that write, the store is behind its changelog and catches up on
+   the next assignment; it never holds what Kafka did not commit. If step 5
    fails, or has not ended within ``transaction_deadline_s`` (a request the
    broker never answers), the transaction is aborted (if it still can be)
    and the producer replaced, which settles it; the group's committed offsets then tell
@@ -57,6 +61,7 @@ from services.gatekeeper.partition import Owned, outputs, start_producer
 from services.gatekeeper.refusals import set_aside
 from services.gatekeeper.settle import settle
 from services.gatekeeper.state import Instance, Share, done
+from services.kafka.clients import TopicPartition
 from services.kafka.fencing import StaleGenerationError, is_member, request_rejoin
 from services.kafka.transactions import (
     RecordsRefusedError,
@@ -167,8 +172,9 @@ async def commit(st: Instance, shares: list[Share]) -> None:
         ]
         offsets = {tp: o for share in shares for tp, o in share.offsets.items()}
         committed = shares
+        written: dict[TopicPartition, int] = {}
         try:
-            await commit_outputs(st.require_producer(), records, offsets, st.fence(),
+            written = await commit_outputs(st.require_producer(), records, offsets, st.fence(),
                                  deadline_s=st.settings.transaction_deadline_s)
         except Exception as exc:
             if isinstance(exc, StaleGenerationError) or is_fenced(exc):
@@ -188,7 +194,8 @@ async def commit(st: Instance, shares: list[Share]) -> None:
                     log.error("inputs set aside: %s", set_aside(exc.records, st.owned))
         now = time.monotonic()
         for share in committed:
-            share.owned.committed(share.offsets, share.batch)
+            share.owned.committed(share.offsets, share.batch, written.get(
+                TopicPartition(st.kafka.topics.threads, share.owned.partition)))
             share.owned.last_commit = now
             st.telemetry.committed(share.owned.partition, share.batch, share.polled_at)
             if st.expirer is not None and share.batch is not None:
@@ -280,7 +287,7 @@ async def _recover(st: Instance, shares: list[Share]) -> list[Share]:
         if settled.states is not None:
             owned.states = settled.states
             owned.committed_request, owned.committed_event = settled.offsets
-            st.telemetry.restored(owned.partition, settled.states)
+            st.telemetry.restored(owned.partition, settled.states.watched())
         owned.rewound()
         st.seek(owned)
     return committed

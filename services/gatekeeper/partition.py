@@ -18,10 +18,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from contracts import ThreadState, TopicCatalog, encode
+from contracts import TopicCatalog, encode
 from services.gatekeeper import wire
 from services.gatekeeper.batch import Batch, Poison, Source, trace_headers
 from services.gatekeeper.stall import Seen
+from services.gatekeeper.threadstore import ThreadStates
 from services.kafka.clients import (
     AIOKafkaConsumer,
     AIOKafkaProducer,
@@ -108,7 +109,8 @@ class Owned:
     partition: int
     requests: TopicPartition
     events: TopicPartition
-    states: dict[str, ThreadState]
+    states: ThreadStates
+    """The committed thread states: in memory, or p's store behind the cache."""
     committed_request: int
     committed_event: int
     next_request: int = -1
@@ -155,10 +157,12 @@ class Owned:
             self.committed_event,
         )
 
-    def committed(self, offsets: dict[TopicPartition, int], batch: Batch | None) -> None:
-        """Install what a successful transaction wrote."""
+    def committed(self, offsets: dict[TopicPartition, int], batch: Batch | None,
+                  changelog: int | None = None) -> None:
+        """Install what a successful transaction wrote (``changelog``: the offset after
+        its records on ``threads`` p, when known, checkpointed with the states)."""
         if batch is not None:
-            self.states.update(batch.states)
+            self.states.install(batch.states, batch.encoded, changelog)
         self.committed_request = offsets[self.requests]
         self.committed_event = offsets[self.events]
         if self.poison:  # what is committed is never read again
@@ -235,7 +239,7 @@ def outputs(topics: TopicCatalog, partition: int, batch: Batch) -> list[OutRecor
         origin = (letter.source_topic, letter.partition, letter.offset)
         out.append(OutRecord(topics.deadletter, encode(letter), _key(letter.key), source=origin))
     for thread_id, state in batch.states.items():
-        value = batch.encoded.get(thread_id) or wire.state(state)
+        value = batch.encoded[thread_id] = batch.encoded.get(thread_id) or wire.state(state)
         out.append(OutRecord(topics.threads, value, thread_id.encode(), partition,
                              source=batch.changed_by.get(thread_id)))
     return out

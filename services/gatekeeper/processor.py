@@ -41,6 +41,7 @@ from services.gatekeeper.settings import GatekeeperSettings
 from services.gatekeeper.stall import StallWatch
 from services.gatekeeper.state import Instance
 from services.gatekeeper.telemetry import Telemetry
+from services.gatekeeper.threadstore import Threads
 from services.kafka.clients import (
     ConsumerRebalanceListener,
     ConsumerRecord,
@@ -85,6 +86,9 @@ class Processor:
         )
         if settings.on_expiry == "cancel":
             self.state.expirer = Expirer(kafka, client_id, clock, self._committed_state)
+        if settings.state_dir is not None:
+            self.state.threads = Threads(settings.state_dir, settings.state_cache_mb,
+                                         settings.state_grace_s)
         self.settings = settings
         self.topics = kafka.topics
 
@@ -113,8 +117,10 @@ class Processor:
 
     @property
     def failing(self) -> dict[str, str]:
-        """The readiness checks failing now, by name (``partition-<p>``), saying why."""
-        return {
+        """The readiness checks failing now, by name (``partition-<p>``, ``state-store-<p>``),
+        saying why."""
+        stores = self.state.threads.failing() if self.state.threads is not None else {}
+        return stores | {
             f"partition-{p}": f"input waiting, committed offsets unchanged for {waited:.0f} s"
             for p, waited in self.state.stall.stalled(time.monotonic()).items()
         }
@@ -175,6 +181,8 @@ class Processor:
                 expiring.cancel()
                 await asyncio.gather(expiring, return_exceptions=True)
             st.heap.stop()
+            if st.threads is not None:
+                st.threads.close()
             st.telemetry.stopped()
             log.info("gatekeeper stopped", extra={"stats": dict(st.stats)})
 

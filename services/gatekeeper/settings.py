@@ -11,6 +11,7 @@ other agent as ``invalid_input`` instead of writing to a topic nobody reads.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 from pydantic import Field
@@ -61,6 +62,13 @@ class GatekeeperSettings(BaseSettings):
     makes ``/readyz`` fail, naming it (``stall``)."""
     running_too_long_s: float = Field(300.0, alias="AGUI_RUNNING_TOO_LONG_S", gt=0)
     """A run older than this counts in ``agui_threads_running_too_long``."""
+    state_dir: Path | None = Field(None, alias="AGUI_STATE_DIR")
+    """Where each owned partition's thread states are kept on disk (``threadstore``);
+    unset: in memory, every ``threads`` record read again on each assignment."""
+    state_cache_mb: int = Field(64, alias="AGUI_STATE_CACHE_MB", ge=0)
+    """Decoded thread states kept in memory in front of the stores, all partitions."""
+    state_grace_s: float = Field(600.0, alias="AGUI_STATE_GRACE_S", ge=0)
+    """How long the store of a partition handed back is kept before it is deleted."""
 
     @property
     def policy(self) -> Policy:

@@ -30,9 +30,9 @@ import logging
 from dataclasses import dataclass
 from typing import Literal
 
-from contracts import ThreadState
 from services.gatekeeper.partition import Owned
-from services.gatekeeper.store import restore
+from services.gatekeeper.store import reread
+from services.gatekeeper.threadstore import ThreadStates
 from services.kafka.clients import AIOKafkaConsumer, KafkaError, TopicPartition
 from services.kafka.fencing import stable_committed
 from services.runtime.settings import KafkaSettings
@@ -66,7 +66,7 @@ class Settled:
     outcome: Outcome
     offsets: Offsets
     """The group's committed offsets of ``requests`` p and ``events`` p."""
-    states: dict[str, ThreadState] | None = None
+    states: ThreadStates | None = None
     """p's thread states read back from ``threads`` (only when ``unknown``)."""
 
 
@@ -88,8 +88,7 @@ async def settle(
             outcome = judge(before, tried, found)
             states = None
             if outcome == "unknown":
-                restored = await restore(kafka, [owned.partition], f"{client_id}-restore")
-                states = restored[owned.partition]
+                states = await reread(kafka, owned.states, f"{client_id}-restore")
             return Settled(outcome, found, states)
         except KafkaError:
             log.warning(

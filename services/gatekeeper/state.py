@@ -29,6 +29,7 @@ from services.gatekeeper.partition import Owned
 from services.gatekeeper.settings import GatekeeperSettings
 from services.gatekeeper.stall import StallWatch
 from services.gatekeeper.telemetry import Telemetry
+from services.gatekeeper.threadstore import Threads
 from services.kafka.clients import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from services.kafka.fencing import FencedGroup
 from services.runtime.settings import KafkaSettings
@@ -85,6 +86,8 @@ class Instance:
     generation: int = 0
     """Moves on every rebalance step: records polled across one are dropped and read again."""
     expirer: Expirer | None = None
+    threads: Threads | None = None
+    """The partitions' on-disk thread stores (``AGUI_STATE_DIR``); None: states in memory."""
     """The expiry policy's timer (``AGUI_ON_EXPIRY=cancel``), told of committed states."""
     fatal: BaseException | None = None
     """Why the instance cannot go on (installing an outcome failed, a takeover failed)."""

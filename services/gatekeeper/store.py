@@ -16,6 +16,12 @@ transaction left open once it times out.
 
 A record that does not decode is logged and skipped (the thread restarts
 from a later record or from nothing); a tombstone forgets its thread.
+
+With ``AGUI_STATE_DIR`` (``take_over``) each partition's states are in its
+on-disk store (``threadstore``), which reads only the ``threads`` records
+after the offset it reflects (``services.state.changelog.catch_up``, the
+same wait for a closed partition first), or all of them when the store
+cannot be trusted; without it (``restore``), every record, into memory.
 """
 
 from __future__ import annotations
@@ -24,13 +30,49 @@ import logging
 from collections.abc import Iterable
 
 from contracts import DecodeError, ThreadState, decode
+from services.gatekeeper.threadstore import Threads, ThreadStates, changes
 from services.kafka.clients import TopicPartition, new_consumer
 from services.runtime.settings import KafkaSettings
-from services.state.changelog import closed_ends
+from services.state.changelog import catch_up, closed_ends
 
 log = logging.getLogger(__name__)
 
 POLL_MS = 200
+
+
+async def take_over(
+    settings: KafkaSettings, threads: Threads | None, partitions: Iterable[int], client_id: str
+) -> dict[int, ThreadStates]:
+    """Each partition's committed thread states: its store brought up to ``threads``, or
+    (no state directory) every record read into memory."""
+    numbers = sorted(set(partitions))
+    if threads is None:
+        restored = await restore(settings, numbers, client_id)
+        return {p: ThreadStates(p, memory=restored[p]) for p in numbers}
+    opened = {p: threads.opened(p) for p in numbers}
+    try:
+        done = await catch_up(settings, settings.topics.threads,
+                              {p: (states.store, why) for p, (states, why) in opened.items()
+                               if states.store is not None},
+                              changes, client_id)
+    except BaseException:
+        threads.release(numbers)
+        raise
+    threads.restored.update(done)
+    return {p: states for p, (states, _) in opened.items()}
+
+
+async def reread(settings: KafkaSettings, states: ThreadStates, client_id: str) -> ThreadStates:
+    """Partition p's committed states read again after a transaction of unknown outcome:
+    its store caught up with ``threads`` (it holds only committed states), or every record."""
+    if states.store is None:
+        restored = await restore(settings, [states.partition], client_id)
+        return ThreadStates(states.partition, memory=restored[states.partition])
+    states.pending.clear()  # committed ones, all on the changelog: caught up below
+    states.forget_cached()
+    await catch_up(settings, settings.topics.threads, {states.partition: (states.store, None)},
+                   changes, client_id)
+    return states
 
 
 async def restore(
@@ -86,3 +128,16 @@ def _apply(
             exc,
             extra={"threadId": thread_id, "partition": tp.partition, "offset": offset},
         )
+
+
+def summary(restored: Iterable[ThreadStates]) -> str:
+    """What a takeover restored, for its log line."""
+    found = list(restored)
+    in_memory = [s.memory for s in found if s.memory is not None]
+    stored = [s for s in found if s.store is not None]
+    parts = []
+    if in_memory:
+        parts.append(f"{sum(map(len, in_memory))} threads restored")
+    if stored:
+        parts.append(f"{len(stored)} stores brought up to their changelog")
+    return ", ".join(parts) or "nothing restored"

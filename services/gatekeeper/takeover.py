@@ -23,7 +23,7 @@ from services.gatekeeper.commit import drain
 from services.gatekeeper.partition import Owned, start_producer
 from services.gatekeeper.settle import committed_offsets
 from services.gatekeeper.state import Instance
-from services.gatekeeper.store import restore
+from services.gatekeeper.store import summary, take_over
 from services.kafka.clients import TopicPartition
 from services.kafka.fencing import FencedGroup, fenced_group
 from services.kafka.transactions import commit_outputs, stop_producer
@@ -106,11 +106,10 @@ async def acquire(st: Instance, assigned: set[TopicPartition],
         st.read_again(st.owned.values())
         st.heap.freeze()  # the restored states stay: keep them out of every pass
         st.stats["takeovers"] += 1
-        threads = sum(len(o.states) for o in st.owned.values())
         log.info(
-            "assigned partitions %s: %d threads restored in %.0f ms",
+            "assigned partitions %s: %s in %.0f ms",
             numbers,
-            threads,
+            summary(st.owned[p].states for p in numbers),
             (time.monotonic() - started) * 1000,
         )
         st.assigned.set()
@@ -126,7 +125,7 @@ async def _restore(st: Instance, numbers: list[int]) -> None:
     committed = await committed_offsets(
         st.require_consumer(), [tp for pair in positions for tp in pair]
     )
-    restored = await restore(st.kafka, numbers, f"{st.client_id}-restore")
+    restored = await take_over(st.kafka, st.threads, numbers, f"{st.client_id}-restore")
     for p, (requests, events) in zip(numbers, positions, strict=True):
         st.owned[p] = Owned(
             p,
@@ -137,9 +136,10 @@ async def _restore(st: Instance, numbers: list[int]) -> None:
             committed[events],
             last_commit=time.monotonic(),
         )
-        st.telemetry.restored(p, restored[p])
+        watched = restored[p].watched()  # not idle: all the census and expiry follow
+        st.telemetry.restored(p, watched)
         if st.expirer is not None:
-            st.expirer.restored(p, restored[p].values())
+            st.expirer.restored(p, watched.values())
 
 
 async def revoke(st: Instance) -> None:
@@ -168,5 +168,7 @@ async def release(st: Instance) -> None:
             log.warning("could not commit offsets read past on release", exc_info=True)
     if producer is not None:
         await stop_producer(producer)
+    if st.threads is not None:  # closed; deleted unless owned again within the grace
+        st.threads.release([o.partition for o in owned_all])
     if owned_all:
         log.info("released partitions %s", [o.partition for o in owned_all])

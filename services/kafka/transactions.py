@@ -120,13 +120,17 @@ async def commit_outputs(
     group_id: str,
     *,
     deadline_s: float | None = None,
-) -> None:
-    """Write ``records`` and commit ``offsets`` (next offsets to read) atomically."""
+) -> dict[TopicPartition, int]:
+    """Write ``records`` and commit ``offsets`` (next offsets to read) atomically.
+
+    Returns, for each topic partition written, the offset after its last record (a
+    changelog's owner checkpoints its local state at it).
+    """
     step = ["beginning"]
     deadline = asyncio.timeout(deadline_s)
     try:
         async with deadline:
-            await _transact(producer, records, offsets, group_id, step)
+            return await _transact(producer, records, offsets, group_id, step)
     except TimeoutError as exc:
         if not deadline.expired():  # a timeout of the client's own, not the deadline
             raise
@@ -141,7 +145,7 @@ async def _transact(
     offsets: Mapping[TopicPartition, int],
     group_id: str,
     step: list[str],
-) -> None:
+) -> dict[TopicPartition, int]:
     """``commit_outputs`` itself; ``step`` names what it waits for, for the stall message."""
     await producer.begin_transaction()
     sent: list[asyncio.Future[Any]] = []
@@ -153,9 +157,10 @@ async def _transact(
             step[0] = "adding the offsets"
             await producer.send_offsets_to_transaction(dict(offsets), group_id)
         step[0] = "waiting for the records' acknowledgements"
-        await _delivered(batches)
+        written = await _delivered(batches)
         step[0] = "committing"
         await producer.commit_transaction()
+        return written
     except BaseException as exc:
         for future in sent:  # their failures are this one: none is left unretrieved
             future.add_done_callback(_retrieve)
@@ -224,8 +229,11 @@ def _retrieve(future: asyncio.Future[Any]) -> None:
         future.exception()
 
 
-async def _delivered(sent: Sent) -> None:
+async def _delivered(sent: Sent) -> dict[TopicPartition, int]:
     """Wait for every record's acknowledgement; raise the first failure (nothing commits).
+
+    Returns the offset after the last record of each topic partition (a record batch's
+    metadata carries its first offset; its records follow it one by one).
 
     Batches refused as too large are raised together, as ``RecordsRefusedError``.
     """
@@ -238,6 +246,12 @@ async def _delivered(sent: Sent) -> None:
     for result in results:
         if isinstance(result, BaseException):
             raise result
+    after: dict[TopicPartition, int] = {}
+    for result, (_, held) in zip(results, sent, strict=True):
+        meta: Any = result  # RecordMetadata: every failure was raised above
+        tp = TopicPartition(meta.topic, meta.partition)
+        after[tp] = max(after.get(tp, 0), meta.offset + len(held))
+    return after
 
 
 async def _abort(producer: AIOKafkaProducer) -> None:

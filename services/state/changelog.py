@@ -86,6 +86,9 @@ async def catch_up(
         seconds = time.monotonic() - started
         for p, tp in tps.items():
             stores[p][0].write((), ends[tp])
+            log.info("state store of %s p%d restored: %d records read (%s restore) in %.0f ms",
+                     topic, p, counts[p], "full" if plans[p].full else "delta", seconds * 1000,
+                     extra={"partition": p, "records": counts[p], "full": plans[p].full})
     finally:
         await consumer.stop()
     return {p: Restored(p, plans[p], counts[p], seconds) for p in tps}

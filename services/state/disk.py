@@ -23,10 +23,12 @@ import fcntl
 import os
 import shutil
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
 from rocksdict import (
+    AccessType,
     BlockBasedOptions,
     Cache,
     Options,
@@ -167,7 +169,7 @@ class PartitionStore:
     def get(self, key: bytes) -> bytes | None:
         return self._read(DATA + key)
 
-    def keys(self) -> Iterator[bytes]:
+    def data_keys(self) -> Iterator[bytes]:
         """Every key holding a value (a scan: for tools and tests, not the hot path)."""
         return self._range(DATA)
 
@@ -222,6 +224,41 @@ class PartitionStore:
                 yield key[len(prefix):]
         except Exception as exc:
             raise StoreUnusableError(f"reading {self.path} failed: {exc}") from exc
+
+
+@dataclass(frozen=True, slots=True)
+class Peek:
+    """What a store directory holds, read without taking it from its owner."""
+
+    offset: int | None
+    disk_bytes: int
+    held: bool
+    """Open in some process now (its lock is held)."""
+    error: str | None = None
+
+
+def peek(path: Path) -> Peek:
+    """Read a store's checkpoint read-only (its owner may have it open meanwhile)."""
+    held = False
+    try:
+        handle = lock(path)
+    except StoreLockedError:
+        held = True
+    else:
+        unlock(handle)
+    size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+    try:
+        db = Rdict(str(path), Options(raw_mode=True),
+                   access_type=AccessType.read_only(error_if_log_file_exist=False))
+    except Exception as exc:
+        return Peek(None, size, held, f"does not open: {exc}")
+    try:
+        raw = db.get(OFFSET_KEY)
+        offset = int(raw) if isinstance(raw, bytes) and raw.isdigit() else None
+        stamp = db.get(FORMAT_KEY)
+    finally:
+        db.close()
+    return Peek(offset, size, held, None if stamp == FORMAT else f"not this store: {stamp!r}")
 
 
 def _open(path: Path) -> Rdict:

@@ -9,12 +9,23 @@ from __future__ import annotations
 
 import typer
 
-from services.cli.ops import audit, cancel, deadletter, demo, lag, resume, stuck, tail, threads
+from services.cli.ops import (
+    audit,
+    cancel,
+    deadletter,
+    demo,
+    lag,
+    resume,
+    state,
+    stuck,
+    tail,
+    threads,
+)
 
 
 def register(app: typer.Typer) -> None:
     """Add ``tail``, ``threads``, ``resume``, ``cancel``, ``deadletter``, ``lag``, ``stuck``,
-    ``audit``, ``demo``."""
+    ``audit``, ``state``, ``demo``."""
     app.command("tail")(tail.tail)
     app.add_typer(threads.app, name="threads")
     app.command("resume")(resume.resume)
@@ -23,6 +34,7 @@ def register(app: typer.Typer) -> None:
     app.command("lag")(lag.lag)
     app.command("stuck")(stuck.stuck)
     app.command("audit")(audit.audit_command)
+    app.command("state")(state.state)
     app.command("demo")(demo.demo)
 
 
@@ -37,4 +49,4 @@ def build() -> typer.Typer:
 
 def _root() -> None:
     """agui-relay operator commands: tail, threads, resume, cancel, deadletter, lag, stuck,
-    demo."""
+    audit, state, demo."""

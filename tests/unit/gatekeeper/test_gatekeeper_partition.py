@@ -11,6 +11,7 @@ from gatekeeper_builders import ENTROPY, NOW, REJECT, request, running
 from contracts import TopicCatalog, encode
 from services.gatekeeper.batch import Batch, Limits
 from services.gatekeeper.partition import Owned, outputs, transactional_id
+from services.gatekeeper.threadstore import ThreadStates
 from services.kafka.clients import TopicPartition
 from services.kafka.sizing import RecordLimit
 
@@ -33,7 +34,7 @@ class Rec:
 
 
 def owned(committed_request: int = 10, committed_event: int = 20) -> Owned:
-    return Owned(2, REQUESTS, EVENTS, {}, committed_request, committed_event)
+    return Owned(2, REQUESTS, EVENTS, ThreadStates(2), committed_request, committed_event)
 
 
 def test_a_fresh_partition_reads_from_its_committed_offsets() -> None:

@@ -7,6 +7,7 @@ import pytest
 from services.gatekeeper.batch import Poison
 from services.gatekeeper.partition import Owned
 from services.gatekeeper.refusals import set_aside
+from services.gatekeeper.threadstore import ThreadStates
 from services.kafka.clients import TopicPartition
 from services.kafka.transactions import OutRecord
 
@@ -14,7 +15,8 @@ pytestmark = pytest.mark.unit
 
 
 def owned(p: int) -> Owned:
-    return Owned(p, TopicPartition("p.requests", p), TopicPartition("p.events", p), {}, 10, 20)
+    return Owned(p, TopicPartition("p.requests", p), TopicPartition("p.events", p),
+                 ThreadStates(p), 10, 20)
 
 
 def test_each_refused_records_input_is_poisoned_once_on_its_own_partition() -> None:

@@ -1,0 +1,117 @@
+"""``agui-relay state``: each partition's on-disk store against its changelog's end.
+
+Reads the stores under ``AGUI_STATE_DIR`` (``.run/state`` as ``agui-relay
+up`` uses it, or ``--dir``) on this machine, read-only, so it works while
+the gatekeeper holds them open, and sets each store's checkpoint (the
+changelog offset it reflects) against the end of that partition of the
+changelog topic (the last stable offset). ``behind`` is what a restore
+would read now; an open store is normally a few records behind between
+commits. A store the owner cannot use is listed with why (it will be
+rebuilt on its next assignment). ``--json`` prints NDJSON rows.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+import orjson
+import typer
+from rich.table import Table
+
+from services.cli.ops.kafka_io import EXIT_OK, run_command, stdout
+from services.kafka.clients import TopicPartition
+from services.kafka.reader import TopicReader
+from services.runtime.settings import KafkaSettings
+from services.state.dirs import PARTITION_DIR
+from services.state.disk import Peek, peek
+
+DEFAULT_DIR = ".run/state"
+CHANGELOGS = {"gatekeeper-threads": "threads"}
+"""Store kind → the topic (by its catalog name) that is its changelog."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoreRow:
+    store: str
+    partition: int
+    peeked: Peek
+    end: int | None
+
+    @property
+    def behind(self) -> int | None:
+        if self.end is None or self.peeked.offset is None:
+            return None
+        return self.end - self.peeked.offset
+
+    def to_json(self) -> dict[str, object]:
+        row: dict[str, object] = {"store": self.store, "partition": self.partition,
+                                  "bytes": self.peeked.disk_bytes, "open": self.peeked.held}
+        for name, value in (("offset", self.peeked.offset), ("end", self.end),
+                            ("behind", self.behind), ("error", self.peeked.error)):
+            if value is not None:
+                row[name] = value
+        return row
+
+
+def found_stores(root: Path) -> list[tuple[str, int, Path]]:
+    """(kind, partition, directory) of every store under ``root``, sorted."""
+    out = []
+    for kind in sorted(CHANGELOGS):
+        home = root / kind
+        if not home.is_dir():
+            continue
+        for child in home.iterdir():
+            match = PARTITION_DIR.fullmatch(child.name)
+            if match and child.is_dir():
+                out.append((kind, int(match.group(1)), child))
+    return sorted(out)
+
+
+async def _state(settings: KafkaSettings, root: Path, as_json: bool) -> int:
+    stores = found_stores(root)
+    tps = {(kind, p): TopicPartition(getattr(settings.topics, CHANGELOGS[kind]), p)
+           for kind, p, _ in stores}
+    ends: dict[TopicPartition, int] = {}
+    if tps:
+        async with TopicReader(settings, "agui-relay-state") as reader:
+            ends = await reader.end_offsets(sorted(set(tps.values())))
+    rows = [StoreRow(kind, p, peek(path), ends.get(tps[(kind, p)])) for kind, p, path in stores]
+    if as_json:
+        for row in rows:
+            sys.stdout.write(orjson.dumps(row.to_json()).decode() + "\n")
+        return EXIT_OK
+    if not rows:
+        stdout().print(f"no state stores under {root}")
+        return EXIT_OK
+    table = Table("store", "partition", "offset", "changelog end", "behind", "on disk", "open",
+                  title=f"state stores under {root}", title_justify="left",
+                  caption="offset: the changelog offset the store reflects; behind: what a "
+                          "restore would read now", caption_justify="left")
+    for row in rows:
+        behind = row.behind
+        table.add_row(
+            row.store, str(row.partition),
+            str(row.peeked.offset) if row.peeked.offset is not None else "-",
+            str(row.end) if row.end is not None else "-",
+            f"[red]{row.peeked.error}[/]" if row.peeked.error else
+            (f"[{'yellow' if behind else 'green'}]{behind}[/]" if behind is not None else "-"),
+            f"{row.peeked.disk_bytes / 1e6:.1f} MB", "yes" if row.peeked.held else "no")
+    stdout().print(table)
+    return EXIT_OK
+
+
+def state(
+    directory: Annotated[Path | None, typer.Option(
+        "--dir", help="The state directory (default: AGUI_STATE_DIR, else .run/state).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="NDJSON: one object per store.")
+                       ] = False,
+) -> None:
+    """The on-disk state stores of this machine: each partition's offset against the
+    changelog's end."""
+    settings = KafkaSettings()
+    root = directory or Path(os.environ.get("AGUI_STATE_DIR") or DEFAULT_DIR)
+    raise typer.Exit(run_command(lambda _stop: _state(settings, root, as_json)))

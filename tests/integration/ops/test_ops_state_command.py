@@ -1,0 +1,79 @@
+"""``agui-relay state`` and the changelog restore it reports on, against the real broker.
+
+Stores are brought up to ``threads`` by ``services.state.changelog.catch_up``
+(the gatekeeper's own restore): a first catch-up reads every record, a
+second only those written since, none when nothing was; ``state`` then
+sets each store's offset against the changelog's end, with a store held
+open by its owner and one whose files are garbage.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from ops_support import Writer, run_cli
+
+from contracts import ThreadState
+from services.gatekeeper.threadstore import STORE_NAME, changes
+from services.runtime.settings import KafkaSettings
+from services.state.changelog import catch_up
+from services.state.dirs import StateDir
+
+pytestmark = pytest.mark.integration
+
+
+async def restore(settings: KafkaSettings, states: StateDir, partitions: list[int]
+                  ) -> dict[int, tuple[int, bool]]:
+    """(records read, full?) per partition, the stores closed after."""
+    opened = {p: states.open(p) for p in partitions}
+    try:
+        done = await catch_up(settings, settings.topics.threads, opened, changes, "test-restore")
+    finally:
+        for store, _ in opened.values():
+            store.close()
+    return {p: (r.records, r.plan.full) for p, r in done.items()}
+
+
+async def test_stores_catch_up_by_their_delta_and_state_shows_them_against_the_end(
+    ops_settings: KafkaSettings, writer: Writer, tmp_path: Path
+) -> None:
+    placed = [await writer.state(ThreadState(thread_id=f"t{i}", status="idle"))
+              for i in range(20)]
+    partitions = sorted({p for p, _ in placed})
+    states = StateDir(tmp_path, STORE_NAME, grace_s=600)
+    first = await restore(ops_settings, states, partitions)
+    assert first == {p: (sum(1 for q, _ in placed if q == p), True) for p in partitions}
+
+    more = [await writer.state(ThreadState(thread_id=f"t{i}", status="running"))
+            for i in range(3)]
+    second = await restore(ops_settings, states, partitions)
+    assert {p: n for p, (n, _) in second.items()} == {
+        p: sum(1 for q, _ in more if q == p) for p in partitions}
+    assert not any(full for _, full in second.values())
+    third = await restore(ops_settings, states, partitions)
+    assert all(n == 0 for n, _ in third.values())
+
+    late_partition, _ = await writer.state(ThreadState(thread_id="t0", status="idle"))
+    held, _ = states.open(partitions[0])  # an owner holding it open meanwhile
+    try:
+        result = await run_cli(ops_settings, "state", "--json", "--dir", str(tmp_path))
+    finally:
+        held.close()
+    assert result.code == 0, result.stderr
+    rows = {r["partition"]: r for r in result.json_lines()}
+    assert sorted(rows) == partitions
+    for p, row in rows.items():
+        assert row["store"] == STORE_NAME
+        assert row["behind"] == (1 if p == late_partition else 0)
+        assert row["offset"] + row["behind"] == row["end"]
+        assert row["bytes"] > 0
+        assert row["open"] == (p == partitions[0])
+
+    for child in states.path(partitions[-1]).iterdir():
+        child.write_bytes(b"garbage")
+    table = await run_cli(ops_settings, "state", "--dir", str(tmp_path))
+    assert table.code == 0, table.stderr
+    assert "does not open" in table.stdout
+    empty = await run_cli(ops_settings, "state", "--dir", str(tmp_path / "none"))
+    assert "no state stores" in empty.stdout
