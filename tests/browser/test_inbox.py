@@ -6,11 +6,14 @@ run's events shown; a thread with two interrupts cannot be resumed with one
 answered; an expired interrupt offers only cancel, and cancelling it
 resumes the thread; an interrupt opened from another tab appears without a
 reload; a resume the gatekeeper refuses shows its detail; tenant b's page
-never shows tenant a's threads. Screenshots go to ``.screenshots/``.
+never shows tenant a's threads; tool calls' arguments edited before they
+are approved (a form from the schema's ``arguments``, free JSON when it
+names no fields) reach the resumed run. Screenshots go to ``.screenshots/``.
 """
 
 from __future__ import annotations
 
+import re
 import uuid
 from typing import Any
 
@@ -224,3 +227,58 @@ async def test_another_tenants_interrupts_are_never_visible(context: BrowserCont
     page_a = await open_inbox(await context.browser.new_context(), relay, "tenant-a")  # type: ignore[union-attr]
     await expect(article(page_a, mine, "ia")).to_be_visible(timeout=WAIT_MS)
     await expect(page_a.locator(f'[data-thread-id="{theirs}"]')).to_have_count(0)
+
+
+async def test_edit_and_approve_sends_the_edited_arguments(context: BrowserContext,
+                                                          relay: UpStack) -> None:
+    thread = thread_id("edit")
+    fields = {"type": "object", "required": ["approved"], "additionalProperties": False,
+              "properties": {"approved": {"type": "boolean"}, "arguments": {
+                  "type": "object", "required": ["path"], "additionalProperties": False,
+                  "properties": {"path": {"type": "string", "title": "Path", "pattern": "^/tmp/"},
+                                 "force": {"type": "boolean", "title": "Force"}}}}}
+    free = {"type": "object", "required": ["approved"],
+            "properties": {"approved": {"type": "boolean"}, "arguments": {"type": "object"}}}
+    await start(relay, "tenant-a", "scripted", thread, script={
+        "toolCalls": [
+            {"id": "c-del", "name": "delete_files",
+             "arguments": {"path": "/tmp/old", "force": True}},
+            {"id": "c-mail", "name": "send_mail", "arguments": {"to": "ops@example.com"}}],
+        "interrupts": [
+            {"id": "del", "reason": "tool_approval", "message": "Delete /tmp/old?",
+             "toolCallId": "c-del", "responseSchema": fields},
+            {"id": "mail", "reason": "tool_approval", "message": "Send the report?",
+             "toolCallId": "c-mail", "responseSchema": free}]})
+    page = await open_inbox(context, relay, "tenant-a")
+    delete, mail = article(page, thread, "del"), article(page, thread, "mail")
+    await expect(delete.get_by_label("Tool call arguments")).to_contain_text('"/tmp/old"',
+                                                                            timeout=WAIT_MS)
+    await delete.get_by_role("button", name="Edit and approve").click()
+    path = delete.get_by_label("Path")
+    await expect(path).to_have_value("/tmp/old")  # the proposed arguments, prefilled
+    await path.fill("/etc/passwd")
+    await delete.get_by_role("button", name="Approve with these arguments").click()
+    await expect(delete).to_contain_text('must match pattern "^/tmp/"')  # checked in the page
+    await expect(delete.get_by_text("No answer yet")).to_be_visible()
+    await delete.screenshot(path=shot("edit-form"))
+    await path.fill("/tmp/keep")
+    await delete.get_by_role("button", name="Approve with these arguments").click()
+    await expect(delete.get_by_text(
+        'Answer: approve with edited arguments {"path":"/tmp/keep","force":true}')).to_be_visible()
+    await mail.get_by_role("button", name="Edit and approve").press("Enter")  # the keyboard
+    text = mail.get_by_label("Tool call arguments (JSON)")
+    await expect(text).to_have_value(re.compile("ops@example.com"))
+    await text.fill('{"to": "me@example.com"')
+    await mail.get_by_role("button", name="Approve with these arguments").click()
+    await expect(mail.get_by_role("alert")).to_contain_text("Not JSON")
+    await text.fill('{"to": "me@example.com"}')
+    await mail.get_by_role("button", name="Approve with these arguments").click()
+    await expect(mail.get_by_text("Answer: approve with edited arguments")).to_be_visible()
+    await page.screenshot(path=shot("edit"), full_page=True)
+    section = page.locator(f'[data-thread-id="{thread}"]')
+    await section.get_by_role("button", name="Resume thread").click()
+    await expect(section.get_by_role("status")).to_contain_text("Admitted", timeout=WAIT_MS)
+    events = section.get_by_role("list", name="Resumed run events")
+    await expect(events).to_contain_text('ran delete_files with {"path":"/tmp/keep","force":true}',
+                                         timeout=WAIT_MS)
+    await expect(events).to_contain_text('ran send_mail with {"to":"me@example.com"}')

@@ -1,6 +1,8 @@
 // One interrupt's answer form: generated from its responseSchema by react-jsonschema-form
 // and validated in the browser with ajv (the same JSON Schema the gatekeeper checks);
-// with no schema, a free JSON field.
+// with no schema, a free JSON field. And "Edit and approve": the gated tool call's
+// arguments in a form generated from the schema's `arguments` property (free JSON when
+// that property describes no fields), the answer checked against the whole schema.
 
 import Form from "@rjsf/core";
 import validator from "@rjsf/validator-ajv8";
@@ -8,6 +10,7 @@ import type { RJSFSchema } from "@rjsf/utils";
 import type React from "react";
 import { useEffect, useId, useRef, useState } from "react";
 import type { Json, JsonObject, OpenInterrupt } from "./api";
+import { argumentsForm } from "./resume";
 
 function initial(schema: JsonObject, toolArguments: Json | undefined): Json | undefined {
   const props = schema.properties as JsonObject | undefined;
@@ -67,6 +70,74 @@ function FreeJson({ onAnswer }: { onAnswer: (payload: Json) => void }) {
                 aria-invalid={error ? true : undefined} aria-describedby={error ? `${id}-err` : undefined} />
       {error && <p id={`${id}-err`} role="alert" className="problem">{error}</p>}
       <button type="submit">Use this answer</button>
+    </form>
+  );
+}
+
+/** Why `payload` does not satisfy `schema` (ajv, as the form validates); "" when it does. */
+function problemsOf(schema: JsonObject, payload: Json): string {
+  const { errors } = validator.validateFormData(payload, schema as RJSFSchema);
+  return errors.map((e) => e.stack).join("; ");
+}
+
+/** "Edit and approve": the proposed arguments, editable, sent as `{approved: true, arguments}`. */
+export function EditAndApprove({ interrupt, schema, argumentsSchema, proposed, onAnswer }: {
+  interrupt: OpenInterrupt; schema: JsonObject; argumentsSchema: JsonObject;
+  proposed: Json | undefined; onAnswer: (payload: Json) => void;
+}) {
+  const [editing, setEditing] = useState(false);
+  const [problem, setProblem] = useState("");
+  const id = useId();
+  const props = argumentsSchema.properties;
+  const hasFields = !!props && typeof props === "object" && Object.keys(props).length > 0;
+  const accept = (edited: Json) => {
+    const payload: JsonObject = { approved: true, arguments: edited };
+    const why = problemsOf(schema, payload);
+    setProblem(why);
+    if (!why) { onAnswer(payload); setEditing(false); }
+  };
+  return (
+    <div className="edit">
+      <button type="button" aria-expanded={editing} aria-controls={`${id}-panel`}
+              onClick={() => setEditing(!editing)}>Edit and approve</button>
+      {editing && (
+        <div id={`${id}-panel`} role="group" aria-label="Edit the tool call's arguments" className="edit-panel">
+          {proposed === undefined ? <p>Loading the tool call's arguments…</p> : hasFields ? (
+            <Form schema={argumentsForm(schema, argumentsSchema) as RJSFSchema} validator={validator}
+                  formData={proposed ?? undefined} idPrefix={`e-${interrupt.id}`}
+                  noHtml5Validate showErrorList="top"
+                  uiSchema={{ "ui:submitButtonOptions": { submitText: "Approve with these arguments" } }}
+                  onSubmit={({ formData }) => accept((formData ?? {}) as Json)} />
+          ) : (
+            <FreeArguments proposed={proposed} onEdited={accept} onProblem={setProblem} />
+          )}
+          {problem && <p role="alert" className="problem">{problem}</p>}
+        </div>
+      )}
+    </div>
+  );
+}
+
+function FreeArguments({ proposed, onEdited, onProblem }: {
+  proposed: Json; onEdited: (edited: Json) => void; onProblem: (why: string) => void;
+}) {
+  const id = useId();
+  const [text, setText] = useState(() => JSON.stringify(proposed ?? {}, null, 2));
+  return (
+    <form onSubmit={(e) => {
+      e.preventDefault();
+      let edited: Json;
+      try {
+        edited = JSON.parse(text) as Json;
+      } catch (err) {
+        onProblem(`Not JSON: ${(err as Error).message}`);
+        return;
+      }
+      onEdited(edited);
+    }}>
+      <label htmlFor={id}>Tool call arguments (JSON)</label>
+      <textarea id={id} rows={6} value={text} onChange={(e) => setText(e.target.value)} spellCheck={false} />
+      <button type="submit">Approve with these arguments</button>
     </form>
   );
 }

@@ -13,6 +13,8 @@ export interface OpenInterrupt {
   reason?: string;
   message?: string;
   toolCallId?: string;
+  /** The gated call, once the service has read it (`arguments` absent when too large). */
+  toolCall?: { id: string; name?: string; arguments?: Json };
   responseSchema?: JsonObject;
   expiresAt?: string;
   expired: boolean;
@@ -37,10 +39,16 @@ export interface TrailRow {
   outcome?: JsonObject;
 }
 
+export interface ToolCall {
+  id?: string;
+  name?: string;
+  arguments: Json;
+}
+
 export interface History {
   threadId: string;
   input: JsonObject;
-  toolCalls: { [id: string]: { name?: string; arguments: Json } };
+  toolCalls: { [id: string]: ToolCall };
   trail: TrailRow[];
   thread?: { status: string; agent?: string; lastRunId?: string };
 }

@@ -6,10 +6,10 @@ import { createRoot } from "react-dom/client";
 import { StrictMode, memo, useCallback, useEffect, useMemo, useRef, useState } from "react";
 import {
   ApiError, apiKey, followChanges, getJson, listInterrupts, setApiKey, submitRun, threadPath,
-  type History, type Json, type JsonObject, type OpenInterrupt, type Problem,
+  type History, type Json, type JsonObject, type OpenInterrupt, type Problem, type ToolCall,
 } from "./api";
-import { type Answer, countdown, isApproval, isExpired, newRunId, plan } from "./resume";
-import { AnswerForm } from "./answer";
+import { type Answer, countdown, decision, isExpired, newRunId, plan, shapeOf } from "./resume";
+import { AnswerForm, EditAndApprove } from "./answer";
 import { currentNow, setServerNow, useClock } from "./clock";
 
 function useRoute(): string {
@@ -64,8 +64,12 @@ function describe(answer: Answer | undefined): string {
   if (!answer) return "No answer yet";
   if (answer.status === "cancelled") return "Answer: cancel this interrupt";
   const payload = answer.payload as JsonObject | null;
+  if (answer.edited && payload && typeof payload === "object") {
+    return "Answer: approve with edited arguments " + JSON.stringify(payload.arguments);
+  }
   if (payload && typeof payload === "object" && !Array.isArray(payload) &&
-      Object.keys(payload).length === 1 && typeof payload.approved === "boolean") {
+      typeof payload.approved === "boolean" &&
+      Object.keys(payload).every((k) => k === "approved" || k === "arguments")) {
     return payload.approved ? "Answer: approve" : "Answer: reject";
   }
   return "Answer: " + JSON.stringify(answer.payload);
@@ -74,14 +78,16 @@ function describe(answer: Answer | undefined): string {
 const InterruptCard = memo(function InterruptCard({ interrupt, answer, onAnswer, toolCall, open }: {
   interrupt: OpenInterrupt; answer?: Answer; open: boolean;
   onAnswer: (id: string, answer: Answer | undefined) => void;
-  toolCall?: { name?: string; arguments: Json };
+  toolCall?: ToolCall;
 }) {
   const expired = useClock((t) => isExpired(interrupt, t));
-  const approval = isApproval(interrupt.responseSchema);
+  const shape = shapeOf(interrupt.responseSchema);
   const headingId = `int-${interrupt.id}`;
   const attrs = open ? { "data-interrupt-id": interrupt.id } : { "data-answered-interrupt-id": interrupt.id };
-  const pressed = (want: boolean) => answer?.status === "resolved" &&
+  const pressed = (want: boolean) => answer?.status === "resolved" && !answer.edited &&
     (answer.payload as JsonObject | null)?.approved === want;
+  const button = (approved: boolean) => onAnswer(interrupt.id, {
+    status: "resolved", payload: decision(shape, approved, toolCall?.arguments) });
   return (
     <article className={"interrupt" + (expired ? " is-expired" : "")} aria-labelledby={headingId} {...attrs}>
       <h3 id={headingId}>{interrupt.message ?? interrupt.reason ?? interrupt.id}</h3>
@@ -100,13 +106,19 @@ const InterruptCard = memo(function InterruptCard({ interrupt, answer, onAnswer,
         <div className="answer">
           {expired ? (
             <p>This interrupt has expired: it can only be cancelled.</p>
-          ) : approval ? (
-            <div className="buttons" role="group" aria-label="Approve or reject">
-              <button type="button" aria-pressed={pressed(true)}
-                      onClick={() => onAnswer(interrupt.id, { status: "resolved", payload: { approved: true } })}>Approve</button>
-              <button type="button" aria-pressed={pressed(false)}
-                      onClick={() => onAnswer(interrupt.id, { status: "resolved", payload: { approved: false } })}>Reject</button>
-            </div>
+          ) : shape.kind !== "form" ? (
+            <>
+              <div className="buttons" role="group" aria-label="Approve or reject">
+                <button type="button" aria-pressed={pressed(true)} onClick={() => button(true)}>Approve</button>
+                <button type="button" aria-pressed={pressed(false)} onClick={() => button(false)}>Reject</button>
+              </div>
+              {shape.kind === "editable" && (
+                <EditAndApprove interrupt={interrupt} schema={interrupt.responseSchema!}
+                                argumentsSchema={shape.argumentsSchema}
+                                proposed={toolCall === undefined ? undefined : toolCall.arguments ?? {}}
+                                onAnswer={(payload) => onAnswer(interrupt.id, { status: "resolved", payload, edited: true })} />
+              )}
+            </>
           ) : (
             <AnswerForm interrupt={interrupt} toolArguments={toolCall?.arguments}
                         onAnswer={(payload) => onAnswer(interrupt.id, { status: "resolved", payload })} />
@@ -144,6 +156,12 @@ function eventLine(event: JsonObject): string {
   }
 }
 
+function toolCallOf(interrupt: OpenInterrupt, info: History | null): ToolCall | undefined {
+  if (!interrupt.toolCallId) return undefined;
+  if (interrupt.toolCall?.arguments !== undefined) return interrupt.toolCall as ToolCall;
+  return info?.toolCalls[interrupt.toolCallId] ?? (info ? { arguments: null } : undefined);
+}
+
 function ThreadCard({ threadId, interrupts, onPin }: {
   threadId: string; interrupts: OpenInterrupt[]; onPin: (threadId: string, pinned: boolean) => void;
 }) {
@@ -154,7 +172,9 @@ function ThreadCard({ threadId, interrupts, onPin }: {
   const [info, setInfo] = useState<History | null>(null);
   const [submission, setSubmission] = useState<Submission | null>(null);
   const ref = useRef<HTMLElement>(null);
-  const wantsHistory = interrupts.some((i) => i.toolCallId);
+  // the listing carries each tool call once the service has read it; the thread's history
+  // is asked only for those it does not (yet) have
+  const wantsHistory = interrupts.some((i) => i.toolCallId && i.toolCall?.arguments === undefined);
 
   useEffect(() => {
     if (!wantsHistory || info || !ref.current) return;
@@ -216,9 +236,7 @@ function ThreadCard({ threadId, interrupts, onPin }: {
       {live.map((interrupt) => (
         <InterruptCard key={interrupt.id} interrupt={interrupt} open={open}
                        answer={answers.get(interrupt.id)} onAnswer={answer}
-                       toolCall={interrupt.toolCallId
-                         ? info?.toolCalls[interrupt.toolCallId] ?? (info ? { arguments: null } : undefined)
-                         : undefined} />
+                       toolCall={toolCallOf(interrupt, info)} />
       ))}
       {open && interrupts.length > 0 && (
         <footer>

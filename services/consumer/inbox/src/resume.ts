@@ -4,7 +4,7 @@
 
 import type { Json, JsonObject, OpenInterrupt } from "./api";
 
-export type Answer = { status: "resolved"; payload: Json } | { status: "cancelled" };
+export type Answer = { status: "resolved"; payload: Json; edited?: boolean } | { status: "cancelled" };
 
 export interface Plan {
   ready: boolean;
@@ -26,6 +26,49 @@ export function isApproval(schema: JsonObject | undefined): boolean {
   if (!props || typeof props !== "object" || Array.isArray(props)) return false;
   const approved = (props as JsonObject).approved as JsonObject | undefined;
   return !!approved && approved.type === "boolean" && Object.keys(props).length === 1;
+}
+
+/** How the page answers a schema: approve / reject buttons, the same plus "Edit and
+ *  approve" (an approval whose answer may carry the tool call's edited arguments), or a
+ *  form. The edit convention: an object schema with an `approved` boolean and an
+ *  `arguments` object (the tool's argument schema), requiring nothing else. */
+export type Shape =
+  | { kind: "approval" }
+  | { kind: "editable"; argumentsSchema: JsonObject; needsArguments: boolean }
+  | { kind: "form" };
+
+function objectOf(value: Json | undefined): JsonObject | undefined {
+  return value && typeof value === "object" && !Array.isArray(value) ? value : undefined;
+}
+
+export function shapeOf(schema: JsonObject | undefined): Shape {
+  if (isApproval(schema)) return { kind: "approval" };
+  const props = objectOf(schema?.properties);
+  const approved = objectOf(props?.approved);
+  const args = objectOf(props?.arguments);
+  const required = Array.isArray(schema?.required) ? schema.required : [];
+  if (!schema || schema.type !== "object" || approved?.type !== "boolean" ||
+      args?.type !== "object" ||
+      !required.every((name) => name === "approved" || name === "arguments")) {
+    return { kind: "form" };
+  }
+  return { kind: "editable", argumentsSchema: args, needsArguments: required.includes("arguments") };
+}
+
+/** The answer an approve / reject button gives (with the arguments as proposed when the
+ *  schema requires them). */
+export function decision(shape: Shape, approved: boolean, proposed: Json | undefined): JsonObject {
+  return shape.kind === "editable" && shape.needsArguments
+    ? { approved, arguments: proposed ?? {} } : { approved };
+}
+
+/** The schema of the `arguments` property on its own, keeping the definitions it refers to. */
+export function argumentsForm(schema: JsonObject, argumentsSchema: JsonObject): JsonObject {
+  const out: JsonObject = { ...argumentsSchema };
+  for (const key of ["$defs", "definitions"]) {
+    if (schema[key] !== undefined && out[key] === undefined) out[key] = schema[key];
+  }
+  return out;
 }
 
 export function plan(interrupts: OpenInterrupt[], answers: Map<string, Answer>,
