@@ -23,12 +23,13 @@ HEADERS_TITLE = "EventHeaders"
 
 SERVICES: dict[str, tuple[tuple[str, str], ...]] = {
     "gatekeeper": (
-        ("receive", "requests"), ("receive", "events"), ("receive", "threads"),
+        ("receive", "requests"), ("receive", "runs"), ("receive", "threads"),
         ("send", "decisions"), ("send", "dispatch"), ("send", "threads"),
         ("send", "deadletter"),
     ),
     "producer": (
         ("receive", "dispatch"), ("receive", "control"), ("send", "events"),
+        ("send", "runs"), ("receive", "events"), ("receive", "runs"),
         ("send", "checkpoints"), ("receive", "checkpoints"), ("send", "deadletter"),
     ),
     "consumer-service": (
@@ -48,6 +49,7 @@ KEYS: dict[str, str] = {
     "decisions": "threadId of the request (the request's key when its input had none)",
     "dispatch": "threadId of the input",
     "events": "threadId of the run",
+    "runs": "threadId of the run",
     "threads": "threadId: one live record per thread after compaction",
     "control": "threadId of the run to stop",
     "deadletter": "the refused record's own key, when it had one",
@@ -57,7 +59,8 @@ KEYS: dict[str, str] = {
 MESSAGES: dict[str, str] = {role: _name for _stem, _model, role in RECORDS
                             for _name in (_model.__name__,)}
 MESSAGES["events"] = EVENT_TITLE
-"""Topic role → message (and payload schema) name."""
+MESSAGES["runs"] = EVENT_TITLE
+"""Topic role → message (and payload schema) name (``runs`` carries events' boundary records)."""
 
 
 def message_name(role: str) -> str:
@@ -172,7 +175,7 @@ def _message(role: str, components: dict[str, Schema]) -> Schema:
         "contentType": "application/json",
         "payload": {"$ref": f"#/components/schemas/{name}"},
     }
-    if role == "events":
+    if role in ("events", "runs"):
         message["headers"] = {"$ref": f"#/components/schemas/{HEADERS_TITLE}"}
     message["bindings"] = {"kafka": {
         "key": {"type": "string", "description": KEYS.get(role, "threadId")},

@@ -1,10 +1,17 @@
 """The topic catalog: every topic's name, partitions, retention and role.
 
 All topics are keyed by threadId, so one thread's records stay in one
-partition, in order. ``requests``, ``events``, ``threads`` and ``control``
-(and ``decisions``, which the consumer service reads whole) share one
-partition count: a gatekeeper instance owning partition p of ``requests``
-owns p of ``events`` and restores p of ``threads``.
+partition, in order. ``requests``, ``events``, ``runs``, ``threads`` and
+``control`` (and ``decisions``, which the consumer service reads whole)
+share one partition count: a gatekeeper instance owning partition p of
+``requests`` owns p of ``runs`` and restores p of ``threads``.
+
+``runs`` is the small boundary topic: each run's ``RUN_STARTED`` and its
+terminal event (``RUN_FINISHED`` / ``RUN_ERROR``), the same bytes and headers
+as on ``events``, written there by the producer workers too, so the
+gatekeeper learns when runs open and close without reading their tokens
+(``services.producer.publish`` says in which order, and why a run's end is on
+``runs`` if and only if it is on ``events``).
 """
 
 from __future__ import annotations
@@ -12,6 +19,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 DAY_MS = 24 * 60 * 60 * 1000
+BOUNDARY_TYPES = frozenset({"RUN_STARTED", "RUN_FINISHED", "RUN_ERROR"})
+"""The event types a run's boundary records have: what ``runs`` carries of ``events``."""
+TERMINAL_TYPES = frozenset({"RUN_FINISHED", "RUN_ERROR"})
+"""The event types that end a run."""
 DEFAULT_PREFIX = "agui"
 DEFAULT_PARTITIONS = 8
 
@@ -53,6 +64,11 @@ class TopicCatalog:
         return f"{self.prefix}.events"
 
     @property
+    def runs(self) -> str:
+        """Run boundaries: each run's RUN_STARTED and terminal event, as on ``events``."""
+        return f"{self.prefix}.runs"
+
+    @property
     def threads(self) -> str:
         return f"{self.prefix}.threads"
 
@@ -83,6 +99,9 @@ class TopicCatalog:
                       "Decision: the gatekeeper's verdict on each request"),
             TopicSpec(self.events, "events", n, _delete(7), True,
                       "AG-UI events, one per record, exactly the wire JSON"),
+            TopicSpec(self.runs, "runs", n, _delete(7), True,
+                      "Run boundaries: each run's RUN_STARTED and terminal event, the same "
+                      "bytes and headers as on events (what the gatekeeper reads of runs)"),
             TopicSpec(self.threads, "threads", n,
                       {"cleanup.policy": "compact", "min.compaction.lag.ms": "0",
                        "segment.ms": str(DAY_MS)}, True,

@@ -13,10 +13,11 @@ Commit procedure, for each owned partition p, in every round:
    p's read position (a re-fetch). If the assignment changed, or p was
    rewound, while the records were in flight, drop them and seek back to
    the read position (``processor``).
-2. Apply the run boundaries of ``events`` p to a ``Batch`` over p's committed
-   thread states (in memory; other event types are skipped on their header).
+2. Apply the run boundaries of ``runs`` p to a ``Batch`` over p's committed
+   thread states (in memory; ``runs`` carries nothing else, and any other
+   event type would be skipped on its header).
 3. When a new request is for a thread that is running, hold ``requests`` p
-   until ``events`` p has been read up to the last stable offset it had when
+   until ``runs`` p has been read up to the last stable offset it had when
    they were fetched (one ListOffsets for all such partitions, ``processor``),
    or ``events_wait_ms`` passed: a resume sent after its interrupt was
    published never meets the thread still running.
@@ -24,7 +25,7 @@ Commit procedure, for each owned partition p, in every round:
 5. p's batch joins the next transaction: decisions → ``decisions``,
    dispatches → ``dispatch.<agent>``, dead letters → ``deadletter``, the
    new thread states → ``threads`` partition p, and the next offsets of
-   ``requests`` p and ``events`` p, with those of every other partition
+   ``requests`` p and ``runs`` p, with those of every other partition
    whose batch is ready, in ONE ``send_offsets_to_transaction``; commit. It
    runs in the background: polling goes on, and p's new records wait in
    ``Owned`` until the transaction carrying p's batch has ended; batches
@@ -85,7 +86,7 @@ def launch(st: Instance) -> None:
 
 
 def prepare(st: Instance, owned: Owned) -> None:
-    """Apply p's inbox, decide its held requests if ``events`` caught up, queue the batch."""
+    """Apply p's inbox, decide its held requests if ``runs`` caught up, queue the batch."""
     if owned.inflight is not None or not (owned.inbox or owned.held or owned.advanced()):
         return
     if _lingering(st, owned):
@@ -148,7 +149,7 @@ def _caught_up(st: Instance, owned: Owned) -> bool:
     if waited_ms >= st.settings.events_wait_ms:
         st.stats["events_wait_expired"] += 1
         log.warning(
-            "deciding requests before events p%d caught up (%d < %d)",
+            "deciding requests before runs p%d caught up (%d < %d)",
             owned.partition,
             owned.applied_event,
             owned.barrier,

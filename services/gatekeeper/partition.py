@@ -1,11 +1,12 @@
 """One owned partition: its thread states, positions and held requests.
 
-A gatekeeper instance owns partition p of ``requests`` and ``events`` (and
-restores p of ``threads``). Everything it knows about p lives here: the
-committed thread states, the offsets committed with them, how far it has
-read, and the requests it holds back until ``events`` p has been read far
-enough (see ``commit``). The instance's one transactional producer, whose
-id names the partitions it owns, commits every partition's batches together.
+A gatekeeper instance owns partition p of ``requests`` and ``runs`` (the run
+boundaries; it never reads ``events``) and restores p of ``threads``.
+Everything it knows about p lives here: the committed thread states, the
+offsets committed with them, how far it has read, and the requests it holds
+back until ``runs`` p has been read far enough (see ``commit``). The
+instance's one transactional producer, whose id names the partitions it
+owns, commits every partition's batches together.
 This module also turns a decided ``Batch`` into the records its transaction
 writes; it does no I/O itself but start the producer.
 """
@@ -100,7 +101,7 @@ class Owned:
     """What this instance holds for one partition number it owns.
 
     Reading runs ahead of deciding: records are *routed* here as they are
-    polled (events into ``inbox``, requests into ``held``) while the
+    polled (run boundaries into ``inbox``, requests into ``held``) while the
     partition's last transaction may still be committing; they are *applied*
     and decided in the partition's next batch. ``epoch`` moves on every
     rewind, so records polled before one are recognised and dropped.
@@ -108,7 +109,8 @@ class Owned:
 
     partition: int
     requests: TopicPartition
-    events: TopicPartition
+    runs: TopicPartition
+    """Partition p of ``runs``: the boundary records (``*_event`` offsets are in it)."""
     states: ThreadStates
     """The committed thread states: in memory, or p's store behind the cache."""
     committed_request: int
@@ -116,15 +118,15 @@ class Owned:
     next_request: int = -1
     """Offset after the last request record routed into ``held``."""
     next_event: int = -1
-    """The consumer's position in ``events`` as of the last routing."""
+    """The consumer's position in ``runs`` as of the last routing."""
     applied_event: int = -1
     """Offset after the last event applied to ``states`` (committed with them)."""
     inbox: list[ConsumerRecord[Any, Any]] = field(default_factory=list)
     """Events routed, not yet applied."""
     held: list[ConsumerRecord[Any, Any]] = field(default_factory=list)
-    """Requests routed, not yet decided (waiting for their batch or for ``events``)."""
+    """Requests routed, not yet decided (waiting for their batch or for ``runs``)."""
     barrier: int | None = None
-    """The ``events`` last stable offset the held requests wait for."""
+    """The ``runs`` last stable offset the held requests wait for."""
     held_since: float | None = None
     waiting_since: float | None = None
     """When the oldest routed record not yet in a batch arrived (for ``linger_ms``)."""
@@ -147,12 +149,12 @@ class Owned:
     def offsets(self) -> dict[TopicPartition, int]:
         """The next offsets to read, as a transaction commits them."""
         first_undecided = self.held[0].offset if self.held else self.next_request
-        return {self.requests: first_undecided, self.events: self.applied_event}
+        return {self.requests: first_undecided, self.runs: self.applied_event}
 
     def advanced(self) -> bool:
         """True when reading moved past what was last committed."""
         offsets = self.offsets()
-        return (offsets[self.requests], offsets[self.events]) != (
+        return (offsets[self.requests], offsets[self.runs]) != (
             self.committed_request,
             self.committed_event,
         )
@@ -164,10 +166,10 @@ class Owned:
         if batch is not None:
             self.states.install(batch.states, batch.encoded, changelog)
         self.committed_request = offsets[self.requests]
-        self.committed_event = offsets[self.events]
+        self.committed_event = offsets[self.runs]
         if self.poison:  # what is committed is never read again
             ends = {self.requests.topic: self.committed_request,
-                    self.events.topic: self.committed_event}
+                    self.runs.topic: self.committed_event}
             self.poison = {s: p for s, p in self.poison.items() if s[2] >= ends.get(s[0], 0)}
 
     def read_again_from(self, request_offset: int, event_offset: int) -> None:
@@ -183,18 +185,34 @@ class Owned:
         self.read_again_from(self.committed_request, self.committed_event)
 
 
+def paired(assigned: Iterable[TopicPartition], requests: str,
+           runs: str) -> tuple[set[TopicPartition], set[TopicPartition]]:
+    """``assigned`` split into the partitions held with their partner (p of ``requests``
+    with p of ``runs``) and the others, which cannot be decided here.
+
+    The range assignor pairs them when every member reads the same two topics of one
+    partition count; a member reading others (a gatekeeper of an earlier version, which
+    read ``events``) or topics that disagree on their count would leave halves.
+    """
+    numbers = {topic: {tp.partition for tp in assigned if tp.topic == topic}
+               for topic in (requests, runs)}
+    both = numbers[requests] & numbers[runs]
+    kept = {tp for tp in assigned if tp.topic in numbers and tp.partition in both}
+    return kept, set(assigned) - kept
+
+
 async def progress(consumer: AIOKafkaConsumer, owned: Iterable[Owned]) -> dict[int, Seen]:
     """What the stall rule needs of each partition: committed offsets, and input waiting.
 
     Input waits when records are routed and undecided, a batch rides a
-    transaction, or ``requests`` p or ``events`` p has records past the read
+    transaction, or ``requests`` p or ``runs`` p has records past the read
     position (the last stable offset, as of the last fetch, beyond it).
     """
     seen: dict[int, Seen] = {}
     for o in list(owned):
         try:
             lag = [(consumer.last_stable_offset(tp) or 0) - await consumer.position(tp)
-                   for tp in (o.requests, o.events)]
+                   for tp in (o.requests, o.runs)]
         except KafkaError:  # not assigned any more (a rebalance): seen again when it is
             continue
         waiting = bool(o.held or o.inbox or o.inflight is not None) or max(lag) > 0

@@ -1,8 +1,14 @@
 """The gatekeeper's Kafka loop: requests and run boundaries in, decisions out, exactly once.
 
 One consumer in group ``<prefix>.gatekeeper`` reads ``requests`` and
-``events`` (co-partitioned, range assignor, ``read_committed``), so an
-instance owning partition p of one owns p of the other. One transactional
+``runs`` (co-partitioned, range assignor, ``read_committed``), so an
+instance owning partition p of one owns p of the other. ``runs`` holds each
+run's ``RUN_STARTED`` and terminal event, written there by the producer
+workers as well as to ``events`` (``services.producer.publish`` says why a
+run's end is on one if and only if it is on the other, and why a client
+never sees an end on ``events`` that ``runs`` does not hold yet): the
+gatekeeper never reads ``events``, so the tokens a run streams cost it
+nothing. Records read are counted per topic (``stats["read <role>"]``). One transactional
 producer per instance commits every owned partition's batches together, one
 transaction at a time. Zombies are fenced twice (``services.kafka.fencing``):
 offsets commit with the group generation the instance joined (KIP-447), so
@@ -36,7 +42,7 @@ from services.gatekeeper.agents import Agents
 from services.gatekeeper.batch import Limits
 from services.gatekeeper.expirer import Expirer
 from services.gatekeeper.heap import Heap
-from services.gatekeeper.partition import Owned, progress
+from services.gatekeeper.partition import Owned, paired, progress
 from services.gatekeeper.settings import GatekeeperSettings
 from services.gatekeeper.stall import StallWatch
 from services.gatekeeper.state import Instance
@@ -142,7 +148,7 @@ class Processor:
             max_poll_records=self.settings.max_batch,
             session_timeout_ms=self.settings.session_timeout_ms,
         )
-        consumer.subscribe([self.topics.requests, self.topics.events], listener=_Listener(st))
+        consumer.subscribe([self.topics.requests, self.topics.runs], listener=_Listener(st))
         st.consumer = consumer
         await consumer.start()
         expiring = (asyncio.create_task(st.expirer.run(stop), name="expirer")
@@ -202,7 +208,7 @@ class Processor:
         meanwhile never sees records filed without their barrier.
         """
         consumer = self.state.require_consumer()
-        positions = {p: await consumer.position(o.events) for p, o in self.state.owned.items()}
+        positions = {p: await consumer.position(o.runs) for p, o in self.state.owned.items()}
         asking = [
             o
             for tp, records in got.items()
@@ -212,13 +218,16 @@ class Processor:
         ]
         ends = await self._barriers(asking)
         stale: set[int] = set()
+        stats = self.state.stats
         for tp, records in got.items():
+            is_runs = tp.topic == self.topics.runs
+            stats["read runs" if is_runs else "read requests"] += len(records)
             owned = self.state.owned.get(tp.partition)
             if owned is None:
                 continue
             if owned.epoch != epochs.get(owned.partition):
                 stale.add(owned.partition)  # rewound while these were in flight
-            elif tp.topic == self.topics.events:
+            elif is_runs:
                 fresh_events = [r for r in records if r.offset >= owned.next_event]
                 if fresh_events:
                     owned.inbox.extend(fresh_events)
@@ -228,8 +237,8 @@ class Processor:
                 owned.next_request = taken[-1].offset + 1
                 owned.held_since = owned.held_since or time.monotonic()
                 owned.waiting_since = owned.waiting_since or owned.held_since
-                if owned.events in ends:
-                    owned.barrier = max(owned.barrier or 0, ends[owned.events])
+                if owned.runs in ends:
+                    owned.barrier = max(owned.barrier or 0, ends[owned.runs])
         for p, owned in self.state.owned.items():
             if owned.epoch == epochs.get(p) and p not in stale:
                 owned.next_event = max(owned.next_event, positions[p])
@@ -241,7 +250,7 @@ class Processor:
         limit = 2 * self.settings.max_batch
         paused = consumer.paused()
         for owned in self.state.owned.values():
-            for tp, backlog in ((owned.requests, owned.held), (owned.events, owned.inbox)):
+            for tp, backlog in ((owned.requests, owned.held), (owned.runs, owned.inbox)):
                 if len(backlog) > limit and tp not in paused:
                     consumer.pause(tp)
                 elif len(backlog) <= limit // 2 and tp in paused:
@@ -262,11 +271,11 @@ class Processor:
         return state is not None and state.status == "running"
 
     async def _barriers(self, asking: list[Owned]) -> dict[TopicPartition, int]:
-        """Step 3: the ``events`` offsets that newly polled requests must wait for."""
+        """Step 3: the ``runs`` offsets that newly polled requests must wait for."""
         if not asking or self.settings.events_wait_ms == 0:
             return {}
         ends: dict[TopicPartition, int] = await self.state.require_consumer().end_offsets(
-            [o.events for o in asking]
+            [o.runs for o in asking]
         )
         return ends
 
@@ -281,4 +290,14 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
         await takeover.revoke(self._state)
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
-        takeover.assign(self._state, assigned)
+        st = self._state
+        topics = st.kafka.topics
+        kept, unpaired = paired(assigned, topics.requests, topics.runs)
+        if unpaired:
+            log.error("assigned %s without the same partition of %s / %s (a member that "
+                      "reads other topics, e.g. a gatekeeper of an earlier version, or topics "
+                      "that are not co-partitioned: see agui-relay topics describe); they "
+                      "are paused and not decided", sorted(map(str, unpaired)),
+                      topics.requests, topics.runs)
+            st.require_consumer().pause(*unpaired)
+        takeover.assign(st, kept)

@@ -11,7 +11,7 @@ So the instance's producer is replaced first (by ``commit``). The new
 producer's ``init_transactions``, with the same transactional id, aborts the
 transaction if it is still open, and waits for a commit the broker had
 already accepted to complete. Then, for every partition p the transaction
-carried, the group's committed offsets of ``requests`` p and ``events`` p,
+carried, the group's committed offsets of ``requests`` p and ``runs`` p,
 which commit in the same transaction, say what happened (``judge``):
 
 - ``committed``: they are the failed transaction's offsets; it is installed
@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 
 Outcome = Literal["committed", "aborted", "unknown"]
 Offsets = tuple[int, int]
-"""The next offsets to read of ``requests`` p and ``events`` p."""
+"""The next offsets to read of ``requests`` p and ``runs`` p."""
 
 
 def judge(before: Offsets, attempted: Offsets, found: Offsets) -> Outcome:
@@ -65,7 +65,7 @@ class Settled:
 
     outcome: Outcome
     offsets: Offsets
-    """The group's committed offsets of ``requests`` p and ``events`` p."""
+    """The group's committed offsets of ``requests`` p and ``runs`` p."""
     states: ThreadStates | None = None
     """p's thread states read back from ``threads`` (only when ``unknown``)."""
 
@@ -79,12 +79,12 @@ async def settle(
 ) -> Settled:
     """Once the producer is replaced: learn from the group's offsets what p's share did."""
     before = (owned.committed_request, owned.committed_event)
-    tried = (attempted[owned.requests], attempted[owned.events])
+    tried = (attempted[owned.requests], attempted[owned.runs])
     backoff = 0.5
     while True:
         try:
-            found_by_tp = await committed_offsets(consumer, [owned.requests, owned.events])
-            found = (found_by_tp[owned.requests], found_by_tp[owned.events])
+            found_by_tp = await committed_offsets(consumer, [owned.requests, owned.runs])
+            found = (found_by_tp[owned.requests], found_by_tp[owned.runs])
             outcome = judge(before, tried, found)
             states = None
             if outcome == "unknown":

@@ -119,7 +119,7 @@ class Instance:
         """Position the consumer at what ``owned`` reads next."""
         consumer = self.require_consumer()
         consumer.seek(owned.requests, owned.next_request)
-        consumer.seek(owned.events, owned.next_event)
+        consumer.seek(owned.runs, owned.next_event)
 
     def read_again(self, partitions: Iterable[Owned]) -> None:
         """Step 1's recovery: drop what was routed and undecided, and read it again."""

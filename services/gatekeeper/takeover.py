@@ -120,7 +120,7 @@ async def _restore(st: Instance, numbers: list[int]) -> None:
     topics = st.kafka.topics
     st.producer = await start_producer(st.kafka, st.client_id, numbers)
     positions = [
-        (TopicPartition(topics.requests, p), TopicPartition(topics.events, p)) for p in numbers
+        (TopicPartition(topics.requests, p), TopicPartition(topics.runs, p)) for p in numbers
     ]
     committed = await committed_offsets(
         st.require_consumer(), [tp for pair in positions for tp in pair]

@@ -1,4 +1,4 @@
-"""One dispatched input, run under its thread's checkpoint, published to ``events``.
+"""One dispatched input, run under its thread's checkpoint, published to ``events`` and ``runs``.
 
 The commit order of one run, written once (``recovery`` relies on it; a
 crash between any two steps leaves a state it can finish):
@@ -9,9 +9,12 @@ crash between any two steps leaves a state it can finish):
    interrupts it answers are consumed, the uncovered ones stay open) and
    wait for the broker;
 3. publish the run's events as the runner produces them, in order, on the
-   thread's key (one idempotent producer, not waited for one by one);
-4. publish the terminal event and wait until it — and so every earlier
-   event of the run, same partition — is acknowledged;
+   thread's key (one idempotent producer, not waited for one by one), its
+   ``RUN_STARTED`` to ``runs`` as well;
+4. wait until every earlier record is acknowledged, publish the terminal
+   event to ``runs`` and wait for it, then to ``events`` and wait for it
+   (the order ``publish`` explains: the end is on ``runs`` before anyone
+   can read it on ``events``);
 5. write the end marker (``end_run``: closed, what stays open), without
    waiting: should it be lost, recovery finds the terminal event on
    ``events`` and closes the run the same way;
@@ -20,7 +23,8 @@ crash between any two steps leaves a state it can finish):
 
 A crash before step 2 completes leaves nothing behind (the dispatch is
 redelivered and runs); after it, the start marker makes the next owner
-close the run (``recovery``); after step 4, it finds the terminal event.
+close the run (``recovery``); inside step 4, it finds the terminal event on
+``runs`` and copies it to ``events``; after it, it finds it on both.
 
 Records that cannot be written never stop the worker (``sizes``): a
 dispatch whose input breaks the limits (``contracts.limits``; another
@@ -52,7 +56,7 @@ from services.producer import checkpoint as cp
 from services.producer.agent import AgentDefinition
 from services.producer.bookkeeping import Failed
 from services.producer.errors import RecordTooLargeError
-from services.producer.publish import RunWriter, event_bytes, event_partitions
+from services.producer.publish import Destination, RunWriter, event_bytes, event_partitions
 from services.producer.resume import plan_resume
 from services.producer.runner import EventRecord, Runner, RunOptions, RunReport
 from services.producer.settings import ProducerSettings
@@ -66,12 +70,14 @@ log = logging.getLogger(__name__)
 
 
 class KafkaRunSink:
-    """A run's records to the ``events`` topic, terminal event behind the closing marker.
+    """A run's records to the ``events`` topic, its boundaries to ``runs`` as well.
 
     Delivery futures are kept in send order and dropped from the front as they
     resolve (a run's records share a partition, so they resolve in order): a
     failure is raised at the next send, and only the few still in flight are
-    held — no callback, no wait per record.
+    held — no callback, no wait per record. The run's end is written in the
+    order ``publish`` explains: everything before it acknowledged, then the
+    terminal record on ``runs``, then on ``events``.
     """
 
     def __init__(self, writer: RunWriter,
@@ -80,6 +86,8 @@ class KafkaRunSink:
         self.closing = closing
         """The size of the end marker a report would write when it would not fit."""
         self._pending: deque[asyncio.Future[Any]] = deque()
+        self._started: asyncio.Future[Any] | None = None
+        """The ``RUN_STARTED`` boundary on ``runs``, until the end waits for it."""
 
     def refusal(self, report: RunReport) -> Failed | None:
         size = self.closing(report) if self.closing is not None else None
@@ -91,15 +99,27 @@ class KafkaRunSink:
     async def send(self, record: EventRecord) -> None:
         pending = self._pending
         pending.append(await self.writer.send(record.event_type, record.seq, record.value))
+        if record.event_type == "RUN_STARTED":
+            self._started = await self.writer.send_boundary("RUN_STARTED", record.seq,
+                                                            record.value)
         while pending[0].done():
             pending.popleft().result()  # raises a delivery failure
             if not pending:
                 return
 
     async def send_terminal(self, record: EventRecord, report: RunReport) -> None:
-        await (await self.writer.send(record.event_type, record.seq, record.value))
+        writer = self.writer
+        await self._acknowledged()
+        await (await writer.send_boundary(record.event_type, record.seq, record.value))
+        await (await writer.send(record.event_type, record.seq, record.value))
+
+    async def _acknowledged(self) -> None:
+        """Wait until every record sent so far is acknowledged (a failure raises)."""
         pending = self._pending
-        while pending:  # all acknowledged by now (same partition, in order)
+        if self._started is not None:
+            pending.append(self._started)
+            self._started = None
+        while pending:
             future = pending.popleft()
             if not future.done():
                 await asyncio.wait([future])
@@ -150,13 +170,23 @@ class Executor:
                           for agent, ttl in (ttls or {}).items() if ttl is not None}
         """Agents with a default interrupt TTL (``services.producer.ttl``) run with their own."""
         self.partitions: int | None = None
+        self.boundaries = Destination(store.settings.topics.runs)
+        """Where runs' boundary records go too (``runs``), with its partition count."""
         self._same_count = False
         """True when checkpoints has as many partitions as events: a thread's partition,
         hashed once for its events, is then its checkpoint's too."""
 
     async def start(self) -> None:
-        """Learn the events topic's partition count (runs then name partitions themselves)."""
+        """Learn the events and runs topics' partition counts (runs then name partitions
+        themselves)."""
         self.partitions = await event_partitions(self.producer, self.topic)
+        runs = await event_partitions(self.producer, self.boundaries.topic)
+        self.boundaries = Destination(self.boundaries.topic, runs)
+        if runs != self.partitions:
+            log.error("%s has %d partitions and %s %d: they must be co-partitioned (the "
+                      "gatekeeper reads partition p of requests with p of runs); see "
+                      "agui-relay topics describe", self.boundaries.topic, runs, self.topic,
+                      self.partitions)
         self._same_count = (await event_partitions(self.producer, self.store.topic)
                             == self.partitions)
 
@@ -192,7 +222,8 @@ class Executor:
         refused = bool(plan.uncovered) and self.settings.uncovered_policy == "reject"
         still_open = list(plan.prior.values()) if refused else list(plan.uncovered)
         writer = RunWriter(self.producer, self.topic, run_input.thread_id, run_input.run_id,
-                           agent, self.partitions, traceparent, guard=self.guard)
+                           agent, self.partitions, traceparent, guard=self.guard,
+                           boundaries=self.boundaries)
         if self._same_count and writer.partition is not None:
             self.store.place(run_input.thread_id, writer.partition)
         thread_id, run_id = run_input.thread_id, run_input.run_id

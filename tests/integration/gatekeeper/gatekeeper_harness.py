@@ -1,7 +1,9 @@
 """Driving a gatekeeper through real topics: write requests and events, read outputs.
 
 ``Topics`` plays every other party: a consumer service writing RunRequests,
-a producer worker writing run boundaries with their ``EventHeaders``, and an
+a producer worker writing run events with their ``EventHeaders`` (run
+boundaries to ``runs`` first, then everything to ``events``, as a worker
+does: the gatekeeper reads only ``runs``), and an
 independent reader of ``decisions``, ``dispatch.<agent>``, ``deadletter``
 and ``threads`` with ``read_committed`` (only what a transaction committed is
 ever seen). ``GatekeeperProcess`` runs ``python -m services.gatekeeper`` as a
@@ -54,6 +56,7 @@ from contracts import (
 from services.gatekeeper.partition import start_producer
 from services.kafka.admin import ensure_topics
 from services.kafka.clients import AIOKafkaProducer, TopicPartition, new_consumer, new_producer
+from services.producer.publish import publish_acknowledged
 from services.runtime.settings import KafkaSettings
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -166,32 +169,25 @@ class Topics:
         await asyncio.gather(*sent)
 
     async def finish_all(self, runs: Iterable[tuple[str, str]]) -> None:
-        """RUN_FINISHED (success) for many (thread, run) pairs at once."""
-        sent = []
+        """RUN_FINISHED (success) for many (thread, run) pairs at once: on ``runs``, then,
+        once all are acknowledged, on ``events``."""
+        records = []
         for thread_id, run_id in runs:
             event = RunFinishedEvent(thread_id=thread_id, run_id=run_id)
             headers = EventHeaders(run_id, event.type.value, "scripted", next(self._seq))
-            sent.append(
-                await self._producer.send(
-                    self.topics.events,
-                    encode_event(event),
-                    key=thread_id.encode(),
-                    headers=headers.encode(),
-                )
-            )
-        await asyncio.gather(*sent)
+            records.append((thread_id.encode(), encode_event(event), headers.encode()))
+        for topic in (self.topics.runs, self.topics.events):
+            sent = [await self._producer.send(topic, value, key=key, headers=headers)
+                    for key, value, headers in records]
+            await asyncio.gather(*sent)
 
     async def event(
         self, thread_id: str, run_id: str, event: BaseEvent, agent: str = "scripted"
     ) -> None:
         """Publish one AG-UI event as a producer worker would, with its headers."""
         headers = EventHeaders(run_id, event.type.value, agent, next(self._seq))
-        await self._producer.send_and_wait(
-            self.topics.events,
-            encode_event(event),
-            key=thread_id.encode(),
-            headers=headers.encode(),
-        )
+        await publish_acknowledged(self._producer, self.topics, thread_id, headers,
+                                   encode_event(event))
 
     async def deltas(self, thread_id: str, run_id: str, count: int, text: str) -> None:
         """A streamed assistant message of ``count`` deltas (events the gatekeeper skips)."""

@@ -1,7 +1,7 @@
 """The decision matrix through the real topics, read back with read_committed.
 
 The test plays the consumer service (RunRequests on ``requests``) and the
-producer worker (run boundaries on ``events``, with their headers), and reads
+producer worker (run boundaries on ``runs``, with their headers), and reads
 ``decisions``, ``dispatch.<agent>`` and ``deadletter`` as an independent
 checker. Each scenario has its own thread, and they run concurrently.
 """

@@ -1,6 +1,6 @@
 """No record wedges a gatekeeper partition: poison inputs on the real broker (issue 13).
 
-Each poison is written straight onto ``requests`` or ``events``, as a
+Each poison is written straight onto ``requests`` or ``runs``, as a
 client past the consumer service's edge (or an older version) could:
 
 - a request whose 400,000-character threadId is its key and its
@@ -142,10 +142,10 @@ async def test_poison_requests_and_boundaries_are_refused_and_the_partition_deci
     assert len(wire.state(closed)) > MIB, "the state it would make would not fit"
     await topics.finished(thread, run_id, *event.outcome.interrupts)  # type: ignore[union-attr]
     await topics.until(lambda: any(d.code == "record_too_large"
-                                   and d.source_topic == kafka.topics.events
+                                   and d.source_topic == kafka.topics.runs
                                    for d in topics.dead_letters), within=60,
                        what="the dead letter of the oversized boundary")
-    [boundary] = [d for d in topics.dead_letters if d.source_topic == kafka.topics.events]
+    [boundary] = [d for d in topics.dead_letters if d.source_topic == kafka.topics.runs]
     assert "the thread's state would be a" in boundary.reason
     assert "recorded as failed" in boundary.reason
     await topics.until(lambda: getattr(topics.threads.get(thread), "status", "") == "idle",

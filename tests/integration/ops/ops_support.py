@@ -30,6 +30,7 @@ from contracts import (
     ThreadState,
     encode,
 )
+from contracts.topics import BOUNDARY_TYPES
 from services.kafka.clients import AIOKafkaProducer
 from services.kafka.reader import Start, TopicReader
 from services.runtime.settings import KafkaSettings
@@ -119,6 +120,8 @@ class Writer:
         number = self.seq.get(run, 0) if seq is None else seq
         self.seq[run] = number + 1
         headers = EventHeaders(run, body["type"], agent, number).encode()
+        if body["type"] in BOUNDARY_TYPES:  # a worker writes its boundaries to runs first
+            await self.send(self.topics.runs, thread, orjson.dumps(body), headers, timestamp_ms)
         return await self.send(self.topics.events, thread, orjson.dumps(body), headers,
                                timestamp_ms)
 

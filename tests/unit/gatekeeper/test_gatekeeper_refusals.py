@@ -48,5 +48,5 @@ def test_an_input_refused_again_is_poisoned_harder() -> None:
 def test_poison_below_the_committed_offsets_is_forgotten() -> None:
     o = owned(2)
     o.poison = {("p.requests", 2, 12): Poison("a"), ("p.events", 2, 25): Poison("b")}
-    o.committed({o.requests: 13, o.events: 22}, None)
+    o.committed({o.requests: 13, o.runs: 22}, None)
     assert list(o.poison) == [("p.events", 2, 25)]
