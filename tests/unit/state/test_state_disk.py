@@ -34,7 +34,7 @@ def test_values_marks_and_checkpoint_read_back_after_reopening(tmp_path: Path) -
         assert store.get(b"t1") is None
         assert store.get(b"t2") == b"TWO"
         assert list(store.marked()) == [b"t2"]  # a deleted key is never marked
-        assert list(store.keys()) == [b"t2"]
+        assert list(store.data_keys()) == [b"t2"]
         assert store.disk_bytes() > 0
     finally:
         store.close()
@@ -90,7 +90,7 @@ def test_garbage_files_are_unusable_and_a_fresh_open_starts_empty(tmp_path: Path
     store = PartitionStore.open_fresh(path)
     try:
         assert store.checkpoint is None
-        assert list(store.keys()) == []
+        assert list(store.data_keys()) == []
     finally:
         store.close()
 
