@@ -8,7 +8,9 @@ queued run through. Meanwhile the gatekeeper child process is SIGKILLed
 An independent checker reading ``decisions`` and ``dispatch`` with
 read_committed then finds, for every requestId, exactly one final decision
 (after at most one ``queued``), every run admitted and dispatched exactly
-once, in order on its thread.
+once, in order on its thread. It runs with the thread states in memory and
+in on-disk stores (``AGUI_STATE_DIR``: each restart restores only what the
+store had not installed when the process died).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import asyncio
 import time
 from collections import defaultdict
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from gatekeeper_harness import (
@@ -38,10 +41,13 @@ TOTAL = THREADS * RUNS_PER_THREAD
 KILL_AT = (0.15, 0.4, 0.65)
 
 
+@pytest.mark.parametrize("store", ["memory", "disk"])
 async def test_exactly_once_while_the_gatekeeper_is_killed_and_restarted(
-    kafka: KafkaSettings, topics: Topics, processes: Callable[..., GatekeeperProcess]
+    kafka: KafkaSettings, topics: Topics, processes: Callable[..., GatekeeperProcess],
+    store: str, tmp_path: Path,
 ) -> None:
-    gatekeeper = processes(kafka, AGUI_BUSY_POLICY="enqueue")
+    env = {"AGUI_STATE_DIR": str(tmp_path / "state")} if store == "disk" else {}
+    gatekeeper = processes(kafka, AGUI_BUSY_POLICY="enqueue", **env)
     requests = [
         run_request(f"q{t}-{n}", f"t{t}", f"r{n}")
         for n in range(RUNS_PER_THREAD)

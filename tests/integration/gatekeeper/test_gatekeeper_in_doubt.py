@@ -9,13 +9,17 @@ the wait); the fault is injected into the gatekeeper's own producer, the
 broker is real.
 Either way every request must be decided exactly once and every run
 dispatched once: a lost response must not make the gatekeeper decide the
-same requests again against the thread states it held before.
+same requests again against the thread states it held before. Each case
+runs with the states in memory and in on-disk stores (``AGUI_STATE_DIR``:
+an unknown outcome catches the store up from ``threads``, a committed one
+is installed without moving its checkpoint).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -60,9 +64,12 @@ def failing_first_commit(how: str, monkeypatch: pytest.MonkeyPatch) -> list[str]
     return faults
 
 
+@pytest.mark.parametrize("store", ["memory", "disk"])
 @pytest.mark.parametrize("how", ["lost", "unsent", "stalled after committing", "stalled"])
 async def test_a_failed_commit_is_settled_exactly_once(
     how: str,
+    store: str,
+    tmp_path: Path,
     kafka: KafkaSettings,
     topics: Topics,
     in_process: Callable[..., Any],
@@ -71,7 +78,9 @@ async def test_a_failed_commit_is_settled_exactly_once(
     faults = failing_first_commit(how, monkeypatch)
     requests = [run_request(f"q{n}", f"t{n}", f"r{n}") for n in range(THREADS)]
     await topics.requests(requests)  # waiting before the gatekeeper starts: one batch each
-    processor: Processor = await in_process(kafka, transaction_deadline_s=3.0)
+    state_dir = tmp_path / "state" if store == "disk" else None
+    processor: Processor = await in_process(kafka, transaction_deadline_s=3.0,
+                                            state_dir=state_dir)
     await topics.until(
         lambda: len(topics.decisions) >= THREADS and len(topics.dispatches) >= THREADS,
         within=60,
