@@ -2,12 +2,18 @@
 
 Writes 500 interrupted ThreadStates (two open interrupts each: an approval
 gating a tool call and a schema-form question; a quarter already expired)
-to a fresh ``threads`` topic, as the gatekeeper would, serves the real
-consumer app in-process with one tenant's API key, and measures:
+to a fresh ``threads`` topic, as the gatekeeper would, and each run's
+events (the gated ``delete_files`` call streamed between its start and its
+end) to ``events``, as a worker would; serves the real consumer app
+in-process with one tenant's API key, and measures:
+
+- how long the instance takes, from its start, to have every tool call
+  read into its index (the thread view's catch-up, then the loader's one
+  read per partition), so the listing carries them;
 
 - ``GET /interrupts`` (the first page, 100 items) and the whole listing
-  the page walks (1,000 items, ``limit=500``, two pages): p50 / p99 over
-  repeated requests, sequential, on loopback;
+  the page walks (1,000 items, ``limit=500``, two pages), tool calls
+  included: p50 / p99 over repeated requests, sequential, on loopback;
 - the page's time to interactive in headless Chromium (the system's, via
   Playwright): from navigation start until every one of the 1,000
   interrupts is on the page with its controls, ``performance.now()`` in the
@@ -20,6 +26,7 @@ is set.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import statistics
@@ -38,6 +45,7 @@ from rich.table import Table
 
 from bench.broker import broker
 from contracts import OpenInterrupt, ThreadState, encode
+from contracts.headers import EventHeaders
 from services.consumer.app import create_app
 from services.consumer.server import _Server, config
 from services.consumer.settings import ConsumerSettings
@@ -72,8 +80,22 @@ def state(n: int, now: datetime) -> ThreadState:
     return ThreadState(thread_id=thread, status="interrupted", agent="approval",
                        principal="bench", run_id=f"run-{n}", interrupted_run_id=f"run-{n}",
                        recent_run_ids=[f"run-{n}"], updated_at=now + timedelta(milliseconds=n),
+                       run_started_at=now - timedelta(seconds=1),
                        open_interrupts=[OpenInterrupt(run_id=f"run-{n}", interrupt=i)
                                         for i in interrupts])
+
+
+def events(n: int) -> list[dict[str, Any]]:
+    """The interrupted run's events: the gated tool call between its start and its end."""
+    thread, run, call = f"bench-{n:04d}", f"run-{n}", f"call-{n}"
+    arguments = orjson.dumps({"paths": [f"/tmp/bench/{n}/report.txt", f"/tmp/bench/{n}/cache"],
+                              "recursive": False}).decode()
+    return [{"type": "RUN_STARTED", "threadId": thread, "runId": run},
+            {"type": "TOOL_CALL_START", "toolCallId": call, "toolCallName": "delete_files"},
+            {"type": "TOOL_CALL_ARGS", "toolCallId": call, "delta": arguments},
+            {"type": "TOOL_CALL_END", "toolCallId": call},
+            {"type": "RUN_FINISHED", "threadId": thread, "runId": run,
+             "outcome": {"type": "interrupt", "interrupts": [{"id": f"approve-{n}"}]}}]
 
 
 def quantiles(samples: list[float]) -> dict[str, float]:
@@ -131,14 +153,19 @@ async def measure(bootstrap: str) -> dict[str, Any]:
     now = datetime.now(UTC)
     try:
         for n in range(THREADS):
-            await producer.send(kafka.topics.threads, encode(state(n, now)),
-                                key=f"bench-{n:04d}".encode())
+            key = f"bench-{n:04d}".encode()
+            for seq, event in enumerate(events(n)):
+                await producer.send(kafka.topics.events, orjson.dumps(event), key=key,
+                                    headers=EventHeaders(f"run-{n}", event["type"], "approval",
+                                                         seq).encode())
+            await producer.send(kafka.topics.threads, encode(state(n, now)), key=key)
         await producer.flush()
     finally:
         await producer.stop()
     settings = ConsumerSettings(http_port=0, AGUI_API_KEYS=f"{TOKEN}=bench")
     app = create_app(settings, kafka)
     server = _Server(config(settings, app))
+    begun = time.perf_counter()
     task = asyncio.create_task(server.serve())
     try:
         await until(lambda: server.started or task.done())
@@ -148,6 +175,8 @@ async def measure(bootstrap: str) -> dict[str, Any]:
         url = f"http://{host}:{port}"
         inbox = app.state.interrupts
         await until(lambda: len(inbox.index) >= THREADS * PER_THREAD)
+        await until(lambda: inbox.index.tool_calls_held >= THREADS)
+        loaded_ms = (time.perf_counter() - begun) * 1000
         async with httpx.AsyncClient(base_url=url, timeout=30) as http:
             await timed(http, ["/interrupts"] * 20)  # warm up
             first = [await timed(http, ["/interrupts"]) for _ in range(REQUESTS)]
@@ -159,12 +188,24 @@ async def measure(bootstrap: str) -> dict[str, Any]:
         server.should_exit = True
         await task
     return {"threads": THREADS, "interrupts": THREADS * PER_THREAD,
+            "tool_calls_read_ms": round(loaded_ms, 1),
             "first_page_100": quantiles(first), "whole_listing_1000": quantiles(walk),
             "time_to_interactive": {"median_ms": round(statistics.median(tti), 1),
                                     "max_ms": round(max(tti), 1), "n": len(tti)}}
 
 
 def main() -> None:
+    global THREADS, LOADS, REQUESTS  # the defaults, set from the command line
+    parser = argparse.ArgumentParser(prog="python -m bench.inbox",
+                                     description="The interrupt inbox under load.")
+    parser.add_argument("--threads", type=int, default=THREADS,
+                        help=f"interrupted threads, two open interrupts each (default {THREADS})")
+    parser.add_argument("--loads", type=int, default=LOADS,
+                        help=f"fresh page loads timed in Chromium (default {LOADS})")
+    parser.add_argument("--requests", type=int, default=REQUESTS,
+                        help=f"timed requests of the first page (default {REQUESTS})")
+    args = parser.parse_args()
+    THREADS, LOADS, REQUESTS = args.threads, args.loads, args.requests
     with broker() as bootstrap:
         result = asyncio.run(measure(bootstrap))
     RESULTS.mkdir(exist_ok=True)
@@ -173,6 +214,8 @@ def main() -> None:
                         f"{result['threads']} threads")
     for column in ("measure", "p50 / median", "p99 / max", "n"):
         table.add_column(column)
+    table.add_row("every tool call read, from the instance's start",
+                  f"{result['tool_calls_read_ms']} ms", "", str(result["threads"]))
     for name, key in (("GET /interrupts (100)", "first_page_100"),
                       ("GET /interrupts, all 1,000 (2 pages)", "whole_listing_1000")):
         q = result[key]

@@ -7,8 +7,9 @@ per request. ``InterruptIndex.apply`` is fed each record the view applies
 (its change hook) and keeps, per thread, the open interrupts of the latest
 state as ``OpenEntry`` rows, and returns what changed (``Change``: opened,
 answered — gone from the state, whether resolved, cancelled or the thread
-deleted — or expired). ``listing`` answers ``GET /interrupts``; ``due``
-pops the expiry heap for the feed's single timer (``inbox_feed``).
+deleted — expired, or updated: its tool call became known). ``listing``
+answers ``GET /interrupts``; ``due`` pops the expiry heap for the feed's
+single timer (``inbox_feed``).
 
 Order: an entry's ``opened_ms`` is the ``updatedAt`` of the first state
 that showed it (the gatekeeper's clock at the run's end); the interrupts
@@ -16,10 +17,20 @@ one run raised together keep the order it raised them in. Expiry is read
 with ``services.agui.expiry`` exactly as the gatekeeper decides it.
 Ownership follows ``tenancy.may_read`` (an owned thread for its owner
 only; an unowned one for everyone while authentication is off, for no
-tenant when it is on). Pure: no I/O, the
-clock is an argument. What a state does not hold is not here: the gated
-tool call's arguments live on the events topic and are served per thread
-by the history route (``interrupt_routes``).
+tenant when it is on). Pure: no I/O, the clock is an argument.
+
+The gated tool call: a state names it (``toolCallId``) but its name and
+arguments live on the events topic. An entry opened with a tool call id
+asks for them (``take_loads``: per thread, the call ids and from when to
+read — the run's admission, ``runStartedAt``, less ``SKEW``); the feed's
+loader reads that window of the thread's events partition once, in the
+background, and hands back what it found (``learn``: ``updated`` changes).
+So a listing never reads a topic, and what is held is bounded by
+configuration (``Budget``): at most ``tool_calls`` calls (one per open
+interrupt gating one, dropped with it), arguments kept only up to
+``argument_bytes`` of JSON text. A call not found (no ``runStartedAt``, made
+in a run older than the window, past retention) or over budget is listed
+without it; ``GET /interrupts/threads/{id}`` reads the whole thread.
 """
 
 from __future__ import annotations
