@@ -221,7 +221,8 @@ def test_the_example_overlay_sets_namespace_image_and_real_secrets() -> None:
     rendered = [doc for doc in yaml.safe_load_all(done.stdout) if doc]
     assert not _validate_k8s(rendered, "latest")
     assert {r["metadata"].get("namespace") for r in rendered} == {"agents"}
-    pods = [r["spec"]["template"]["spec"] for r in rendered if r["kind"] in ("Deployment", "Job")]
+    pods = [r["spec"]["template"]["spec"] for r in rendered
+            if r["kind"] in ("Deployment", "StatefulSet", "Job")]
     assert {c["image"] for pod in pods for c in pod["containers"]} == {
         "registry.example.org/agui-relay:0.1.0"
     }
@@ -247,6 +248,13 @@ def _by_kind(resources: list[dict[str, Any]], kind: str) -> dict[str, dict[str, 
     return {r["metadata"]["name"]: r for r in resources if r["kind"] == kind}
 
 
+def _workload(resources: list[dict[str, Any]], service: str) -> dict[str, Any]:
+    """The service's Deployment, or its StatefulSet (the gatekeeper keeps state on disk)."""
+    name = f"agui-relay-{service}"
+    found = _by_kind(resources, "Deployment").get(name)
+    return found or _by_kind(resources, "StatefulSet")[name]
+
+
 def _config(resources: list[dict[str, Any]]) -> dict[str, str]:
     return dict(_by_kind(resources, "ConfigMap")["agui-relay-config"]["data"])
 
@@ -255,7 +263,7 @@ def _config(resources: list[dict[str, Any]]) -> dict[str, str]:
 def test_each_service_runs_hardened_with_probes_and_resources(
     k8s_resources: list[dict[str, Any]], service: str
 ) -> None:
-    deployment = _by_kind(k8s_resources, "Deployment")[f"agui-relay-{service}"]
+    deployment = _workload(k8s_resources, service)
     pod = deployment["spec"]["template"]["spec"]
     (container,) = pod["containers"]
     assert container["args"] == [service]
@@ -284,13 +292,31 @@ def test_each_service_runs_hardened_with_probes_and_resources(
 def test_each_deployment_has_a_disruption_budget_for_its_pods(
     k8s_resources: list[dict[str, Any]], service: str
 ) -> None:
-    deployment = _by_kind(k8s_resources, "Deployment")[f"agui-relay-{service}"]
+    deployment = _workload(k8s_resources, service)
     budget = _by_kind(k8s_resources, "PodDisruptionBudget")[f"agui-relay-{service}"]
     labels = deployment["spec"]["template"]["metadata"]["labels"]
     selector = budget["spec"]["selector"]["matchLabels"]
     assert selector == deployment["spec"]["selector"]["matchLabels"]
     assert selector.items() <= labels.items()
     assert budget["spec"].get("maxUnavailable", 0) < deployment["spec"]["replicas"]
+
+
+def test_the_gatekeeper_keeps_its_state_stores_on_a_volume_claim_per_pod(
+    k8s_resources: list[dict[str, Any]], compose: dict[str, Any],
+) -> None:
+    sts = _by_kind(k8s_resources, "StatefulSet")["agui-relay-gatekeeper"]
+    (claim,) = sts["spec"]["volumeClaimTemplates"]
+    (container,) = sts["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert mounts[claim["metadata"]["name"]] == env["AGUI_STATE_DIR"]
+    headless = _by_kind(k8s_resources, "Service")[sts["spec"]["serviceName"]]
+    assert headless["spec"]["clusterIP"] == "None"
+    gatekeeper = compose["services"]["gatekeeper"]
+    (volume,) = gatekeeper["volumes"]
+    name, path = volume.split(":")
+    assert path == _env(gatekeeper)["AGUI_STATE_DIR"]
+    assert name in compose["volumes"]
 
 
 def test_the_consumer_service_reaches_the_http_port(k8s_resources: list[dict[str, Any]]) -> None:
