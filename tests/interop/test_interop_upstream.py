@@ -13,22 +13,19 @@ run, and a fresh run live through ``validate_endpoint``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
-from ag_ui_validate.pytest_plugin import validate_agui
-from ag_ui_validate.transport import TransportOptions, validate_endpoint
-from ag_ui_validate.types import ValidatorOptions
 from relay_system import RelaySystem
-from test_interop_client import run_node
 from upstream_langgraph import serving
-from upstream_system import upstream_system
-
-from contracts import EVENT_DECODER
+from upstream_system import (
+    assert_live_run_conformant,
+    assert_runs_conformant,
+    client_flow,
+    upstream_system,
+)
 
 pytestmark = pytest.mark.interop
 
@@ -46,10 +43,7 @@ async def upstream_relay(kafka_bootstrap: str, tmp_path_factory: pytest.TempPath
 
 @pytest.fixture(scope="module")
 async def flow_report(upstream_relay: RelaySystem, node_client: Path) -> dict[str, Any]:
-    code, report, stderr = await run_node(node_client / "upstream_client_flows.mjs",
-                                          upstream_relay.url)
-    assert code == 0, f"{json.dumps(report.get('flow'))}\n{stderr}\n{upstream_relay.logs()}"
-    return report
+    return await client_flow(upstream_relay, node_client)
 
 
 def test_the_upstream_interrupts_a_partial_resume_is_refused_and_a_full_one_finishes(
@@ -71,30 +65,9 @@ def test_the_upstream_interrupts_a_partial_resume_is_refused_and_a_full_one_fini
 
 
 def test_every_run_the_client_read_is_conformant(flow_report: dict[str, Any]) -> None:
-    runs: list[list[dict[str, Any]]] = []
-    for event in flow_report["events"]:
-        EVENT_DECODER.validate_python(event)
-        if event["type"] == "RUN_STARTED":
-            runs.append([])
-        runs[-1].append(event)
-    assert [run[0].get("protocolVersion") for run in runs] == ["1.0", "1.0"]
-    for run in runs:
-        assert [e["type"] for e in run].count("RUN_STARTED") == 1
-        report = validate_agui([orjson.dumps(e).decode() for e in run])
-        findings = [(d.rule, d.message) for d in report.diagnostics if d.severity != "info"]
-        assert findings == []
+    assert len(assert_runs_conformant(flow_report["events"])) == 2
 
 
 async def test_a_fresh_upstream_run_passes_the_live_transport_check(
         upstream_relay: RelaySystem) -> None:
-    run_input = {"threadId": "io-up-live", "runId": "io-up-live-1", "protocolVersion": "1.0",
-                 "state": {}, "tools": [], "context": [], "forwardedProps": {},
-                 "messages": [{"id": "u1", "role": "user", "content": "Refund order 7."}]}
-    result = await validate_endpoint(f"{upstream_relay.url}/agents/{AGENT}", TransportOptions(
-        input=run_input, timeout_ms=60_000, keepalive_window_ms=30_000,
-        validator=ValidatorOptions()))
-    findings = [f"{d.rule} {d.severity}: {d.message}" for d in result.report.diagnostics
-                if d.severity in ("error", "warning")]
-    assert result.status == 200, upstream_relay.logs()
-    assert result.transport_error is None
-    assert findings == []
+    await assert_live_run_conformant(upstream_relay, AGENT, "io-up-live", "Refund order 7.")

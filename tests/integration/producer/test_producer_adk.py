@@ -25,7 +25,7 @@ from services.runtime.settings import KafkaSettings
 pytestmark = pytest.mark.integration
 
 UNSTARTED_TOOL_RESULT = "AGUI207"
-"""ag-ui-validate's rule for a TOOL_CALL_RESULT whose call was never started."""
+"""ag-ui-validate's rule for a TOOL_CALL_RESULT whose call is not open."""
 
 
 @pytest.fixture
@@ -65,8 +65,9 @@ async def test_adk_tool_confirmations_are_the_runs_interrupts_and_the_resume_run
     answers = [ResumeEntry(interrupt_id=i["id"], status="resolved", payload=answer)
                for i, answer in zip(interrupts, ("yes", "no"), strict=True)]
     done = await relay.run("refunds", resume_input(asked, "adk-2", answers))
-    # ag-ui-adk 0.11 (resumable ADK app) reports the confirmed tool's result without
-    # having streamed its call: AGUI207, the upstream's one finding, nothing of the relay's.
+    # ag-ui-adk 0.11 answers a confirmed tool's call twice: ADK's placeholder result
+    # ("requires confirmation") in the interrupted run, the real one here; ag-ui-validate
+    # reads the second as a result for a call not open (AGUI207). The upstream's finding.
     done.assert_conformant(waived=[UNSTARTED_TOOL_RESULT])
     assert done.types.count("TOOL_CALL_RESULT") >= 1
     assert done.outcome == {"type": "success"}
