@@ -11,13 +11,25 @@ LangGraph adapter keeps per-request state on itself), the framework's own
 every guarantee — validation, bookkeeping, the interrupt outcome recorded
 in the checkpoint, what is left open closed.
 
+``ADKAgent`` has no ``clone()``: one instance serves every run (it keys
+what it keeps by thread). It may end a run it refuses with a ``RUN_ERROR``
+before any ``RUN_STARTED`` (its own resume checks); that is its ending too.
+Its tool confirmations are interrupts only with
+``emit_interrupt_outcome=True``.
+
 What such an agent needs to survive a move to another worker: its own
 state outside the process. A LangGraph graph resumed after an interrupt
 reads its thread from the graph's checkpointer, so a graph served by more
 than one worker must be compiled with a durable, shared checkpointer
 (``AsyncPostgresSaver`` from ``langgraph-checkpoint-postgres``); the
 in-memory ``InMemorySaver`` only works while every run of a thread lands
-on the same, never restarted worker.
+on the same, never restarted worker. An ADK agent keeps its conversation
+and its pending confirmations in its ADK session, so ``ADKAgent`` needs a
+durable, shared session service: ``DatabaseSessionService`` (extra ``db``
+of ``google-adk``, on PostgreSQL) or ``VertexAiSessionService``, with
+``use_thread_id_as_session_id=True``; its default
+``InMemorySessionService`` (like ``SqliteSessionService``, one host) has
+the same limit as ``InMemorySaver``.
 """
 
 from __future__ import annotations
