@@ -45,6 +45,12 @@ def producer(
 ) -> None:
     """Run agents behind Kafka: dispatched inputs in, AG-UI events out, interrupts kept.
 
+    Framework agents: name=module:object naming a framework's AG-UI agent
+    object is hosted as it is, no wrapper: ag-ui-langgraph's LangGraphAgent
+    (extra langgraph), ag-ui-adk's ADKAgent (extra adk). Keep their state
+    outside the process (a durable LangGraph checkpointer, a durable ADK
+    session service) for a thread to survive a move to another worker.
+
     Upstream agents: in AGUI_AGENTS, name=http(s)://host/path names an
     AG-UI endpoint served elsewhere (billing=http://billing:8080/agui).
     Each run is POSTed to it (RunAgentInput, protocolVersion 1.0, Accept:
