@@ -5,7 +5,9 @@ dies without warning; a request not decided within a few seconds is sent
 again with the same requestId (as a client retrying would). The restarted
 gatekeeper restores its threads from the compacted changelog, aborts what
 the dead one left open, and must decide every request exactly once, never
-dispatch a run twice, and leave no thread running.
+dispatch a run twice, and leave no thread running. The gatekeeper keeps its
+threads in an on-disk store (``AGUI_STATE_DIR``), so each restart reads only
+the changelog records its store had not installed when it died.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ pytestmark = pytest.mark.faults
 async def test_gatekeeper_sigkill_under_load(
     kafka_bootstrap: str, tmp_path: Path, summary: Callable[[str], None]
 ) -> None:
-    config = StackConfig(gatekeepers=1, producers=1, consumers=0)
+    config = StackConfig(gatekeepers=1, producers=1, consumers=0,
+                         role_env={"gatekeeper": {"AGUI_STATE_DIR": str(tmp_path / "state")}})
     async with Stack(kafka_bootstrap, unique_prefix("gk"), tmp_path, config) as stack:
         async with Follower(stack.settings) as follower, KafkaLoad(
                 stack.settings, follower, resend_s=4.0, delay_ms=50) as load:
