@@ -8,7 +8,7 @@ workers as well as to ``events`` (``services.producer.publish`` says why a
 run's end is on one if and only if it is on the other, and why a client
 never sees an end on ``events`` that ``runs`` does not hold yet): the
 gatekeeper never reads ``events``, so the tokens a run streams cost it
-nothing. Records read are counted per topic (``stats["read <role>"]``). One transactional
+nothing. Records read are counted per topic (``stats["read <topic>"]``). One transactional
 producer per instance commits every owned partition's batches together, one
 transaction at a time. Zombies are fenced twice (``services.kafka.fencing``):
 offsets commit with the group generation the instance joined (KIP-447), so
@@ -221,7 +221,7 @@ class Processor:
         stats = self.state.stats
         for tp, records in got.items():
             is_runs = tp.topic == self.topics.runs
-            stats["read runs" if is_runs else "read requests"] += len(records)
+            stats[f"read {tp.topic}"] += len(records)
             owned = self.state.owned.get(tp.partition)
             if owned is None:
                 continue

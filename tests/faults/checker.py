@@ -29,6 +29,10 @@ returns a ``Report`` with counts and every violation of the invariants:
    ``running`` and holds no queued request.
 6. **No approved side effect twice**: at most one execution per
    (threadId, effect key), as recorded in the producers' checkpoints.
+7. **A run's end is on ``runs`` if and only if it is on ``events``**, the
+   same record (sequence number and bytes); everything on ``runs`` is a run
+   boundary that ``events`` holds too (what the gatekeeper reads of runs is
+   what their clients read).
 
 The checker decodes with ``contracts`` (the wire contract) and nothing else
 from the services, so a bug in a service cannot hide in its own checker.
@@ -55,6 +59,7 @@ from contracts import (
 )
 
 TERMINAL_TYPES = frozenset({"RUN_FINISHED", "RUN_ERROR"})
+BOUNDARY_TYPES = TERMINAL_TYPES | {"RUN_STARTED"}
 INTAKE_CODES = frozenset({"invalid_input", "key_mismatch"})
 """Refusals made before any thread is consulted (stateless, not remembered)."""
 MAX_LISTED = 25
@@ -91,6 +96,8 @@ class Records:
     decisions: list[Rec] = field(default_factory=list)
     dispatches: list[Rec] = field(default_factory=list)
     events: list[Rec] = field(default_factory=list)
+    runs: list[Rec] = field(default_factory=list)
+    """The boundary topic (``runs``)."""
     threads: list[Rec] = field(default_factory=list)
     deadletters: list[Rec] = field(default_factory=list)
     executions: list[Execution] = field(default_factory=list)
@@ -197,6 +204,7 @@ def judge(records: Records) -> Report:
     _requests(records, dead, decisions, report)
     admitted_runs = _dispatches(records, decisions, report)
     _runs(records, admitted_runs, report)
+    _boundaries(records, report)
     _threads(records, report)
     _executions(records.executions, report)
     return report
@@ -367,6 +375,51 @@ def _runs(records: Records, dispatched: set[tuple[str, str]], report: Report) ->
     for ids in dispatched - set(runs):
         report.add("run_never_started",
                    f"thread {_short(ids[0])!r} run {_short(ids[1])!r}: dispatched, no event")
+
+
+Boundary = tuple[str, str, int]
+"""(threadId, runId, seq) of one boundary record."""
+
+
+def _boundary_records(recs: Iterable[Rec], report: Report,
+                      topic: str) -> dict[Boundary, tuple[str, bytes | None]]:
+    """The boundary records of ``recs`` (first copy of each), with their type and bytes."""
+    out: dict[Boundary, tuple[str, bytes | None]] = {}
+    for rec in recs:
+        headers = EventHeaders.decode(rec.headers)
+        thread_id = _key_text(rec.key)
+        if headers is None or thread_id is None:
+            if topic == "runs":
+                report.add("boundary_unattributed",
+                           f"runs p{rec.partition}@{rec.offset} lacks a key or the run headers")
+            continue
+        if headers.event_type not in BOUNDARY_TYPES:
+            if topic == "runs":
+                report.add("runs_not_boundary", f"runs p{rec.partition}@{rec.offset} is a "
+                                                f"{headers.event_type}")
+            continue
+        out.setdefault((thread_id, headers.run_id, headers.seq), (headers.event_type, rec.value))
+    return out
+
+
+def _boundaries(records: Records, report: Report) -> None:
+    """Invariant 7: ``runs`` mirrors the boundaries of ``events``, ends both ways."""
+    on_events = _boundary_records(records.events, report, "events")
+    on_runs = _boundary_records(records.runs, report, "runs")
+    report.counts["runs.boundaries"] += len(on_runs)
+    for where, (kind, value) in on_runs.items():
+        found = on_events.get(where)
+        text = f"thread {_short(where[0])!r} run {_short(where[1])!r} seq {where[2]} {kind}"
+        if found is None:
+            report.add("end_only_on_runs" if kind in TERMINAL_TYPES else "start_only_on_runs",
+                       f"{text}: on runs, not on events")
+        elif found != (kind, value):
+            report.add("boundary_differs", f"{text}: runs and events hold different records")
+    for where, (kind, _) in on_events.items():
+        if kind in TERMINAL_TYPES and where not in on_runs:
+            report.add("end_only_on_events", f"thread {_short(where[0])!r} run "
+                                             f"{_short(where[1])!r} seq {where[2]} {kind}: "
+                                             "on events, not on runs")
 
 
 def _outcome(value: bytes | None) -> str:

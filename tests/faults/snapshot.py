@@ -95,6 +95,7 @@ class Snapshot:
             t.requests: self.records.requests,
             t.decisions: self.records.decisions,
             t.events: self.records.events,
+            t.runs: self.records.runs,
             t.threads: self.records.threads,
             t.deadletter: self.records.deadletters,
         }

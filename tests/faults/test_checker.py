@@ -8,6 +8,8 @@ random correct histories (clean) and then deletes or duplicates one record
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from ag_ui.core import RunErrorEvent, RunStartedEvent, TextMessageStartEvent
 from hypothesis import given, settings
@@ -318,3 +320,50 @@ def test_repeating_any_decision_or_dispatch_is_caught(
     rec = target[data.draw(st.integers(0, len(target) - 1))]
     target.append(rec)
     assert not judge(w.records).ok
+
+
+@settings(max_examples=100, deadline=None)
+@given(histories, st.data())
+def test_losing_any_end_from_the_boundary_topic_is_caught(
+    threads: list[Thread], data: st.DataObject
+) -> None:
+    w = build(threads)
+    ends = [i for i, r in enumerate(w.records.runs)
+            if dict(r.headers).get("agui-event-type") in (b"RUN_FINISHED", b"RUN_ERROR")]
+    if not ends:
+        return
+    del w.records.runs[data.draw(st.sampled_from(ends))]
+    assert "end_only_on_events" in judge(w.records).kinds()
+
+
+def test_a_run_end_is_on_runs_if_and_only_if_it_is_on_events() -> None:
+    w = World()
+    w.admit("t1", "r1", "q1")
+    w.run("t1", "r1", "interrupt")
+    report = clean(w)
+    assert report.counts["runs.boundaries"] == 2  # its RUN_STARTED and its end
+
+    only_events = World()
+    only_events.admit("t1", "r1", "q1")
+    only_events.event("t1", "r1", RunStartedEvent(thread_id="t1", run_id="r1"))
+    only_events.event("t1", "r1", finished("t1", "r1"), boundary=False)
+    assert kinds(only_events) == {"end_only_on_events"}
+
+    only_runs = World()
+    only_runs.admit("t1", "r1", "q1")
+    only_runs.event("t1", "r1", RunStartedEvent(thread_id="t1", run_id="r1"))
+    only_runs.event("t1", "r1", RunErrorEvent(message="boom"))
+    del only_runs.records.events[-1]
+    assert "end_only_on_runs" in kinds(only_runs)
+
+
+def test_the_boundary_topic_holds_the_same_records_and_only_boundaries() -> None:
+    w = World()
+    w.admit("t1", "r1", "q1")
+    w.run("t1", "r1")
+    end = w.records.runs[-1]
+    w.records.runs[-1] = dataclasses.replace(
+        end, value=raw({"type": "RUN_FINISHED", "threadId": "t1", "runId": "x"}))
+    text = w.records.events[1]
+    w.records.runs.append(text)
+    assert kinds(w) == {"boundary_differs", "runs_not_boundary"}

@@ -38,7 +38,7 @@ from contracts import (
     encode,
     encode_event,
 )
-from faults.checker import Rec, Records
+from faults.checker import BOUNDARY_TYPES, Rec, Records
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
 
@@ -92,13 +92,17 @@ class World:
         return req
 
     def event(self, thread_id: str, run_id: str, event: BaseEvent, seq: int | None = None,
-              headers: bool = True) -> None:
+              headers: bool = True, boundary: bool = True) -> None:
+        """One event on ``events``; a boundary on ``runs`` too (unless not ``boundary``)."""
         if seq is None:
             seq = self.seqs.get((thread_id, run_id), 0)
         self.seqs[(thread_id, run_id)] = seq + 1
         kind = str(event.type.value if hasattr(event.type, "value") else event.type)
         encoded = tuple(EventHeaders(run_id, kind, "scripted", seq).encode()) if headers else ()
-        self._append(self.records.events, "t.events", thread_id, encode_event(event), encoded)
+        value = encode_event(event)
+        if boundary and headers and kind in BOUNDARY_TYPES:
+            self._append(self.records.runs, "t.runs", thread_id, value, encoded)
+        self._append(self.records.events, "t.events", thread_id, value, encoded)
 
     def run(self, thread_id: str, run_id: str, ending: str = "success") -> None:
         """A whole run's events: started, one text message, and ``ending``."""
