@@ -260,7 +260,11 @@ async def test_edit_and_approve_sends_the_edited_arguments(context: BrowserConte
     await delete.get_by_role("button", name="Approve with these arguments").click()
     await expect(delete).to_contain_text('must match pattern "^/tmp/"')  # checked in the page
     await expect(delete.get_by_text("No answer yet")).to_be_visible()
+    await page.set_viewport_size({"width": 375, "height": 740})  # the open form on a phone
+    width = await page.evaluate("document.documentElement.scrollWidth")
+    assert width <= 375, f"the page is {width}px wide on a 375px screen"
     await delete.screenshot(path=shot("edit-form"))
+    await page.set_viewport_size({"width": 1000, "height": 900})
     await path.fill("/tmp/keep")
     await delete.get_by_role("button", name="Approve with these arguments").click()
     await expect(delete.get_by_text(
