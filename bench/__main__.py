@@ -28,7 +28,7 @@ from bench.broker import broker
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
-BENCHES = ("gatekeeper", "producer", "consumer", "upstream", "inbox")
+BENCHES = ("gatekeeper", "producer", "consumer", "upstream", "inbox", "state_store")
 PLOT = ROOT / "bench" / "decision-latency.png"
 console = Console()
 
@@ -100,6 +100,21 @@ HEADLINES: tuple[Headline, ...] = (
     ("upstream", "relay / direct: first token p50, events/s",
      lambda r: (_get(r["upstream"], "ratios", "first_event_p50"),
                 _get(r["upstream"], "ratios", "events_per_second")), "{:.2f} / {:.2f}", ""),
+    ("state_store", "1,000,000 threads: gatekeeper RSS restored / after 2,000 decisions (MB)",
+     lambda r: (_get(r["state_store"], "first_start", "rss_mb"),
+                _get(r["state_store"], "rss_after_2000_decisions_mb")), "{:.0f} / {:.0f}",
+     "≤ 250"),
+    ("state_store", "restart after SIGKILL to first decision, store / full replay (s)",
+     lambda r: (_get(r["state_store"], "restart_with_store", "to_first_decision_s"),
+                _get(r["state_store"], "restart_full_replay", "to_first_decision_s")),
+     "{:.1f} / {:.1f}", ""),
+    ("state_store", "  of which the takeover, store / full replay (ms)",
+     lambda r: (_get(r["state_store"], "restart_with_store", "restore_ms"),
+                _get(r["state_store"], "restart_full_replay", "restore_ms")),
+     "{:.0f} / {:.0f}", "≤ 2,000"),
+    ("state_store", "decision latency at 1,000/s, store / memory, p50 / p99",
+     lambda r: (_get(r["state_store"], "latency_ratio_p50"),
+                _get(r["state_store"], "latency_ratio_p99")), "{:.2f} / {:.2f}", "≤ 1.1"),
 )
 
 

@@ -33,7 +33,8 @@ console = Console()
 
 
 async def latency(
-    settings: KafkaSettings, rate: int, seconds: float, command: list[str]
+    settings: KafkaSettings, rate: int, seconds: float, command: list[str],
+    extra_env: dict[str, str] | None = None,
 ) -> dict[str, float]:
     """p50/p99 from send to a committed decision, the server (``command``) in its own process.
 
@@ -50,6 +51,7 @@ async def latency(
         "AGUI_PARTITIONS": str(PARTITIONS),
         "AGUI_LOG_FORMAT": "json",
         "AGUI_LOG_LEVEL": "WARNING",
+        **(extra_env or {}),
     }
     child = await asyncio.create_subprocess_exec(
         *command,
