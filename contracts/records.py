@@ -29,8 +29,9 @@ RequestPolicy = Literal["expiry"]
 
 PRINCIPAL_KEY = "agui-relay.principal"
 """The key of a dispatched resume entry's ``metadata`` naming who answered it: the
-request's principal, or ``EXPIRY_ANSWERER``; set by the gatekeeper, a client's own
-value under it is replaced (removed when the request names no principal)."""
+request's ``identity`` (``tenant-a``, or ``tenant-a#alice`` for a named key), or
+``EXPIRY_ANSWERER``; set by the gatekeeper, a client's own value under it is replaced
+(removed when the request names no principal)."""
 EXPIRY_ANSWERER = "policy:expiry"
 """Who answered an interrupt the expiry policy (``AGUI_ON_EXPIRY=cancel``) cancelled."""
 KEY_NAME_SEPARATOR = "#"
@@ -89,6 +90,9 @@ class RunRequest(Envelope):
     submitted_at: AwareDatetime
     principal: str | None = None
     """The tenant that submitted the request; threads belong to one tenant."""
+    key_name: str | None = Field(None, min_length=1, max_length=200)
+    """The name of the API key it came with, when the key has one (``AGUI_API_KEYS``
+    ``token=tenant#name``): who, within the tenant; ``identity`` joins the two."""
     policy: RequestPolicy | None = None
     """Set when a relay policy made the request (``expiry``: the gatekeeper cancelling
     a thread's expired interrupts); its principal is then the thread's owner."""
@@ -116,6 +120,8 @@ class Decision(Envelope):
     warnings: list[str] | None = None
     principal: str | None = None
     """Who asked: the request's principal (absent when it named none)."""
+    key_name: str | None = None
+    """Who asked within the tenant: the request's key name (absent when it named none)."""
     policy: RequestPolicy | None = None
     """The relay policy that made the request, when not a client (``expiry``)."""
     decided_at: AwareDatetime
@@ -140,6 +146,8 @@ class RememberedDecision(Envelope):
     warnings: list[str] | None = None
     principal: str | None = None
     """Who asked: the request's principal (absent when it named none)."""
+    key_name: str | None = None
+    """Who asked within the tenant: the request's key name (absent when it named none)."""
     policy: RequestPolicy | None = None
     """The relay policy that made the request, when not a client (``expiry``)."""
     decided_at: AwareDatetime

@@ -14,7 +14,9 @@ receiver that remembers the ids it handled handles each notification once.
   run ``runId`` raised, ``interruptIds`` their ids.
 - ``answered``: ``interruptIds`` of run ``runId`` were answered (resolved or
   cancelled) by the admitted resume ``decision``, when the thread state says
-  which one (its ``runId`` is the resuming run).
+  which one (its ``runId`` is the resuming run), and ``answeredBy`` names
+  who answered: the tenant, ``tenant#name`` for an API key with a name
+  (``tenant-a#alice``), or ``policy:expiry``.
 - ``expired``: ``interruptIds`` of run ``runId`` passed their ``expiresAt``
   (read as ``@ag-ui/client`` reads it) unanswered.
 """
@@ -60,5 +62,8 @@ class WebhookEvent(Envelope):
     """``interrupted`` only: the open interrupts in full."""
     decision: WebhookDecision | None = None
     """``answered`` only, when known."""
+    answered_by: str | None = None
+    """``answered`` only, with ``decision``: who answered (``tenant-a``, ``tenant-a#alice``
+    for a named API key, or ``policy:expiry``); ``principal`` is the thread's tenant."""
     at: AwareDatetime
     """When it happened: the thread state's time, or the expiry instant."""

@@ -6,8 +6,9 @@ topics: a ``RUN_FINISHED`` whose outcome is ``interrupt`` lists the
 interrupts a run raised (the event's time is when; the ``agui-agent``
 header is which agent), the ``RUN_STARTED`` of a resuming run echoes its
 input with every ``resume`` entry (status, payload, and who answered it
-under ``agui-relay.principal``, written by the gatekeeper), and the
-admitting decision carries the request's ``principal`` and ``policy``
+under ``agui-relay.principal``, written by the gatekeeper: the tenant, or
+``tenant#name`` for an API key with a name), and the admitting decision
+carries the request's ``principal``, ``keyName`` and ``policy``
 (``expiry`` when the expiry policy cancelled the interrupts itself) and the
 time it was decided. ``audit(events, decisions)`` pairs them: one
 ``AuditEntry`` per raised interrupt, in the order raised, with its
@@ -29,7 +30,7 @@ from typing import Any, Literal
 import orjson
 
 from contracts.headers import AGENT
-from contracts.records import EXPIRY_ANSWERER, PRINCIPAL_KEY
+from contracts.records import EXPIRY_ANSWERER, PRINCIPAL_KEY, identity
 from services.kafka.records import OpsRecord
 
 Status = Literal["open", "resolved", "cancelled", "expired"]
@@ -162,7 +163,8 @@ def _answers(record: OpsRecord, admissions: dict[str, dict[str, Any]]
         metadata = entry.get("metadata")
         if not isinstance(metadata, dict):
             metadata = {}
-        by = _text(metadata.get(PRINCIPAL_KEY)) or _text(decision.get("principal"))
+        by = _text(metadata.get(PRINCIPAL_KEY)) or identity(
+            _text(decision.get("principal")), _text(decision.get("keyName")))
         payload = entry.get("payload")
         found.append((entry["interruptId"], Answer(
             status=status, run_id=run_id, by=by, at_ms=at_ms,

@@ -3,7 +3,9 @@
 Handlers validate what they are given, call the relay and return; every
 error is a ``Problem`` raised for ``problems.install``'s handlers to render.
 Who asks is ``request.state.principal`` (set by ``auth``; ``AGUI_PRINCIPAL``
-when authentication is off); the thread routes read a thread only through
+when authentication is off), the tenant, and ``request.state.key_name``, its
+key's name when it has one (a run request carries both; a cancel is
+requested by ``tenant#name``); the thread routes read a thread only through
 ``relay.tenancy``, which answers another tenant's thread with a 404. The run
 and thread routes are declared on ``served``, which ``direct`` serves and
 the app never includes (one door: ``direct``'s docstring says why); their
@@ -19,6 +21,7 @@ import orjson
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
+from contracts.records import identity
 from services.consumer.headers import require_json
 from services.consumer.limits import check_ids
 from services.consumer.metrics import CONTENT_TYPE
@@ -53,6 +56,12 @@ def _principal(request: Request) -> str:
     return principal if isinstance(principal, str) else _relay(request).settings.principal
 
 
+def _key_name(request: Request) -> str | None:
+    """The name of the API key the request came with, when it has one."""
+    name = getattr(request.state, "key_name", None)
+    return name if isinstance(name, str) else None
+
+
 def _ids(request: Request, thread_id: str, run_id: str | None = None) -> Relay:
     """The relay, once the path's ids are known not to be too long (400)."""
     relay = _relay(request)
@@ -77,7 +86,8 @@ def _json(model: ThreadView | CancelAccepted, status: int = 200) -> Response:
 )
 async def run_agent(agent: str, request: Request) -> EventStreamResponse:
     """Publish the input as a RunRequest; stream the run once the gatekeeper admits it."""
-    return await _relay(request).runs.start_run(agent, request, _principal(request))
+    return await _relay(request).runs.start_run(agent, request, _principal(request),
+                                                _key_name(request))
 
 
 @served.get("/threads/{thread_id}", response_model=ThreadView,
@@ -121,8 +131,9 @@ async def replay_run(thread_id: str, run_id: str, request: Request) -> Response:
 async def cancel_run(thread_id: str, run_id: str, request: Request) -> Response:
     relay = _ids(request, thread_id, run_id)
     require_json(request.headers.get("content-type"), required=False)
-    requested_by = _principal(request)
-    state = await relay.tenancy.readable(thread_id, requested_by, run_id)
+    tenant = _principal(request)
+    requested_by = identity(tenant, _key_name(request)) or tenant
+    state = await relay.tenancy.readable(thread_id, tenant, run_id)
     if (thread_id, run_id) not in relay.fanout.admitted:
         if state is None:
             raise NotFound("unknown_thread", f"no thread {thread_id!r} is known")

@@ -47,6 +47,7 @@ from contracts import ControlCommand, Decision, RunRequest, encode
 from contracts.codec import validation_detail
 from contracts.headers import TRACEPARENT
 from contracts.limits import InputLimits, bracket_count, check_run_input
+from contracts.records import identity
 from services.consumer.agents import AgentDirectory
 from services.consumer.headers import require_json
 from services.consumer.limits import EdgeLimits, check_counts, check_ids, too_deep_to_parse
@@ -134,9 +135,13 @@ class RunService:
         self.limits = limits
         self.closing = False
 
-    async def start_run(self, agent: str, request: Request,
-                        principal: str | None) -> EventStreamResponse:
-        """Steps 1-5 of the module docstring; returns the admitted run's stream."""
+    async def start_run(self, agent: str, request: Request, principal: str | None,
+                        key_name: str | None = None) -> EventStreamResponse:
+        """Steps 1-5 of the module docstring; returns the admitted run's stream.
+
+        ``principal``: the tenant (who owns threads); ``key_name``: its API key's
+        name, when it has one (who answered, with the tenant).
+        """
         try:
             check_ids(self.limits.input, {"agent": agent})
             require_json(request.headers.get("content-type"), required=True)
@@ -161,7 +166,8 @@ class RunService:
             self.metrics.requests.labels("unknown_thread").inc()
             raise
         run_request = RunRequest(request_id=str(uuid.uuid4()), agent=agent, input=run_input,
-                                 submitted_at=datetime.now(UTC), principal=principal)
+                                 submitted_at=datetime.now(UTC), principal=principal,
+                                 key_name=key_name)
         value = encode(run_request)
         trace = tracing.next_hop(request.headers.get(TRACEPARENT))
         headers = [(TRACEPARENT, trace.header().encode("ascii"))]
@@ -178,7 +184,7 @@ class RunService:
         except BaseException:
             self.fanout.unsubscribe(stream)
             raise
-        return self.respond(stream, principal)
+        return self.respond(stream, identity(principal, key_name) or principal)
 
     async def _decide(self, run_request: RunRequest, value: bytes,
                       headers: list[tuple[str, bytes]], unseen: bool) -> Decision:

@@ -38,9 +38,10 @@ class ConsumerSettings(BaseSettings):
     max_resume_entries: int = Field(256, alias="AGUI_MAX_RESUME_ENTRIES", ge=1)
     """Resume entries one RunAgentInput may carry (more: 413)."""
     api_keys: SecretStr | None = Field(None, alias="AGUI_API_KEYS")
-    """``token=tenant`` pairs, comma separated (see ``services.consumer.keys``)."""
+    """``token=tenant`` or ``token=tenant#name`` pairs, comma separated (see
+    ``services.consumer.keys``)."""
     api_keys_file: Path | None = Field(None, alias="AGUI_API_KEYS_FILE")
-    """A file of ``token tenant`` lines; with AGUI_API_KEYS, both are used."""
+    """A file of ``token tenant[#name]`` lines; with AGUI_API_KEYS, both are used."""
     metrics_token: SecretStr | None = Field(None, alias="AGUI_METRICS_TOKEN")
     """When set, ``/metrics`` wants ``Authorization: Bearer <it>``; else it is open."""
     agents: str = Field("", alias="AGUI_AGENTS")

@@ -376,6 +376,7 @@ def _admit(state: ThreadState, request: RunRequest, now: datetime, verdict: _Ver
         input=attributed(request),
         submitted_at=request.submitted_at,
         principal=request.principal,
+        key_name=request.key_name,
         policy=request.policy,
         warnings=list(verdict.warnings) or None,
         decided_at=now,
@@ -406,6 +407,7 @@ def _decision(state: ThreadState, request: RunRequest, now: datetime, v: _Verdic
         interrupt_ids=list(v.interrupt_ids) or None,
         warnings=list(v.warnings) or None,
         principal=request.principal,
+        key_name=request.key_name,
         policy=request.policy,
         decided_at=now,
     )

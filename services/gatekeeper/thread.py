@@ -186,6 +186,7 @@ def remembered(d: Decision) -> RememberedDecision:
         interrupt_ids=d.interrupt_ids,
         warnings=d.warnings,
         principal=d.principal,
+        key_name=d.key_name,
         policy=d.policy,
         decided_at=d.decided_at,
     )
@@ -204,6 +205,7 @@ def replayed(past: RememberedDecision, state: ThreadState, request: RunRequest) 
         interrupt_ids=past.interrupt_ids,
         warnings=past.warnings,
         principal=past.principal,
+        key_name=past.key_name,
         policy=past.policy,
         decided_at=past.decided_at,
     )

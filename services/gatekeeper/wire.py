@@ -81,6 +81,7 @@ def _verdict_doc(
     _put(doc, "interruptIds", d.interrupt_ids)
     _put(doc, "warnings", d.warnings)
     _put(doc, "principal", d.principal)
+    _put(doc, "keyName", d.key_name)
     _put(doc, "policy", d.policy)
     doc["decidedAt"] = d.decided_at
     return doc

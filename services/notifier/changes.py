@@ -5,9 +5,11 @@ topic; the notifier compares it with what it remembers of the thread and
 says what happened, in this order:
 
 - interrupts the thread held and no longer holds were **answered** (one
-  event per run that raised them), with the admitted resume's decision when
-  the new state remembers it (its ``recentDecisions`` end with the decision
-  that moved the thread, written in the same transaction);
+  event per run that raised them), with the admitted resume's decision and
+  who answered (its principal and key name, ``tenant#name``, or
+  ``policy:expiry``) when the new state remembers it (its
+  ``recentDecisions`` end with the decision that moved the thread, written
+  in the same transaction);
 - interrupts it holds now and did not before make it **interrupted** (one
   event per raising run, the interrupts in full);
 - and, separately (``expire``), open interrupts whose ``expiresAt`` (read
@@ -34,6 +36,7 @@ import orjson
 from ag_ui.core import Interrupt
 
 from contracts import OpenInterrupt, RememberedDecision, ThreadState
+from contracts.records import EXPIRY_ANSWERER, identity
 from contracts.webhooks import WebhookDecision, WebhookEvent, WebhookKind
 from services.agui.expiry import read_expiry
 from services.agui.jsdate import from_epoch_ms
@@ -106,12 +109,14 @@ def transition(scope: str, thread_id: str, before: Seen | None, state: ThreadSta
     earlier = before.waiting if before else ()
     gone = [w for w in earlier if (w.run_id, w.interrupt_id) not in now_keys]
     for run_id, ids in _by_run((w.run_id, w.interrupt_id) for w in gone):
+        answering = _answering(state.recent_decisions, ids)
         events.append(WebhookEvent(
             kind="answered", delivery_id=delivery_id(scope, "answered", thread_id, run_id, ids),
             thread_id=thread_id, run_id=run_id,
             agent=(before.agent if before else None) or state.agent,
             principal=(before.principal if before else None) or state.principal,
-            interrupt_ids=ids, decision=_answering(state.recent_decisions, ids), at=when))
+            interrupt_ids=ids, decision=_webhook_decision(answering),
+            answered_by=_answerer(answering), at=when))
     fresh = [o for o in state.open_interrupts if (o.run_id, o.interrupt.id) not in before_keys] \
         if after else []
     for run_id, opened in _opened_by_run(fresh):
@@ -159,10 +164,24 @@ def _opened_by_run(opened: Sequence[OpenInterrupt]) -> list[tuple[str, list[Inte
     return list(runs.items())
 
 
-def _answering(decisions: Sequence[RememberedDecision], ids: list[str]) -> WebhookDecision | None:
+def _answering(decisions: Sequence[RememberedDecision], ids: list[str]
+               ) -> RememberedDecision | None:
     """The newest admitted decision naming every one of ``ids`` (the resume that answered)."""
     for d in reversed(decisions):
         if d.verdict == "admitted" and set(ids) <= set(d.interrupt_ids or ()):
-            return WebhookDecision(request_id=d.request_id, run_id=d.run_id, message=d.message,
-                                   decided_at=d.decided_at)
+            return d
     return None
+
+
+def _webhook_decision(d: RememberedDecision | None) -> WebhookDecision | None:
+    if d is None:
+        return None
+    return WebhookDecision(request_id=d.request_id, run_id=d.run_id, message=d.message,
+                           decided_at=d.decided_at)
+
+
+def _answerer(d: RememberedDecision | None) -> str | None:
+    """Who answered with decision ``d``: the expiry policy, else its principal and key."""
+    if d is None:
+        return None
+    return EXPIRY_ANSWERER if d.policy == "expiry" else identity(d.principal, d.key_name)

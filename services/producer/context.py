@@ -187,8 +187,9 @@ class RunContext:
     @property
     def answered_by(self) -> Mapping[str, str]:
         """Who answered each interrupt in ``answers``, by interrupt id: the principal
-        the consumer service authenticated (the API key's tenant, ``anonymous`` with
-        authentication off) or ``policy:expiry`` when the expiry policy cancelled it.
+        the consumer service authenticated (the API key's tenant, ``tenant#name`` for a
+        key with a name, e.g. ``tenant-a#alice``; ``anonymous`` with authentication
+        off) or ``policy:expiry`` when the expiry policy cancelled it.
 
         The gatekeeper writes it into each admitted resume entry's metadata
         (``agui-relay.principal``), replacing whatever a client put there; an entry

@@ -12,11 +12,14 @@ each answered approval executes the tool only when resolved with
 the execution happens at most once per approval whatever crashes — and
 reports a refusal otherwise; it finishes success.
 
-Who may approve: ``forwardedProps.approvers`` (a list of principals) on the
-first run is kept in the interrupt's ``metadata.approvers``; an approval
-then counts only when ``ctx.answered_by`` names one of them (the principal
-the gatekeeper recorded, not anything the resuming client says), else it is
-refused like a rejection, naming who answered. An approval the expiry
+Who may approve: ``forwardedProps.approvers`` on the first run is kept in
+the interrupt's ``metadata.approvers``: each a tenant (any of its keys may
+approve) or one person, a tenant's named key (``tenant-a#alice``, the API
+key ``token=tenant-a#alice``). An approval then counts only when
+``ctx.answered_by`` (who the gatekeeper recorded, not anything the resuming
+client says) is one of them or a key of one of them, else it is refused
+like a rejection, naming who answered: with ``["tenant-a#alice"]``,
+``tenant-a#bob`` is refused though his key opens tenant a's thread. An approval the expiry
 policy cancelled (``policy:expiry``) is a refusal too: nothing runs.
 
 Nothing is deleted: the "execution" is recorded. Each one appends a JSON
@@ -38,6 +41,7 @@ from typing import Any
 import orjson
 from ag_ui.core import AssistantMessage, MessagesSnapshotEvent, ResumeEntry, RunAgentInput
 
+from contracts.records import tenant_of
 from services.producer.agent import agent_definition
 from services.producer.context import RunContext
 from services.producer.resume import APPROVAL_REASON, gated_interrupt_id
@@ -61,6 +65,11 @@ def approved(entry: ResumeEntry) -> bool:
     payload = entry.payload
     return (entry.status == "resolved" and isinstance(payload, dict)
             and payload.get("approved") is True)
+
+
+def may_approve(approvers: list[Any], who: str | None) -> bool:
+    """Whether ``who`` is one of ``approvers``, or a named key of a tenant among them."""
+    return who is not None and (who in approvers or tenant_of(who) in approvers)
 
 
 def call_arguments(run_input: RunAgentInput, tool_call_id: str) -> dict[str, Any]:
@@ -111,7 +120,7 @@ def refusal(ctx: RunContext, interrupt_id: str, entry: ResumeEntry) -> dict[str,
         return {"refused": True, "status": entry.status, **({"by": who} if who else {})}
     metadata = ctx.prior_interrupts[interrupt_id].metadata or {}
     approvers = metadata.get("approvers")
-    if isinstance(approvers, list) and who not in approvers:
+    if isinstance(approvers, list) and not may_approve(approvers, who):
         return {"refused": True, "status": entry.status, "by": who, "reason": "not an approver"}
     return None
 

@@ -1,12 +1,18 @@
-"""``GET /threads/{threadId}/audit`` on the real broker, gatekeeper and producer worker.
+"""``GET /threads/{threadId}/audit`` on the real broker, gatekeeper and producer worker,
+and who answered travelling from the API key to the decision to the agent's ``RunContext``.
 
-Tenant a runs the ``approval`` agent (one interrupt), then resolves it; the
-thread's audit shows the interrupt as raised (run, agent, reason, message,
-``responseSchema``) and then resolved by tenant a, when, with the sha256
-digest of the payload's canonical JSON. Tenant b asking for that audit gets
-the same 404 document as for an id nobody used, but for the id. And a
-thread whose id holds ``/`` (asked as ``%2F``), whose interrupt the expiry
-policy cancelled, reads ``expired``, answered by ``policy:expiry``.
+Tenant a has two named keys, ``tenant-a#alice`` and ``tenant-a#bob``. Alice
+runs the ``approval`` agent (one interrupt) naming herself the only approver;
+Bob, whose key opens tenant a's thread, approves (claiming to be Alice in the
+entry's metadata): the run is admitted, but the agent sees ``tenant-a#bob``
+(the gatekeeper's word, not the client's) and refuses. The audit shows the
+interrupt as raised (run, agent, reason, message, ``responseSchema``) and
+then resolved by ``tenant-a#bob``, when, with the sha256 digest of the
+payload's canonical JSON; on a second thread Alice's own approval executes
+and reads ``tenant-a#alice``. Tenant b asking for that audit gets the same
+404 document as for an id nobody used, but for the id. And a thread whose id
+holds ``/`` (asked as ``%2F``), whose interrupt the expiry policy cancelled,
+reads ``expired``, answered by ``policy:expiry``.
 """
 
 from __future__ import annotations
@@ -24,44 +30,69 @@ from backend import backend
 from consumer_harness import AGENT, Backstage, data_values, finished, run_input, serving, started
 
 from contracts import Decision, ThreadState, encode
+from contracts.records import PRINCIPAL_KEY
 from services.agui.audit import digest
 from services.runtime.settings import KafkaSettings
 
 pytestmark = pytest.mark.integration
 
 TOKEN_A = f"key-a-{uuid.uuid4().hex}"
+TOKEN_BOB = f"key-a2-{uuid.uuid4().hex}"
 TOKEN_B = f"key-b-{uuid.uuid4().hex}"
 A = {"Authorization": f"Bearer {TOKEN_A}"}
+BOB = {"Authorization": f"Bearer {TOKEN_BOB}"}
 B = {"Authorization": f"Bearer {TOKEN_B}"}
-KEYS = f"{TOKEN_A}=tenant-a,{TOKEN_B}=tenant-b"
+KEYS = f"{TOKEN_A}=tenant-a#alice,{TOKEN_BOB}=tenant-a#bob,{TOKEN_B}=tenant-b"
 
 
-async def _run(http: httpx.AsyncClient, body: dict[str, Any]) -> dict[str, Any]:
-    response = await http.post("/agents/approval", json=body, headers=A)
+async def _run(http: httpx.AsyncClient, body: dict[str, Any],
+               headers: dict[str, str]) -> list[dict[str, Any]]:
+    response = await http.post("/agents/approval", json=body, headers=headers)
     assert response.status_code == 200, response.text
-    last: dict[str, Any] = orjson.loads(data_values(response.content)[-1])
-    assert last["type"] == "RUN_FINISHED", last
-    return last
+    events: list[dict[str, Any]] = [orjson.loads(d) for d in data_values(response.content)]
+    assert events[-1]["type"] == "RUN_FINISHED", events[-1]
+    return events
 
 
-async def test_the_audit_shows_the_interrupt_raised_then_resolved_by_its_tenant(
+def _tool_result(events: list[dict[str, Any]]) -> Any:
+    return orjson.loads(next(e for e in events if e["type"] == "TOOL_CALL_RESULT")["content"])
+
+
+async def _approve(http: httpx.AsyncClient, thread: str, starter: dict[str, str],
+                   approver: dict[str, str], answer: dict[str, Any]
+                   ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], Any]:
+    """``starter`` asks (only Alice may approve), ``approver`` approves claiming Alice."""
+    first = run_input(thread, forwardedProps={"paths": ["/a"], "approvers": ["tenant-a#alice"]})
+    [raised] = (await _run(http, first, starter))[-1]["outcome"]["interrupts"]
+    second = run_input(thread, resume=[{"interruptId": raised["id"], "status": "resolved",
+                                        "payload": answer,
+                                        "metadata": {PRINCIPAL_KEY: "tenant-a#alice"}}])
+    result = _tool_result(await _run(http, second, approver))
+    return first, second, raised, result
+
+
+async def _audit(http: httpx.AsyncClient, thread: str, headers: dict[str, str]
+                 ) -> list[dict[str, Any]]:
+    response = await http.get(f"/threads/{thread}/audit", headers=headers)
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"] == "application/json"
+    body = response.json()
+    assert body["threadId"] == thread
+    entries: list[dict[str, Any]] = body["interrupts"]
+    return entries
+
+
+async def test_two_keys_of_one_tenant_are_told_apart_from_the_key_to_the_agent_and_audit(
         kafka: KafkaSettings, tmp_path: Path) -> None:
     thread = f"audit-{uuid.uuid4().hex[:8]}"
+    answer = {"approved": True}
     async with backend(kafka, tmp_path), serving(kafka, api_keys=KEYS) as app:
-        first = run_input(thread)
-        end = await _run(app.http, first)
-        [raised] = end["outcome"]["interrupts"]
-        answer = {"approved": True}
-        second = run_input(thread, resume=[{"interruptId": raised["id"], "status": "resolved",
-                                            "payload": answer}])
-        await _run(app.http, second)
+        first, second, raised, result = await _approve(app.http, thread, A, BOB, answer)
+        assert result == {"refused": True, "status": "resolved", "by": "tenant-a#bob",
+                          "reason": "not an approver"}  # the right tenant, the wrong person
 
-        response = await app.http.get(f"/threads/{thread}/audit", headers=A)
-        assert response.status_code == 200, response.text
-        assert response.headers["content-type"] == "application/json"
-        body = response.json()
-        assert body["threadId"] == thread
-        [entry] = body["interrupts"]
+        [entry] = await _audit(app.http, thread, A)
+        assert await _audit(app.http, thread, BOB) == [entry]  # one tenant, one thread
         assert entry["interruptId"] == raised["id"]
         assert (entry["status"], entry["runId"], entry["agent"]) == (
             "resolved", first["runId"], "approval")
@@ -72,9 +103,15 @@ async def test_the_audit_shows_the_interrupt_raised_then_resolved_by_its_tenant(
         given = entry["answer"]
         assert given["status"] == "resolved"
         assert given["runId"] == second["runId"]
-        assert given["by"] == "tenant-a"
+        assert given["by"] == "tenant-a#bob"
         assert given["digest"] == digest(answer)
         assert given["at"] >= entry["raisedAt"]
+
+        own = f"audit-{uuid.uuid4().hex[:8]}"
+        *_, executed = await _approve(app.http, own, BOB, A, answer)
+        assert list(executed) == ["deleted"]  # executed (its paths would come from history)
+        [mine] = await _audit(app.http, own, BOB)
+        assert (mine["status"], mine["answer"]["by"]) == ("resolved", "tenant-a#alice")
 
         unused = f"audit-{uuid.uuid4().hex[:8]}"
         foreign = await app.http.get(f"/threads/{thread}/audit", headers=B)

@@ -71,7 +71,8 @@ class Threads:
         now = datetime.now(UTC)
         decision = RememberedDecision(request_id=f"req-{resume_run}", run_id=resume_run,
                                       verdict="admitted", message="resumes",
-                                      interrupt_ids=list(ids), decided_at=now)
+                                      interrupt_ids=list(ids), principal="acme",
+                                      key_name="alice", decided_at=now)
         state = ThreadState(thread_id=thread_id, status="running", agent="approval",
                             principal="acme", run_id=resume_run, recent_decisions=[decision],
                             run_started_at=now, updated_at=now)

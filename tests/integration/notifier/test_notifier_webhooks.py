@@ -74,6 +74,9 @@ async def test_every_notification_arrives_signed_once_per_id_in_order(
     answered = by_thread["t1"][1]
     assert answered.decision is not None
     assert (answered.decision.request_id, answered.decision.run_id) == ("req-r2", "r2")
+    assert (answered.principal, answered.answered_by) == ("acme", "acme#alice")
+    assert b'"answeredBy":"acme#alice"' in next(
+        a.body for a in hook.accepted if a.delivery_id == answered.delivery_id)
     raised = by_thread["t1"][0]
     assert [i.message for i in raised.interrupts or []] == ["approve a?", "approve b?"]
     after = _counts("agui_webhook_delivered_total")

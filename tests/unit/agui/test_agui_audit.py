@@ -45,11 +45,13 @@ def answered(interrupt: str, status: str, who: str | None, payload: Any = None
 
 
 def admitted(run: str, principal: str | None = None, policy: str | None = None,
-             at: str = "2026-12-02T02:00:00+00:00") -> OpsRecord:
+             at: str = "2026-12-02T02:00:00+00:00", key_name: str | None = None) -> OpsRecord:
     value: dict[str, Any] = {"requestId": f"req-{run}", "runId": run, "verdict": "admitted",
                              "message": "ok", "decidedAt": at}
     if principal is not None:
         value["principal"] = principal
+    if key_name is not None:
+        value["keyName"] = key_name
     if policy is not None:
         value["policy"] = policy
     return decision(value)
@@ -113,6 +115,16 @@ def test_the_decisions_principal_is_used_when_the_entry_names_none() -> None:
     assert entry.answer is not None
     assert entry.answer.by == "tenant-b"
     assert entry.answer.digest == digest(1)
+    [named] = audit(events, [admitted("r2", principal="tenant-b", key_name="bob")])
+    assert named.answer is not None
+    assert named.answer.by == "tenant-b#bob"
+
+
+def test_a_named_key_answering_is_recorded_as_tenant_and_name() -> None:
+    events = [interrupted("r1", 20, APPROVE),
+              started("r2", 30, answered("i1", "resolved", "tenant-a#alice", True))]
+    [entry] = audit(events, [admitted("r2", principal="tenant-a", key_name="alice")])
+    assert entry.wire()["answer"]["by"] == "tenant-a#alice"
 
 
 def test_a_rejected_decision_for_the_run_is_not_its_admission() -> None:

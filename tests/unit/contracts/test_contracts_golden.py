@@ -105,7 +105,7 @@ RESUME_INPUT = RunAgentInput(
 def samples() -> dict[str, BaseModel]:
     """The golden instances by file stem (the same stems as contracts/schema)."""
     request = RunRequest(request_id="req-2", agent="approval", input=RESUME_INPUT,
-                         submitted_at=T0, principal="tenant-a")
+                         submitted_at=T0, principal="tenant-a", key_name="alice")
     return {
         "run-request": request,
         "dispatch": Dispatch(
@@ -116,7 +116,7 @@ def samples() -> dict[str, BaseModel]:
             request_id="req-3", thread_id="thread-1", run_id="run-3", agent="approval",
             verdict="rejected", code="uncovered_interrupts",
             message="interrupt int-input-2 is not answered", interrupt_ids=["int-input-2"],
-            principal="tenant-a", decided_at=T1,
+            principal="tenant-a", key_name="alice", decided_at=T1,
         ),
         "thread-state": ThreadState(
             thread_id="thread-1", status="interrupted", agent="approval", run_id="run-1",

@@ -91,3 +91,27 @@ def test_the_fast_encoders_write_what_the_contract_writes() -> None:
     doc = orjson.loads(wire.dispatch(outcome.dispatch, raw))
     assert doc["input"]["resume"][0]["metadata"] == {PRINCIPAL_KEY: EXPIRY_ANSWERER}
     assert doc["policy"] == "expiry"
+
+
+def test_two_keys_of_one_tenant_share_its_thread_but_answer_each_as_itself() -> None:
+    state = interrupted(interrupt("a")).model_copy(update={"principal": "tenant-a"})
+    outcome = decide(state, by("tenant-a", *resolve("a"), key_name="bob"), NOW, REJECT)
+    assert outcome.decision.verdict == "admitted", outcome.decision.message
+    assert (outcome.decision.principal, outcome.decision.key_name) == ("tenant-a", "bob")
+    assert outcome.state.principal == "tenant-a"  # ownership stays the tenant's
+    assert outcome.state.recent_decisions[-1].key_name == "bob"
+    assert outcome.dispatch is not None
+    assert (outcome.dispatch.principal, outcome.dispatch.key_name) == ("tenant-a", "bob")
+    forged = ResumeEntry(interrupt_id="a", status="resolved", payload={"approved": True},
+                         metadata={PRINCIPAL_KEY: "tenant-a#alice"})
+    claimed = decide(state, by("tenant-a", forged, key_name="bob"), NOW, REJECT)
+    assert claimed.dispatch is not None
+    assert (claimed.dispatch.input.resume or [])[0].metadata == {PRINCIPAL_KEY: "tenant-a#bob"}
+    assert (outcome.dispatch.input.resume or [])[0].metadata == {PRINCIPAL_KEY: "tenant-a#bob"}
+    again = decide(outcome.state, by("tenant-a", *resolve("a"), key_name="bob"), NOW, REJECT)
+    assert again.decision == outcome.decision  # the replay names the key too
+    assert wire.decision(outcome.decision) == encode(outcome.decision)
+    assert b'"keyName":"bob"' in wire.decision(outcome.decision)
+    assert wire.state(outcome.state) == encode(outcome.state)
+    raw = orjson.loads(encode(by("tenant-a", *resolve("a"), key_name="bob")))
+    assert decode(Dispatch, wire.dispatch(outcome.dispatch, raw)) == outcome.dispatch

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from datetime import timedelta
+from typing import Literal
 
 import pytest
 from notifier_builders import SCOPE, T0, admitted, interrupt, interrupted, ms, state
@@ -77,6 +78,23 @@ def test_answered_carries_the_admitting_decision() -> None:
     assert event.decision is not None
     assert (event.decision.request_id, event.decision.run_id) == ("q2", "r2")
     assert event.decision.decided_at == T0 + timedelta(seconds=3)
+    assert event.answered_by is None  # the decision names no principal
+
+
+@pytest.mark.parametrize(
+    ("principal", "key_name", "policy", "who"),
+    [("acme", "alice", None, "acme#alice"), ("acme", "bob", None, "acme#bob"),
+     ("acme", None, None, "acme"), ("acme", None, "expiry", "policy:expiry")],
+)
+def test_answered_names_who_answered_tenant_and_key(
+        principal: str, key_name: str | None, policy: Literal["expiry"] | None,
+        who: str) -> None:
+    resume = admitted("q2", "r2", "a").model_copy(
+        update={"principal": principal, "key_name": key_name, "policy": policy})
+    after = state("running", decisions=[resume])
+    _, (event,) = transition(SCOPE, "t1", seen_of(interrupted(("r1", A))), after, T0)
+    assert (event.principal, event.answered_by) == ("acme", who)
+    assert event.model_dump(by_alias=True)["answeredBy"] == who
 
 
 def test_answered_without_a_decision_naming_the_ids_has_none() -> None:
@@ -84,6 +102,7 @@ def test_answered_without_a_decision_naming_the_ids_has_none() -> None:
     _, (event,) = transition(SCOPE, "t1", seen_of(interrupted(("r1", A))), after, T0)
     assert event.decision is None
     assert "decision" not in event.model_dump(by_alias=True), "omitted, never null"
+    assert "answeredBy" not in event.model_dump(by_alias=True)
 
 
 def test_the_state_time_is_the_event_time_and_the_record_time_the_fallback() -> None:

@@ -57,11 +57,12 @@ def executions(path: Path) -> int:
     return len(path.read_bytes().splitlines()) if path.exists() else 0
 
 
-async def resumed_by(who: str, entry_of: Any) -> tuple[list[dict[str, Any]], Any]:
+async def resumed_by(who: str, entry_of: Any, approvers: tuple[str, ...] = ("alice",)
+                     ) -> tuple[list[dict[str, Any]], Any]:
     first = await run_agent(approval.agent, make_input(
-        forwarded_props={"paths": ["/x"], "approvers": ["alice"]}))
+        forwarded_props={"paths": ["/x"], "approvers": list(approvers)}))
     (wire,) = outcome_of(first)["interrupts"]
-    assert wire["metadata"] == {"approvers": ["alice"]}
+    assert wire["metadata"] == {"approvers": list(approvers)}
     interrupt = Interrupt.model_validate(wire)
     second = await run_agent(approval.agent, resume_input(first, "run-2", [
         by(entry_of(interrupt.id), who)]), open_interrupts=[interrupt], ledger=MemoryLedger())
@@ -88,3 +89,37 @@ async def test_the_expiry_policy_s_cancellation_runs_the_refusal_path(ledger_fil
     _, result = await resumed_by(EXPIRY_ANSWERER, cancelled)
     assert result == {"refused": True, "status": "cancelled", "by": EXPIRY_ANSWERER}
     assert executions(ledger_file) == 0
+
+
+@pytest.mark.parametrize(
+    ("approvers", "who", "allowed"),
+    [
+        (["tenant-a#alice"], "tenant-a#alice", True),
+        (["tenant-a#alice"], "tenant-a#bob", False),  # the right tenant, the wrong person
+        (["tenant-a#alice"], "tenant-a", False),  # the tenant's nameless key is not alice
+        (["tenant-a"], "tenant-a#bob", True),  # a tenant names every key of it
+        (["tenant-a"], "tenant-a", True),
+        (["tenant-a"], "tenant-b#alice", False),
+        (["tenant-b", "tenant-a#alice"], "tenant-a#alice", True),
+        (["org:acme/eu"], "org:acme/eu#ci", True),
+        (["org:acme"], "org:acme/eu#ci", False),
+        (["tenant-a"], None, False),
+    ],
+)
+def test_an_approver_is_a_tenant_or_one_named_key_of_it(
+        approvers: list[str], who: str | None, allowed: bool) -> None:
+    assert approval.may_approve(list(approvers), who) is allowed
+
+
+async def test_the_wrong_person_of_the_right_tenant_is_refused(ledger_file: Path) -> None:
+    only_alice = ("tenant-a#alice",)
+    wire, refused = await resumed_by("tenant-a#bob", lambda i: resolved(i, {"approved": True}),
+                                     only_alice)
+    assert refused == {"refused": True, "status": "resolved", "by": "tenant-a#bob",
+                       "reason": "not an approver"}
+    assert any("tenant-a#bob may not approve" in w.get("delta", "") for w in wire)
+    assert executions(ledger_file) == 0
+    _, done = await resumed_by("tenant-a#alice", lambda i: resolved(i, {"approved": True}),
+                               only_alice)
+    assert done == {"deleted": ["/x"]}
+    assert executions(ledger_file) == 1
