@@ -32,8 +32,9 @@ pytestmark = pytest.mark.integration
 
 def request(request_id: str, thread_id: str, run_id: str, agent: str, *,
             principal: str = "alice", resume: list[ResumeEntry] | None = None,
-            props: Any = None) -> RunRequest:
+            props: Any = None, key_name: str | None = None) -> RunRequest:
     return RunRequest(request_id=request_id, agent=agent, principal=principal,
+                      key_name=key_name,
                       submitted_at=datetime.now(UTC), input=RunAgentInput(
                           thread_id=thread_id, run_id=run_id, resume=resume,
                           messages=[UserMessage(id=f"u-{run_id}", content="please")],
@@ -109,28 +110,37 @@ async def test_a_default_ttl_is_stamped_and_the_lapsed_approval_is_cancelled_onc
 async def test_the_principal_reaches_the_agent_which_refuses_an_approval_from_a_non_approver(
         kafka: KafkaSettings, topics: Topics, events: Relay,
         processes: Callable[..., GatekeeperProcess]) -> None:
+    """Two keys of one tenant (``tenant-a#alice``, ``tenant-a#bob``): either may answer
+    on the tenant's thread, each is recorded as itself, and only Alice may approve."""
     gatekeeper = processes(kafka)
     gatekeeper.start()
     await gatekeeper.ready()
     async with in_process_worker(kafka, "approval"):
-        for thread, approver in (("t-ok", "alice"), ("t-no", "bob")):
+        for thread, answerer in (("t-ok", "alice"), ("t-no", "bob")):
             await topics.decide(request(f"{thread}-1", thread, f"{thread}-r1", "approval",
-                                        props={"paths": ["/a"], "approvers": [approver]}))
+                                        principal="tenant-a", key_name="alice",
+                                        props={"paths": ["/a"], "approvers": ["tenant-a#alice"]}))
             (wire,) = await interrupted(topics, events, thread, f"{thread}-r1")
-            forged = ResumeEntry(interrupt_id=wire["id"], status="resolved",  # claims bob
-                                 payload={"approved": True}, metadata={PRINCIPAL_KEY: "bob"})
+            forged = ResumeEntry(interrupt_id=wire["id"], status="resolved",  # claims alice
+                                 payload={"approved": True},
+                                 metadata={PRINCIPAL_KEY: "tenant-a#alice"})
             answer = await topics.decide(request(f"{thread}-2", thread, f"{thread}-r2",
-                                                 "approval", principal="alice", resume=[forged]))
-            assert (answer.verdict, answer.principal) == ("admitted", "alice")
+                                                 "approval", principal="tenant-a",
+                                                 key_name=answerer, resume=[forged]))
+            assert (answer.verdict, answer.principal, answer.key_name) == (
+                "admitted", "tenant-a", answerer)
             view = await events.finished(f"{thread}-r2", 60)
             (dispatch,) = topics.dispatched(thread, f"{thread}-r2")
-            assert ((dispatch.input.resume or [])[0].metadata or {})[PRINCIPAL_KEY] == "alice"
+            assert dispatch.key_name == answerer
+            assert ((dispatch.input.resume or [])[0].metadata or {})[PRINCIPAL_KEY] == \
+                f"tenant-a#{answerer}"
+            assert topics.threads[thread].principal == "tenant-a"
             result = orjson.loads(next(w for w in view.wire
                                        if w["type"] == "TOOL_CALL_RESULT")["content"])
-            if approver == "alice":
+            if answerer == "alice":
                 assert list(result) == ["deleted"]  # executed (its paths come from history)
-            else:
-                assert result == {"refused": True, "status": "resolved", "by": "alice",
+            else:  # the right tenant, the wrong person
+                assert result == {"refused": True, "status": "resolved", "by": "tenant-a#bob",
                                   "reason": "not an approver"}
     assert gatekeeper.terminate() == 0
 
