@@ -90,6 +90,9 @@ async def test_two_keys_of_one_tenant_are_told_apart_from_the_key_to_the_agent_a
         first, second, raised, result = await _approve(app.http, thread, A, BOB, answer)
         assert result == {"refused": True, "status": "resolved", "by": "tenant-a#bob",
                           "reason": "not an approver"}  # the right tenant, the wrong person
+        cancel = await app.http.post(f"/threads/{thread}/runs/{second['runId']}/cancel",
+                                     headers=BOB)
+        assert (cancel.status_code, cancel.json()["requestedBy"]) == (202, "tenant-a#bob")
 
         [entry] = await _audit(app.http, thread, A)
         assert await _audit(app.http, thread, BOB) == [entry]  # one tenant, one thread
