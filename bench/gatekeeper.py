@@ -17,6 +17,9 @@
 3. **History**: the pure ``decide()`` on threads with 10 to 10,000 earlier
    runs, flat once a thread's bounded memory fills up
    (``bench.gatekeeper_history``).
+4. **Streaming**: the gatekeeper's CPU per token while a worker streams
+   runs of 500 ``TEXT_MESSAGE_CONTENT`` events, 20 at a time
+   (``bench.gatekeeper_streaming``): it reads run boundaries, not tokens.
 
 This module runs the phases (the throughput one itself), reports them and
 is the command line, including ``--serve-baseline PREFIX``, the baseline
@@ -46,6 +49,7 @@ from bench.gatekeeper_baseline import baseline_throughput, serve_baseline
 from bench.gatekeeper_history import HISTORIES, history_cost
 from bench.gatekeeper_latency import latency, latency_sweep
 from bench.gatekeeper_requests import AGENT, PARTITIONS, ROOT, request
+from bench.gatekeeper_streaming import compare
 from contracts import encode
 from services.gatekeeper.processor import Processor
 from services.gatekeeper.settings import GatekeeperSettings
@@ -175,6 +179,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         ]
         results["baseline_latency"] = await latency(plain, args.rate, args.seconds, baseline)
         results["sweep"] = await latency_sweep(settings, args.sweep, args.sweep_seconds)
+        results["streaming"] = await compare(settings.with_prefix(prefix + "s"),
+                                             args.streaming_runs, 500, 20)
     results["history"] = history_cost()
     results["load_average_at_end"] = os.getloadavg()[0]
     return results
@@ -216,6 +222,19 @@ def report(r: dict[str, Any]) -> None:
         f"{bl['p50_ms']:.1f} / {bl['p99_ms']:.1f} ms",
         "",
     )
+    s = r["streaming"]
+    table.add_row(
+        f"CPU per content event, runs of {s['tokens_per_run']} tokens, {s['lanes']} at a time "
+        f"({s['content_events_per_second']:,.0f}/s)",
+        f"{s['cpu_us_per_content_event']:.2f} µs", "≤ 1 µs",
+    )
+    table.add_row(
+        "  of it per run (busy, without idle polling) / with one token per run",
+        f"{s['busy_cpu_us_per_run']:,.0f} / {s['one_token']['busy_cpu_us_per_run']:,.0f} µs",
+        "",
+    )
+    table.add_row("  what one more token costs it",
+                  f"{s['marginal_cpu_us_per_content_event']:.2f} µs", "0")
     for runs in HISTORIES:
         table.add_row(
             f"decide(), thread with {runs:,} earlier runs (state bytes)",
@@ -239,6 +258,7 @@ def cli() -> None:
                         default=[250, 500, 1000, 2000, 4000],
                         help="offered loads (req/s) for the latency-against-load sweep")
     parser.add_argument("--sweep-seconds", type=float, default=4.0)
+    parser.add_argument("--streaming-runs", type=int, default=200)
     parser.add_argument("--serve-baseline", metavar="PREFIX", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_baseline:

@@ -1,0 +1,242 @@
+"""The gatekeeper's CPU per streamed token: it reads run boundaries, not tokens.
+
+    .venv/bin/python -m bench.gatekeeper_streaming [--runs 200] [--tokens 500] [--lanes 20]
+
+The gatekeeper runs as its own process (``python -m services.gatekeeper``,
+8 partitions) beside a producer worker in this process hosting an agent that
+streams ``--tokens`` ``TEXT_MESSAGE_CONTENT`` events per run (``bench.producer``'s
+``streamer``). ``--lanes`` clients each submit a run on a new thread, wait
+for its end (read on ``runs``), and submit the next: ``--runs`` runs in all.
+The gatekeeper's CPU time (user + system, from ``/proc``) is read just before
+the first request and once the gatekeeper's group has committed all of
+``runs`` (every boundary applied, its thread state written); divided
+by the content events streamed meanwhile, it is the CPU the gatekeeper spends
+per token (target ≤ 1 µs; it read every token of ``events`` before the
+boundary topic, 9-23 µs). That figure is the gatekeeper's whole CPU — its
+decisions and the transactions recording each run's end, and what it spends
+idle for as long (polls, heartbeats; measured over ``IDLE_S`` before the
+load) — spread over the tokens. The same runs with one token each (fresh
+topics, a fresh gatekeeper) show what a token itself costs: the difference
+of busy CPU per run, per extra token. Also run as a
+phase of ``bench.gatekeeper``; writes ``bench/results/gatekeeper_streaming.json``
+when run alone. Benchmarks print; they assert nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+import orjson
+import uvloop
+from ag_ui.core import RunAgentInput, UserMessage
+from rich.console import Console
+
+from bench.broker import broker
+from bench.consumer import cpu_seconds
+from bench.gatekeeper_requests import PARTITIONS, ROOT
+from bench.producer import AGENTS
+from contracts import RunRequest, encode
+from contracts.headers import EVENT_TYPE, RUN_ID, header_value
+from contracts.topics import TERMINAL_TYPES
+from deploy.kafka import launcher
+from services.kafka.admin import ensure_topics
+from services.kafka.clients import new_admin, new_producer
+from services.kafka.reader import Start, TopicReader
+from services.producer.settings import ProducerSettings
+from services.producer.worker import Worker
+from services.runtime.settings import KafkaSettings
+
+RESULTS = ROOT / "bench" / "results" / "gatekeeper_streaming.json"
+AGENT = "stream"
+IDLE_S = 3.0
+console = Console()
+
+
+def run_request(thread_id: str, run_id: str, tokens: int) -> RunRequest:
+    return RunRequest(
+        request_id=f"q-{run_id}", agent=AGENT, submitted_at=datetime.now(UTC),
+        input=RunAgentInput(thread_id=thread_id, run_id=run_id, state={}, tools=[], context=[],
+                            forwarded_props={"events": tokens},
+                            messages=[UserMessage(id=f"m-{run_id}", content="go")]))
+
+
+@contextlib.asynccontextmanager
+async def gatekeeper(settings: KafkaSettings) -> AsyncIterator[int]:
+    """``python -m services.gatekeeper`` on ``settings``' topics, once ready; yields its pid."""
+    port = launcher.free_port()
+    env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
+           "AGUI_TOPIC_PREFIX": settings.topic_prefix, "AGUI_PARTITIONS": str(PARTITIONS),
+           "AGUI_LOG_FORMAT": "json", "AGUI_LOG_LEVEL": "WARNING",
+           "AGUI_HEALTH_HOST": "127.0.0.1", "AGUI_HEALTH_PORT": str(port)}
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "services.gatekeeper", cwd=ROOT, env=env,
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
+    try:
+        async with httpx.AsyncClient(timeout=2.0) as http, asyncio.timeout(90):
+            while True:
+                with contextlib.suppress(httpx.HTTPError):
+                    if (await http.get(f"http://127.0.0.1:{port}/readyz")).status_code == 200:
+                        break
+                if child.returncode is not None:
+                    raise RuntimeError(f"the gatekeeper exited {child.returncode}")
+                await asyncio.sleep(0.2)
+        yield child.pid
+    finally:
+        if child.returncode is None:
+            child.terminate()
+            await child.wait()
+
+
+class Ends:
+    """Follows ``runs`` and resolves each run's future when its end is there."""
+
+    def __init__(self, settings: KafkaSettings) -> None:
+        self.settings = settings
+        self.waiting: dict[str, asyncio.Future[None]] = {}
+        self.ready = asyncio.Event()
+
+    async def follow(self, stop: asyncio.Event) -> None:
+        async with TopicReader(self.settings, "bench-ends") as reader:
+            await reader.assign(await reader.all_partitions(self.settings.topics.runs),
+                                Start.end())
+            self.ready.set()
+            async for batch in reader.batches(stop=stop, poll_ms=50):
+                for record in batch:
+                    if header_value(record.headers, EVENT_TYPE) in TERMINAL_TYPES:
+                        future = self.waiting.pop(header_value(record.headers, RUN_ID) or "",
+                                                  None)
+                        if future is not None and not future.done():
+                            future.set_result(None)
+
+
+async def committed_all(settings: KafkaSettings) -> bool:
+    """True once the gatekeeper's group has committed every record of ``runs``: every
+    boundary applied and its thread state written."""
+    admin = new_admin(settings, "bench-offsets")
+    await admin.start()
+    try:
+        committed = await admin.list_consumer_group_offsets(f"{settings.topic_prefix}.gatekeeper")
+    finally:
+        await admin.close()
+    async with TopicReader(settings, "bench-ends-now") as reader:
+        ends = await reader.end_offsets(await reader.all_partitions(settings.topics.runs))
+    return all(committed.get(tp) is not None and committed[tp].offset >= end
+               for tp, end in ends.items() if end > 0)
+
+
+async def streaming(settings: KafkaSettings, runs: int, tokens: int,
+                    lanes: int) -> dict[str, Any]:
+    """The phase: ``runs`` runs of ``tokens`` tokens, ``lanes`` at a time; CPU per token."""
+    await ensure_topics(settings, (AGENT,))
+    producer_settings = ProducerSettings.model_validate(
+        {"AGUI_AGENTS": AGENT, "AGUI_MAX_CONCURRENT_RUNS": lanes, "AGUI_LOG_FORMAT": "text"})
+    worker = Worker(settings, producer_settings, {AGENT: AGENTS[AGENT]})
+    stop = asyncio.Event()
+    ends = Ends(settings)
+    tag = uuid.uuid4().hex[:6]
+    async with gatekeeper(settings) as pid:
+        serving = asyncio.create_task(worker.run(stop))
+        following = asyncio.create_task(ends.follow(stop))
+        client = new_producer(settings, "bench-client", linger_ms=1)
+        await client.start()
+        try:
+            await ends.ready.wait()
+            while not worker.ready:
+                if serving.done():
+                    serving.result()
+                await asyncio.sleep(0.1)
+
+            async def lane(numbers: Iterator[int], seen: set[str]) -> None:
+                for n in numbers:
+                    thread_id, run_id = f"t{tag}-{n}", f"r{tag}-{n}"
+                    seen.add(thread_id)
+                    done = ends.waiting[run_id] = asyncio.get_running_loop().create_future()
+                    await client.send_and_wait(settings.topics.requests,
+                                               encode(run_request(thread_id, run_id, tokens)),
+                                               key=thread_id.encode())
+                    await asyncio.wait_for(done, 120)
+
+            # warm-up, unmeasured: one run per lane (the gatekeeper's producer has written
+            # to every partition, the worker has its partitions)
+            warm = iter(range(runs, runs + lanes))
+            await asyncio.gather(*(lane(warm, set()) for _ in range(lanes)))
+            idle_before = cpu_seconds(pid)
+            await asyncio.sleep(IDLE_S)
+            idle = cpu_seconds(pid) - idle_before
+            before, started = cpu_seconds(pid), time.perf_counter()
+            numbers, measured = iter(range(runs)), set[str]()
+            await asyncio.gather(*(lane(numbers, measured) for _ in range(lanes)))
+            while not await committed_all(settings):  # noqa: ASYNC110 (Kafka has no event)
+                await asyncio.sleep(0.05)
+            elapsed = time.perf_counter() - started
+            cpu = cpu_seconds(pid) - before
+        finally:
+            stop.set()
+            await client.stop()
+            await asyncio.gather(serving, following, return_exceptions=True)
+    content = runs * tokens
+    idle_share = idle / IDLE_S * elapsed
+    return {
+        "runs": runs, "tokens_per_run": tokens, "lanes": lanes,
+        "content_events": content, "seconds": elapsed,
+        "content_events_per_second": content / elapsed,
+        "gatekeeper_cpu_s": cpu,
+        "cpu_us_per_content_event": cpu * 1e6 / content,
+        "cpu_us_per_run": cpu * 1e6 / runs,
+        "idle_cpu_s_same_duration": idle_share,
+        "busy_cpu_us_per_run": (cpu - idle_share) * 1e6 / runs,
+    }
+
+
+async def compare(settings: KafkaSettings, runs: int, tokens: int,
+                  lanes: int) -> dict[str, Any]:
+    """``streaming`` with runs of ``tokens`` tokens, then of one token (fresh topics and
+    gatekeeper each): what a token costs the gatekeeper at the margin."""
+    long = await streaming(settings.with_prefix(settings.topic_prefix + "t"), runs, tokens,
+                           lanes)
+    short = await streaming(settings.with_prefix(settings.topic_prefix + "o"), runs, 1, lanes)
+    marginal = (long["busy_cpu_us_per_run"] - short["busy_cpu_us_per_run"]) / (tokens - 1)
+    return {**long, "one_token": short, "marginal_cpu_us_per_content_event": marginal}
+
+
+def describe(r: dict[str, Any]) -> str:
+    short = r["one_token"]
+    return (f"gatekeeper CPU {r['cpu_us_per_content_event']:.2f} µs per content event "
+            f"over {r['runs']} runs of {r['tokens_per_run']} tokens "
+            f"({r['content_events_per_second']:,.0f} tokens/s): {r['cpu_us_per_run']:,.0f} µs "
+            f"per run, {r['busy_cpu_us_per_run']:,.0f} µs without what it spends idle as long "
+            f"(polls, heartbeats); runs of one token: {short['busy_cpu_us_per_run']:,.0f} µs "
+            f"per run; so a token costs it {r['marginal_cpu_us_per_content_event']:.2f} µs")
+
+
+async def main(args: argparse.Namespace) -> dict[str, Any]:
+    with broker() as bootstrap:
+        settings = KafkaSettings(bootstrap_servers=bootstrap, partitions=PARTITIONS,
+                                 topic_prefix=f"benchs{uuid.uuid4().hex[:6]}")
+        return await compare(settings, args.runs, args.tokens, args.lanes)
+
+
+def cli() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--tokens", type=int, default=500)
+    parser.add_argument("--lanes", type=int, default=20)
+    results = uvloop.run(main(parser.parse_args()))
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
+    console.print(describe(results))
+    console.print(f"[dim]written to {RESULTS.relative_to(ROOT)}[/]")
+
+
+if __name__ == "__main__":
+    cli()
