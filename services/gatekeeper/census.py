@@ -14,8 +14,11 @@ Both go through this module, so the report and the gauges count alike:
 
 ``Census`` keeps the states of the non-idle threads of each owned partition
 (an idle thread with no open interrupt can be neither), so counting walks
-only those; ``expiresAt`` is parsed when counted, never on the decision
-path, and each distinct text once. Pure: ``now`` is an argument.
+only those, and only what counting reads of them (``slim``: status, run
+start, each open interrupt's id, reason and expiry), so a million threads
+with one in fifty interrupted cost tens of megabytes, not hundreds;
+``expiresAt`` is parsed when counted, never on the decision path, and each
+distinct text once. Pure: ``now`` is an argument.
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from contracts import ThreadState
+from ag_ui.core import Interrupt
+
+from contracts import OpenInterrupt, ThreadState
 from services.agui.expiry import read_expiry
 from services.agui.jsdate import to_epoch_ms
 
@@ -101,6 +106,18 @@ def examine(states: Iterable[ThreadState], now: datetime,
     return Counts(running, interrupted, opened, expired_total, too_long), stuck
 
 
+def slim(state: ThreadState) -> ThreadState:
+    """What the census (and the expiry policy's deadlines) read of a thread: its status,
+    runs and open interrupts reduced to id, reason and expiry; nothing it remembers."""
+    return ThreadState(
+        thread_id=state.thread_id, status=state.status, agent=state.agent,
+        run_id=state.run_id, interrupted_run_id=state.interrupted_run_id,
+        run_started_at=state.run_started_at, updated_at=state.updated_at,
+        open_interrupts=[OpenInterrupt(run_id=o.run_id, interrupt=Interrupt(
+            id=o.interrupt.id, reason=o.interrupt.reason, expires_at=o.interrupt.expires_at))
+            for o in state.open_interrupts])
+
+
 def _watched(state: ThreadState) -> bool:
     return state.status != "idle" or bool(state.open_interrupts)
 
@@ -113,14 +130,14 @@ class Census:
 
     def restore(self, partition: int, states: Mapping[str, ThreadState]) -> None:
         """Take partition ``partition`` over with its restored states."""
-        self._partitions[partition] = {t: s for t, s in states.items() if _watched(s)}
+        self._partitions[partition] = {t: slim(s) for t, s in states.items() if _watched(s)}
 
     def update(self, partition: int, states: Mapping[str, ThreadState]) -> None:
         """Apply the states a committed transaction of ``partition`` wrote."""
         watched = self._partitions.setdefault(partition, {})
         for thread_id, state in states.items():
             if _watched(state):
-                watched[thread_id] = state
+                watched[thread_id] = slim(state)
             else:
                 watched.pop(thread_id, None)
 

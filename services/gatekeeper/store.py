@@ -49,8 +49,10 @@ async def take_over(
     if threads is None:
         restored = await restore(settings, numbers, client_id)
         return {p: ThreadStates(p, memory=restored[p]) for p in numbers}
-    opened = {p: threads.opened(p) for p in numbers}
+    opened: dict[int, tuple[ThreadStates, str | None]] = {}
     try:
+        for p in numbers:
+            opened[p] = await threads.opened(p)
         done = await catch_up(settings, settings.topics.threads,
                               {p: (states.store, why) for p, (states, why) in opened.items()
                                if states.store is not None},

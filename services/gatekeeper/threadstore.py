@@ -10,8 +10,10 @@ transaction wrote, with the offset after its ``threads`` records, in one
 write batch, only after the commit returned (``commit`` step 6) — so the
 store never reflects an uncommitted transaction, and a store behind its
 changelog (killed between the commit and the write) catches up on the
-next assignment. Threads that are not idle are *marked* in the store, so a
-restore hands the census and the expiry timer those only, never a scan.
+next assignment. Threads that are not idle are *marked* in the store with
+what the census and the expiry timer read of them (``census.slim``, a few
+hundred bytes of JSON), so a restore hands them those, decoded from the
+marks alone: never a scan, never a full state.
 
 A write that fails (a full disk) loses nothing: Kafka holds the states,
 they stay in memory (``pending``), every later install tries them again
@@ -35,6 +37,7 @@ import orjson
 
 from contracts import DecodeError, ThreadState, decode
 from services.gatekeeper import wire
+from services.gatekeeper.census import slim
 from services.state import metrics
 from services.state.cache import ByteLRU
 from services.state.changelog import Restored
@@ -55,15 +58,27 @@ def watched(state: ThreadState) -> bool:
     return state.status != "idle" or bool(state.open_interrupts)
 
 
-def watched_raw(value: bytes) -> bool | None:
-    """``watched`` read from a record's JSON without validating it (None: not JSON)."""
-    try:
-        doc = orjson.loads(value)
-    except orjson.JSONDecodeError:
-        return None
+SLIM_FIELDS = ("schemaVersion", "threadId", "status", "agent", "runId", "interruptedRunId",
+               "runStartedAt", "updatedAt")
+SLIM_INTERRUPT = ("id", "reason", "expiresAt")
+
+
+def slim_raw(value: bytes) -> bytes | None:
+    """The mark of a thread state record: ``census.slim`` of it as JSON, built from the
+    record's JSON without validating it; None when the thread is idle. Raises
+    ``ValueError`` when the value is not a JSON object."""
+    doc = orjson.loads(value)
     if not isinstance(doc, dict):
+        raise ValueError("not a JSON object")
+    opened = doc.get("openInterrupts") or []
+    if doc.get("status") == "idle" and not opened:
         return None
-    return doc.get("status") != "idle" or bool(doc.get("openInterrupts"))
+    out = {k: doc[k] for k in SLIM_FIELDS if k in doc}
+    out["openInterrupts"] = [
+        {"runId": o.get("runId"), "interrupt": {k: o["interrupt"][k] for k in SLIM_INTERRUPT
+                                                if k in o.get("interrupt", {})}}
+        for o in opened if isinstance(o, dict)]
+    return orjson.dumps(out)
 
 
 class ThreadStates(Mapping[str, ThreadState]):
@@ -109,16 +124,19 @@ class ThreadStates(Mapping[str, ThreadState]):
         return sum(1 for _ in self)
 
     def watched(self) -> dict[str, ThreadState]:
-        """The threads that are not idle (from the store's marks: no scan)."""
+        """The threads that are not idle, as the census reads them (``census.slim``; from
+        the store's marks: no scan)."""
         if self.memory is not None:
             return {t: s for t, s in self.memory.items() if watched(s)}
         assert self.store is not None
         found: dict[str, ThreadState] = {}
-        for key in self.store.marked():
-            state = self._lookup(key.decode())
-            if state is not None:
-                found[state.thread_id] = state
-        found.update({t: s for t, (s, _) in self.pending.items() if watched(s)})
+        for key, mark in self.store.marked():
+            try:
+                state = decode(ThreadState, mark)
+            except DecodeError:
+                continue  # a thread whose record did not decode: not watched
+            found[key.decode()] = state
+        found.update({t: slim(s) for t, (s, _) in self.pending.items()})
         return {t: s for t, s in found.items() if watched(s)}
 
     # ---- writing (after a commit) ----------------------------------------------------------
@@ -139,7 +157,7 @@ class ThreadStates(Mapping[str, ThreadState]):
     def flush(self, changelog: int | None) -> None:
         """Write what is pending, with ``changelog`` as the new checkpoint."""
         assert self.store is not None
-        changes: list[Change] = [(t.encode(), raw, watched(s))
+        changes: list[Change] = [(t.encode(), raw, slim_raw(raw) if watched(s) else None)
                                  for t, (s, raw) in self.pending.items()]
         try:
             if self.failure is not None:
@@ -212,10 +230,11 @@ def changes(_: int, records: Sequence[Any]) -> list[Change]:
                         extra={"partition": record.partition, "offset": record.offset})
             continue
         if record.value is None:
-            out.append((record.key, None, False))
+            out.append((record.key, None, None))
             continue
-        mark = watched_raw(record.value)
-        if mark is None:
+        try:
+            mark = slim_raw(record.value)
+        except ValueError:  # orjson's JSONDecodeError is one
             log.warning("threads record is not JSON, skipped",
                         extra={"partition": record.partition, "offset": record.offset})
             continue
@@ -236,12 +255,13 @@ class Threads:
         self._started = False
         metrics.watch(self)
 
-    def opened(self, partition: int) -> tuple[ThreadStates, str | None]:
-        """Partition ``partition``'s states over its store, and why it was wiped (if it was)."""
+    async def opened(self, partition: int) -> tuple[ThreadStates, str | None]:
+        """Partition ``partition``'s states over its store, and why it was wiped (if it was);
+        waits while another process on this machine still holds the store."""
         if not self._started:
             self.dir.start()
             self._started = True
-        store, wiped = self.dir.open(partition)
+        store, wiped = await self.dir.open_waiting(partition)
         states = ThreadStates(partition, store=store, cache=self.cache)
         self.open[partition] = states
         return states, wiped

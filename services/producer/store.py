@@ -17,6 +17,11 @@ applied and not sent: ``RecordTooLargeError`` (``checkpoint_too_large``,
 from ``sizes.RecordGuard``), the cached record unchanged; ``excess`` asks
 the same question before a run commits to an ending. ``ThreadLedger`` is
 the ``EffectLedger`` over it.
+
+With ``AGUI_STATE_DIR`` the checkpoints are not all held in memory: each
+owned partition's live in its on-disk store behind a bounded cache
+(``checkpoint_disk``), a restore reads only what the topic gained since, and
+``threads`` lists only the checkpoints with a run active (all recovery needs).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from contracts import DecodeError
 from services.kafka.clients import AIOKafkaProducer, ConsumerRecord
 from services.kafka.reader import TopicReader
 from services.producer import checkpoint as cp
+from services.producer.checkpoint_disk import CheckpointDisk
 from services.producer.effects import Effect
 from services.producer.sizes import RecordGuard
 from services.runtime.settings import KafkaSettings
@@ -49,7 +55,10 @@ class CheckpointStore:
     """Cached thread checkpoints of the partitions this worker owns."""
 
     def __init__(self, settings: KafkaSettings, producer: AIOKafkaProducer,
-                 clock: Callable[[], datetime] = utc_now) -> None:
+                 clock: Callable[[], datetime] = utc_now,
+                 disk: CheckpointDisk | None = None) -> None:
+        self.disk = disk
+        """The on-disk stores (``AGUI_STATE_DIR``); None: every checkpoint in memory."""
         self.settings = settings
         self.topic = settings.topics.checkpoints
         self.producer = producer
@@ -64,14 +73,19 @@ class CheckpointStore:
 
     def get(self, thread_id: str) -> cp.ThreadCheckpoint:
         """The thread's checkpoint (a fresh one when it has none)."""
-        return self._threads.get(thread_id) or cp.fresh(thread_id)
+        return self.known(thread_id) or cp.fresh(thread_id)
 
     def known(self, thread_id: str) -> cp.ThreadCheckpoint | None:
         """The thread's checkpoint, or None when it has none."""
+        if self.disk is not None:
+            return self.disk.get(thread_id)
         return self._threads.get(thread_id)
 
     def threads(self, partitions: Iterable[int]) -> list[cp.ThreadCheckpoint]:
-        """Every restored checkpoint in ``partitions``."""
+        """Every restored checkpoint in ``partitions`` (with a store: those with a run
+        active, which is what recovery looks for)."""
+        if self.disk is not None:
+            return self.disk.active(partitions)
         wanted = set(partitions)
         return [c for t, c in self._threads.items() if self._partition_of.get(t) in wanted]
 
@@ -107,6 +121,10 @@ class CheckpointStore:
 
     async def _load(self, todo: list[int]) -> int:
         """Read partitions ``todo`` of the topic into the cache; returns records read."""
+        if self.disk is not None:
+            async with TopicReader(self.settings, "agui-relay-producer-restore") as reader:
+                count = await reader.partition_count(self.topic)
+            return await self.disk.restore(self.settings, self.topic, todo, count)
         records, count = await self._read(todo)
         for record in records:
             try:
@@ -139,6 +157,9 @@ class CheckpointStore:
             if not holders:
                 self._owners.pop(p, None)
                 dropped.add(p)
+        if self.disk is not None:
+            self.disk.release(dropped)
+            return
         for thread_id in [t for t, p in self._partition_of.items() if p in dropped]:
             self._threads.pop(thread_id, None)
             self._partition_of.pop(thread_id, None)
@@ -146,14 +167,16 @@ class CheckpointStore:
     async def update(self, thread_id: str, change: Change) -> cp.ThreadCheckpoint:
         """Apply ``change`` to the thread's checkpoint and write it; returns once durable."""
         metadata = await (await self.write(thread_id, change))
-        self._partition_of[thread_id] = metadata.partition
+        if self.disk is None:
+            self._partition_of[thread_id] = metadata.partition
         return self.get(thread_id)
 
     def place(self, thread_id: str, partition: int) -> None:
         """Tell the store the partition the default partitioner gives ``thread_id`` here,
         when the caller already hashed the key for a topic of as many partitions (the
         producer then need not hash it again for the first write)."""
-        self._partition_of.setdefault(thread_id, partition)
+        if self.disk is None:
+            self._partition_of.setdefault(thread_id, partition)
 
     def excess(self, thread_id: str, change: Change) -> int | None:
         """The size of the record ``change`` would write when it would not fit, else None."""
@@ -170,11 +193,31 @@ class CheckpointStore:
             key, data = thread_id.encode(), cp.to_bytes(value)
             self.guard.check(f"the checkpoint of thread {thread_id[:64]!r}", CHECKPOINT_CODE,
                              key, data)
+            if self.disk is not None:
+                return await self._write_through(value, key, data)
             self._threads[thread_id] = value
             # The thread's partition once known (the key's, as the broker placed it): the
             # producer need not hash the key again.
             return await self.producer.send(self.topic, data,  # type: ignore[no-any-return]
                                             key=key, partition=self._partition_of.get(thread_id))
+
+    async def _write_through(self, value: cp.ThreadCheckpoint, key: bytes,
+                             data: bytes) -> asyncio.Future[Any]:
+        """``write`` with a store: held in memory until acknowledged, then stored with its
+        offset (the acknowledgement's callback: they come in offset order)."""
+        disk = self.disk
+        assert disk is not None
+        disk.written(value)
+        sent: asyncio.Future[Any] = await self.producer.send(
+            self.topic, data, key=key, partition=disk.partition(value.thread_id))
+
+        def acknowledged(done: asyncio.Future[Any]) -> None:
+            if not done.cancelled() and done.exception() is None:
+                meta = done.result()
+                disk.durable(value, data, meta.partition, meta.offset)
+
+        sent.add_done_callback(acknowledged)
+        return sent
 
 
 class ThreadLedger:

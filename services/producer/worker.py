@@ -43,6 +43,7 @@ from services.kafka.clients import new_producer
 from services.kafka.reader import Start, TopicReader
 from services.producer import checkpoint as cp
 from services.producer.agent import AgentDefinition
+from services.producer.checkpoint_disk import CheckpointDisk
 from services.producer.execution import Executor
 from services.producer.host import AgentHost
 from services.producer.settings import ProducerSettings
@@ -124,7 +125,10 @@ class Worker:
                                 linger_ms=self.settings.linger_ms)
         await producer.start()
         try:
-            self.store = CheckpointStore(self.kafka, producer, self.clock)
+            disk = (CheckpointDisk(self.settings.state_dir, self.settings.state_cache_mb,
+                                   self.settings.state_grace_s)
+                    if self.settings.state_dir is not None else None)
+            self.store = CheckpointStore(self.kafka, producer, self.clock, disk=disk)
             executor = Executor(self.settings, producer, self.store, self.clock,
                                 ttls=self.ttls)
             await executor.start()
@@ -150,6 +154,8 @@ class Worker:
                     self.failure = result
         finally:
             await producer.stop()
+            if self.store is not None and self.store.disk is not None:
+                self.store.disk.close()
         if self.failure is not None:
             raise self.failure
 

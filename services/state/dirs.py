@@ -33,6 +33,9 @@ from services.state.disk import (
 log = logging.getLogger(__name__)
 
 PARTITION_DIR = re.compile(r"p(\d+)")
+LOCK_WAIT_S = 60.0
+"""How long a new owner waits for the previous owner on this machine to close a store."""
+LOCK_POLL_S = 0.1
 
 
 class StateDir:
@@ -78,6 +81,19 @@ class StateDir:
         if store.checkpoint is None:
             return store, "the store holds no checkpoint"
         return store, None
+
+    async def open_waiting(self, partition: int, timeout_s: float = LOCK_WAIT_S
+                           ) -> tuple[PartitionStore, str | None]:
+        """``open``, waiting while another process on this machine still holds the store
+        (its owner before a rebalance, closing it); ``StoreLockedError`` after ``timeout_s``."""
+        deadline = self._clock() + timeout_s
+        while True:
+            try:
+                return self.open(partition)
+            except StoreLockedError:
+                if self._clock() >= deadline:
+                    raise
+                await asyncio.sleep(LOCK_POLL_S)
 
     def release(self, partition: int, store: PartitionStore) -> None:
         """Close a partition handed back; delete it after the grace period."""

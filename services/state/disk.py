@@ -1,8 +1,9 @@
 """One partition's on-disk store: a RocksDB database, its changelog offset, its lock.
 
 Keys live in three ranges of one database: ``d/<key>`` the values,
-``m/<key>`` the *marked* keys (a set the owner wants listed at open without
-scanning every value: the gatekeeper marks threads that are not idle), and
+``m/<key>`` the *marked* keys with a small value of the owner's (listed at
+open without scanning every value: the gatekeeper marks threads that are not
+idle with what its gauges read of them), and
 two metadata keys, the format stamp (which store this is) and the changelog
 offset it reflects. ``write`` puts values, marks and the offset in one
 ``WriteBatch``: after a crash the database holds all of a write or none of
@@ -41,13 +42,14 @@ FORMAT_KEY = b"\x00format"
 OFFSET_KEY = b"\x00changelog-offset"
 DATA = b"d/"
 MARK = b"m/"
-WRITE_BUFFER_BYTES = 4 << 20
-"""RocksDB's memtable per store (its default, 64 MB, twice, would dwarf the cache)."""
+WRITE_BUFFER_BYTES = 2 << 20
+"""RocksDB's memtable per store, at most two (its default, 64 MB, would dwarf the cache)."""
 BLOCK_CACHE = Cache(8 << 20)
 """One RocksDB block cache for every store of the process (the decoded cache is ours)."""
 
-Change = tuple[bytes, bytes | None, bool]
-"""A key, its new value (None: deleted) and whether it is marked."""
+Change = tuple[bytes, bytes | None, bytes | None]
+"""A key, its new value (None: deleted) and its mark (None: not marked): a small value
+the owner lists at open without reading every value (a deleted key is never marked)."""
 
 
 class StoreError(Exception):
@@ -173,9 +175,15 @@ class PartitionStore:
         """Every key holding a value (a scan: for tools and tests, not the hot path)."""
         return self._range(DATA)
 
-    def marked(self) -> Iterator[bytes]:
-        """The keys written marked."""
-        return self._range(MARK)
+    def marked(self) -> Iterator[tuple[bytes, bytes]]:
+        """The keys written marked, with their marks."""
+        try:
+            for key, mark in self._db.items(from_key=MARK):
+                if not isinstance(key, bytes) or not key.startswith(MARK):
+                    return
+                yield key[len(MARK):], mark
+        except Exception as exc:
+            raise StoreUnusableError(f"reading {self.path} failed: {exc}") from exc
 
     def disk_bytes(self) -> int:
         """What the store's files take on disk now."""
@@ -196,8 +204,8 @@ class PartitionStore:
                 batch.delete(DATA + key)
             else:
                 batch.put(DATA + key, value)
-            if mark and value is not None:
-                batch.put(MARK + key, b"")
+            if mark is not None and value is not None:
+                batch.put(MARK + key, mark)
             else:
                 batch.delete(MARK + key)
         if checkpoint is not None:

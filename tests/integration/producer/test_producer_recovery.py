@@ -5,7 +5,9 @@ when it dies between each two steps of a run's commit order
 (``services.producer.execution``) and checks what the worker taking the
 partitions over publishes. The second SIGKILLs a real worker process in
 the middle of two runs — one of them inside an approved execution — and
-restarts another.
+restarts another. Both run with the checkpoints in memory and in on-disk
+stores (``AGUI_STATE_DIR``: recovery finds the left-open runs by the stores'
+marks; a second worker on the same directory waits for the dead one's lock).
 """
 
 from __future__ import annotations
@@ -58,8 +60,10 @@ def interrupted(thread_id: str, run_id: str) -> dict[str, Any]:
             "outcome": {"type": "interrupt", "interrupts": [{"id": "asked", "reason": "input"}]}}
 
 
+@pytest.mark.parametrize("store", ["memory", "disk"])
 async def test_a_run_left_open_at_any_step_is_closed_exactly_once(kafka: KafkaSettings,
-                                                                  relay: Relay) -> None:
+                                                                  relay: Relay, store: str,
+                                                                  tmp_path: Path) -> None:
     await lay_down(relay, "t-started", "r-started", "scripted", [])
     await lay_down(relay, "t-mid", "r-mid", "scripted", [
         started("t-mid", "r-mid"), {"type": "TEXT_MESSAGE_START", "messageId": "m"},
@@ -72,7 +76,8 @@ async def test_a_run_left_open_at_any_step_is_closed_exactly_once(kafka: KafkaSe
     # The dead worker's dispatch of r-mid was never committed: it comes again.
     await relay.dispatch("scripted", first_input("t-mid", "r-mid"))
 
-    async with in_process_worker(kafka, "scripted") as worker:
+    env = {"AGUI_STATE_DIR": str(tmp_path / "state")} if store == "disk" else {}
+    async with in_process_worker(kafka, "scripted", **env) as worker:
         lost = await relay.finished("r-started")
         assert lost.types == ["RUN_STARTED", "RUN_ERROR"]
         assert lost.terminal["code"] == "worker_lost"
@@ -120,11 +125,14 @@ def ledger_lines(path: Path) -> list[dict[str, Any]]:
     return [orjson.loads(x) for x in path.read_bytes().splitlines()] if path.exists() else []
 
 
+@pytest.mark.parametrize("store", ["memory", "disk"])
 async def test_sigkilled_worker_leaves_no_run_open_and_repeats_no_approval(
-        kafka: KafkaSettings, relay: Relay, tmp_path: Path) -> None:
+        kafka: KafkaSettings, relay: Relay, tmp_path: Path, store: str) -> None:
     ledger = tmp_path / "executions.jsonl"
     env = {"AGUI_AGENTS": "approval,scripted", "AGUI_APPROVAL_LEDGER": str(ledger),
            "AGUI_PRODUCER_SESSION_TIMEOUT_MS": "6000"}
+    if store == "disk":
+        env["AGUI_STATE_DIR"] = str(tmp_path / "state")
     first_worker = WorkerProcess(kafka, tmp_path / "worker-1.log", **env)
     second_worker = WorkerProcess(kafka, tmp_path / "worker-2.log", **env)
     try:

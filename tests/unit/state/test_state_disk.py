@@ -3,6 +3,7 @@ bad files rebuilt, stores handed back deleted after the grace period."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 from collections.abc import Iterator
@@ -25,15 +26,15 @@ def test_values_marks_and_checkpoint_read_back_after_reopening(tmp_path: Path) -
     path = tmp_path / "p0"
     store = PartitionStore.open(path)
     assert store.checkpoint is None
-    store.write([(b"t1", b"one", True), (b"t2", b"two", False)], 7)
-    store.write([(b"t2", b"TWO", True), (b"t1", None, True)], None)
+    store.write([(b"t1", b"one", b"1"), (b"t2", b"two", None)], 7)
+    store.write([(b"t2", b"TWO", b"2"), (b"t1", None, b"x")], None)
     store.close()
     store = PartitionStore.open(path)
     try:
         assert store.checkpoint == 7  # a write without an offset keeps the last one
         assert store.get(b"t1") is None
         assert store.get(b"t2") == b"TWO"
-        assert list(store.marked()) == [b"t2"]  # a deleted key is never marked
+        assert list(store.marked()) == [(b"t2", b"2")]  # a deleted key is never marked
         assert list(store.data_keys()) == [b"t2"]
         assert store.disk_bytes() > 0
     finally:
@@ -76,7 +77,7 @@ def test_a_lock_held_by_another_process_refuses_the_open(tmp_path: Path) -> None
 
 def _filled(path: Path) -> None:
     store = PartitionStore.open(path)
-    store.write([(f"t{i}".encode(), b"x" * 100, False) for i in range(2000)], 2000)
+    store.write([(f"t{i}".encode(), b"x" * 100, None) for i in range(2000)], 2000)
     store.close()
 
 
@@ -115,7 +116,7 @@ def test_state_dir_reuses_a_good_store_and_says_why_it_wiped_another(tmp_path: P
     states = StateDir(tmp_path, "threads", grace_s=60)
     store, why = states.open(0)
     assert why == "no store on this machine"
-    store.write([(b"t", b"v", False)], 5)
+    store.write([(b"t", b"v", None)], 5)
     states.release(0, store)
     store, why = states.open(0)
     assert why is None
@@ -184,10 +185,10 @@ def test_stores_left_by_an_earlier_run_are_deleted_after_the_grace_unless_opened
 
 def test_a_failed_write_is_a_store_write_error_and_keeps_nothing(tmp_path: Path) -> None:
     store = PartitionStore.open(tmp_path / "p0")
-    store.write([(b"a", b"1", False)], 1)
+    store.write([(b"a", b"1", None)], 1)
     store.close()  # writing through a closed handle fails like a full disk does: raises
     with pytest.raises(StoreWriteError):
-        store.write([(b"a", b"2", False)], 2)
+        store.write([(b"a", b"2", None)], 2)
     store = PartitionStore.open(tmp_path / "p0")
     try:
         assert (store.get(b"a"), store.checkpoint) == (b"1", 1)
@@ -215,7 +216,7 @@ def test_a_full_disk_fails_the_write_whole_and_keeps_the_last_checkpoint(small_d
     failure: StoreWriteError | None = None
     for i in range(10_000):
         try:
-            store.write([(f"k{i}".encode(), os.urandom(2000), False)], i + 1)
+            store.write([(f"k{i}".encode(), os.urandom(2000), None)], i + 1)
         except StoreWriteError as exc:
             failure = exc
             break
@@ -225,3 +226,27 @@ def test_a_full_disk_fails_the_write_whole_and_keeps_the_last_checkpoint(small_d
     assert written > 0
     assert store.checkpoint == written  # the failed write kept nothing, not even its offset
     store.close()
+
+
+async def test_a_new_owner_waits_for_the_previous_one_to_close_the_store(tmp_path: Path) -> None:
+    states = StateDir(tmp_path, "threads", grace_s=60)
+    previous = PartitionStore.open(states.path(0))
+
+    async def hand_back() -> None:
+        await asyncio.sleep(0.3)
+        previous.close()
+
+    closing = asyncio.create_task(hand_back())
+    store, _ = await states.open_waiting(0, timeout_s=30)
+    await closing
+    store.close()
+
+
+async def test_waiting_for_a_store_held_for_ever_gives_up(tmp_path: Path) -> None:
+    states = StateDir(tmp_path, "threads", grace_s=60)
+    held = PartitionStore.open(states.path(0))
+    try:
+        with pytest.raises(StoreLockedError):
+            await states.open_waiting(0, timeout_s=0.3)
+    finally:
+        held.close()

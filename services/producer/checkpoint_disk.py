@@ -1,0 +1,202 @@
+"""A worker's thread checkpoints in on-disk stores (``AGUI_STATE_DIR``), behind a cache.
+
+The checkpoints topic is compacted and keyed by threadId; a worker owns the
+partitions of it that match the dispatch partitions it is assigned. Without
+a state directory ``CheckpointStore`` holds every checkpoint of them in a
+dict, read in full on every assignment. With one, each owned partition's
+checkpoints live in its RocksDB store (``services.state``): a lookup reads
+what the worker wrote and is not durable yet (``pending``), then the cache
+of decoded checkpoints (``AGUI_STATE_CACHE_MB``), then the store; the
+store learns a checkpoint once the broker has acknowledged its record,
+together with the offset after it, in one write batch (records of a
+partition are acknowledged in order: the offset never runs ahead of the
+values). A restore reads only the records after that offset, or all of
+them when the store cannot be trusted (``services.state.changelog``), and
+checkpoints with a run still active are marked, so recovery finds the runs
+a dead worker left open without a scan. A failed store write keeps the
+checkpoint in ``pending`` (it is on the topic) and is retried with the
+next one.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from contracts import DecodeError
+from services.kafka.partitioning import partition_for
+from services.producer import checkpoint as cp
+from services.runtime.settings import KafkaSettings
+from services.state import metrics
+from services.state.cache import ByteLRU
+from services.state.changelog import Restored, catch_up
+from services.state.dirs import StateDir
+from services.state.disk import Change, PartitionStore, StoreError
+
+log = logging.getLogger(__name__)
+
+STORE_NAME = "producer-checkpoints"
+ACTIVE = b"active"
+"""The mark of a checkpoint with a run active (recovery reads the checkpoint itself)."""
+DECODED_PER_BYTE = 9
+"""Charged per byte of JSON for a decoded checkpoint in the cache (as thread states are)."""
+
+
+def active_raw(value: bytes) -> bool | None:
+    """Whether a checkpoint record has a run active, read without validating (None: not
+    JSON)."""
+    try:
+        doc = orjson.loads(value)
+    except orjson.JSONDecodeError:
+        return None
+    return bool(doc.get("active")) if isinstance(doc, dict) else None
+
+
+def changes(_: int, records: Sequence[Any]) -> list[Change]:
+    """What checkpoint records change in a store (as ``CheckpointStore`` reads them)."""
+    out: list[Change] = []
+    for record in records:
+        if record.key is None:
+            continue
+        if record.value is None:
+            out.append((record.key, None, None))
+            continue
+        active = active_raw(record.value)
+        if active is None:
+            log.warning("skipping unreadable checkpoint at %s/%d@%d", record.topic,
+                        record.partition, record.offset)
+            continue
+        out.append((record.key, record.value, ACTIVE if active else None))
+    return out
+
+
+class CheckpointDisk:
+    """The owned partitions' checkpoint stores, their cache and what is not durable yet."""
+
+    name = STORE_NAME
+
+    def __init__(self, root: Path, cache_mb: int, grace_s: float) -> None:
+        self.dir = StateDir(root, STORE_NAME, grace_s)
+        self.cache: ByteLRU[cp.ThreadCheckpoint] = ByteLRU(cache_mb << 20)
+        self.stores: dict[int, PartitionStore] = {}
+        self.pending: dict[str, cp.ThreadCheckpoint] = {}
+        self.unwritten: dict[int, dict[bytes, tuple[bytes, bytes | None]]] = {}
+        """Per partition, acknowledged records the store could not take yet."""
+        self.restored: dict[int, Restored] = {}
+        self.partitions = 0
+        """The checkpoints topic's partition count (known once a restore ran)."""
+        self._started = False
+        metrics.watch(self)
+
+    async def restore(self, settings: KafkaSettings, topic: str, todo: list[int],
+                      count: int) -> int:
+        """Bring the stores of ``todo`` up to ``topic``; returns records read."""
+        self.partitions = count
+        if not self._started:
+            self.dir.start()
+            self._started = True
+        opened = {}
+        try:
+            for p in todo:
+                opened[p] = await self.dir.open_waiting(p)
+            done = await catch_up(settings, topic, opened, changes,
+                                  "agui-relay-producer-restore")
+        except BaseException:
+            for p, (store, _) in opened.items():
+                self.dir.release(p, store)
+            raise
+        for p, (store, _) in opened.items():
+            self.stores[p] = store
+            self.cache.drop_partition(p)
+        self.restored.update(done)
+        return sum(r.records for r in done.values())
+
+    def get(self, thread_id: str) -> cp.ThreadCheckpoint | None:
+        found = self.pending.get(thread_id)
+        if found is not None:
+            return found
+        p = self.partition(thread_id)
+        store = self.stores.get(p) if p is not None else None
+        if store is None:
+            return None
+        cached = self.cache.get((p, thread_id))
+        if cached is not None:
+            return cached
+        raw = store.get(thread_id.encode())
+        if raw is None:
+            return None
+        try:
+            value = cp.from_bytes(raw)
+        except DecodeError as exc:
+            log.warning("stored checkpoint of thread %s does not decode, taken as none: %s",
+                        thread_id, exc)
+            return None
+        self.cache.put((p, thread_id), value, len(raw) * DECODED_PER_BYTE)
+        return value
+
+    def partition(self, thread_id: str) -> int | None:
+        return partition_for(thread_id, self.partitions) if self.partitions else None
+
+    def active(self, partitions: Iterable[int]) -> list[cp.ThreadCheckpoint]:
+        """The checkpoints of ``partitions`` with a run active (from the stores' marks)."""
+        out = []
+        for p in sorted(set(partitions)):
+            store = self.stores.get(p)
+            if store is None:
+                continue
+            for key, _ in store.marked():
+                found = self.get(key.decode())
+                if found is not None and found.active is not None:
+                    out.append(found)
+        return out
+
+    def written(self, value: cp.ThreadCheckpoint) -> None:
+        """A checkpoint sent (not durable yet): read from memory until it is."""
+        self.pending[value.thread_id] = value
+
+    def durable(self, value: cp.ThreadCheckpoint, data: bytes, partition: int,
+                offset: int) -> None:
+        """Its record is acknowledged at ``offset``: into the store, with the offset after."""
+        if self.pending.get(value.thread_id) is value:
+            del self.pending[value.thread_id]
+        store = self.stores.get(partition)
+        if store is None:  # handed back meanwhile: the next owner reads it from the topic
+            return
+        self.cache.put((partition, value.thread_id), value, len(data) * DECODED_PER_BYTE)
+        waiting = self.unwritten.setdefault(partition, {})
+        waiting[value.thread_id.encode()] = (data, ACTIVE if value.active is not None else None)
+        try:
+            store.write([(k, v, m) for k, (v, m) in waiting.items()], offset + 1)
+        except StoreError as exc:
+            log.error("checkpoint store of partition %d cannot be written (%d checkpoints "
+                      "kept in memory): %s", partition, len(waiting), exc)
+            return
+        waiting.clear()
+
+    def release(self, partitions: Iterable[int]) -> None:
+        for p in set(partitions):
+            store = self.stores.pop(p, None)
+            self.unwritten.pop(p, None)
+            self.restored.pop(p, None)
+            self.cache.drop_partition(p)
+            for thread_id in [t for t in self.pending if self.partition(t) == p]:
+                del self.pending[thread_id]
+            if store is not None:
+                self.dir.release(p, store)
+
+    def close(self) -> None:
+        self.release(list(self.stores))
+        self.dir.stop()
+
+    def samples(self) -> tuple[list[metrics.PartitionSample], metrics.CacheSample]:
+        out = []
+        for p, store in sorted(self.stores.items()):
+            restored = self.restored.get(p)
+            out.append(metrics.PartitionSample(
+                p, store.disk_bytes(), store.checkpoint,
+                restored.records if restored else 0, restored.seconds if restored else 0.0))
+        return out, metrics.CacheSample(self.cache.bytes, self.cache.hits, self.cache.misses)
