@@ -60,12 +60,14 @@ of the service's CPU under load, for providers nobody configured."""
 
 def create_app(settings: ConsumerSettings | None = None,
                kafka: KafkaSettings | None = None,
-               limits: LimitSettings | None = None) -> FastAPI:
-    """The consumer service (settings default to the environment)."""
+               limits: LimitSettings | None = None, *, url: str | None = None) -> FastAPI:
+    """The consumer service (settings default to the environment; ``url``: the address
+    other instances reach it at, when ``AGUI_ADVERTISED_URL`` does not say: ``server``)."""
     settings = settings or ConsumerSettings()
     kafka = kafka or KafkaSettings()
     keys = auth.load_keys(settings)
-    relay = Relay(settings, kafka, authenticated=keys is not None, limits=limits)
+    relay = Relay(settings, kafka, authenticated=keys is not None, limits=limits,
+                  url=settings.advertised_url or url or "")
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:

@@ -51,6 +51,10 @@ class ConsumerMetrics:
         self.records_routed = Counter(
             "agui_consumer_records_routed", "Records read by the fan-out, by topic role",
             ["role"], registry=r)
+        self.forwards = Counter(
+            "agui_consumer_forwards",
+            "Requests for another instance's thread, by outcome (forwarded, retried, "
+            "served_here after a retry, unavailable)", ["outcome"], registry=r)
         self.cancels = Counter(
             "agui_consumer_cancels", "Cancel commands published, by origin",
             ["origin"], registry=r)

@@ -1,7 +1,9 @@
 """One consumer-service instance's Kafka plumbing, started and stopped together.
 
-``Relay`` owns the publisher, the fan-out reader, the thread view and the
-agent directory, and the ``RunService`` built on them. The app's lifespan
+``Relay`` owns the publisher, the fan-out reader (one member of the
+consumer-service group, ``url`` its advertised address), the thread view,
+the agent directory and the forwarder to the other instances, and the
+``RunService`` built on them. The app's lifespan
 calls ``start`` (which waits, up to ``AGUI_STARTUP_TIMEOUT_S``, until the
 fan-out is positioned, so the first request cannot miss its decision, and the
 thread view has read the compacted topic) and ``stop``
@@ -18,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from services.consumer.agents import AgentDirectory
+from services.consumer.forward import Forwarder
 from services.consumer.freshness import Freshness
 from services.consumer.limits import EdgeLimits
 from services.consumer.metrics import ConsumerMetrics
@@ -50,7 +53,8 @@ class Relay:
     """The Kafka side of one instance."""
 
     def __init__(self, settings: ConsumerSettings, kafka: KafkaSettings, *,
-                 authenticated: bool = False, limits: LimitSettings | None = None) -> None:
+                 authenticated: bool = False, limits: LimitSettings | None = None,
+                 url: str = "") -> None:
         self.settings = settings
         self.kafka = kafka
         self.limits = (limits or LimitSettings()).limits
@@ -60,7 +64,12 @@ class Relay:
         self.agents = AgentDirectory(kafka, settings.agent_names(), settings.agent_refresh_s)
         self.fanout = FanOut(kafka, self.metrics, max_streams=settings.max_streams,
                              stream_queue=settings.stream_queue,
-                             index_size=settings.replay_index_size)
+                             index_size=settings.replay_index_size, url=url)
+        self.forwarder = Forwarder(
+            self.fanout.ownership, self.metrics, settle_s=settings.forward_settle_s,
+            read_s=settings.decision_timeout_s + settings.queued_timeout_s
+            + 2 * settings.keepalive_s)
+        """Requests for a thread another instance owns go there (``forward``)."""
         self.threads = ThreadView(kafka)
         self.freshness = Freshness(self.threads, self.fanout, self.limits,
                                    settings.read_your_writes_s)
@@ -70,7 +79,8 @@ class Relay:
         self.tasks: set[asyncio.Task[Any]] = set()
         self.runs = RunService(settings, kafka, self.fanout, self.publisher, self.agents,
                                self.metrics, spawner(self.tasks), self.tenancy,
-                               EdgeLimits(self.limits, RecordLimit(kafka.max_record_bytes)))
+                               EdgeLimits(self.limits, RecordLimit(kafka.max_record_bytes)),
+                               forwarder=self.forwarder)
         self._lag = [(reader, LagProbe(f"{kafka.topic_prefix}.consumer.{reader.name}"))
                      for reader in (self.fanout, self.threads)]
         """The readers are group-less: their lag is labelled with a name of the same shape."""
@@ -99,6 +109,7 @@ class Relay:
         with contextlib.suppress(KafkaError):
             await self.publisher.stop()
         await self.agents.stop()
+        await self.forwarder.aclose()
 
     async def sample_lag(self) -> None:
         """Publish the readers' lag (``agui_consumer_lag``), at scrape time."""

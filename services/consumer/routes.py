@@ -22,12 +22,14 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from contracts.records import identity
+from services.consumer.forward import Here
 from services.consumer.headers import require_json
 from services.consumer.limits import check_ids
 from services.consumer.metrics import CONTENT_TYPE
 from services.consumer.problems import PROBLEM_TYPE, NotFound
 from services.consumer.relay import Relay
 from services.consumer.replay import replay
+from services.consumer.runs import read_body
 from services.consumer.sse import EventStreamResponse
 from services.consumer.views import CancelAccepted, ThreadView
 
@@ -70,6 +72,15 @@ def _ids(request: Request, thread_id: str, run_id: str | None = None) -> Relay:
     return relay
 
 
+async def _at_owner(relay: Relay, request: Request, thread_id: str,
+                    body: bytes | None = None) -> Response | None:
+    """The owner's answer when another instance owns the thread's partition (``forward``);
+    None: this instance serves it."""
+    answer = await relay.forwarder.dispatch(request, relay.fanout.partition_of(thread_id),
+                                            body=body)
+    return None if isinstance(answer, Here) else answer
+
+
 def _json(model: ThreadView | CancelAccepted, status: int = 200) -> Response:
     return Response(orjson.dumps(model.model_dump(mode="json", by_alias=True)),
                     status_code=status, media_type="application/json")
@@ -84,7 +95,7 @@ def _json(model: ThreadView | CancelAccepted, status: int = 200) -> Response:
     openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
         "schema": {"$ref": "#/components/schemas/RunAgentInput"}}}}},
 )
-async def run_agent(agent: str, request: Request) -> EventStreamResponse:
+async def run_agent(agent: str, request: Request) -> Response:
     """Publish the input as a RunRequest; stream the run once the gatekeeper admits it."""
     return await _relay(request).runs.start_run(agent, request, _principal(request),
                                                 _key_name(request))
@@ -94,8 +105,10 @@ async def run_agent(agent: str, request: Request) -> EventStreamResponse:
             responses=_problems(400, 404), summary="A thread's status and open interrupts",
             description="A thread id holding `/` (a pipeline child's) is sent as `%2F`.")
 async def get_thread(thread_id: str, request: Request) -> Response:
-    state = await _ids(request, thread_id).tenancy.readable(thread_id, _principal(request),
-                                                            fresh=True)
+    relay = _ids(request, thread_id)
+    if (owner := await _at_owner(relay, request, thread_id)) is not None:
+        return owner
+    state = await relay.tenancy.readable(thread_id, _principal(request), fresh=True)
     if state is None:
         raise NotFound("unknown_thread", f"no thread {thread_id!r} is known")
     return _json(ThreadView.of(state))
@@ -121,6 +134,8 @@ async def replay_run(thread_id: str, run_id: str, request: Request) -> Response:
     ``EventSource`` to stop reconnecting (a reconnect sends exactly that).
     """
     relay = _ids(request, thread_id, run_id)
+    if (owner := await _at_owner(relay, request, thread_id)) is not None:
+        return owner
     return await replay(relay, thread_id, run_id, _principal(request),
                         request.headers.get("last-event-id"))
 
@@ -131,6 +146,9 @@ async def replay_run(thread_id: str, run_id: str, request: Request) -> Response:
 async def cancel_run(thread_id: str, run_id: str, request: Request) -> Response:
     relay = _ids(request, thread_id, run_id)
     require_json(request.headers.get("content-type"), required=False)
+    body = await read_body(request, relay.settings.max_body_bytes)
+    if (owner := await _at_owner(relay, request, thread_id, body)) is not None:
+        return owner
     tenant = _principal(request)
     requested_by = identity(tenant, _key_name(request)) or tenant
     state = await relay.tenancy.readable(thread_id, tenant, run_id)

@@ -42,6 +42,7 @@ import orjson
 from ag_ui.core import RunAgentInput
 from pydantic import ValidationError
 from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
 
 from contracts import ControlCommand, Decision, RunRequest, encode
 from contracts.codec import validation_detail
@@ -49,6 +50,7 @@ from contracts.headers import TRACEPARENT
 from contracts.limits import InputLimits, bracket_count, check_run_input
 from contracts.records import identity
 from services.consumer.agents import AgentDirectory
+from services.consumer.forward import Forwarder, Here
 from services.consumer.headers import require_json
 from services.consumer.limits import EdgeLimits, check_counts, check_ids, too_deep_to_parse
 from services.consumer.metrics import ConsumerMetrics
@@ -123,7 +125,8 @@ class RunService:
 
     def __init__(self, settings: ConsumerSettings, kafka: KafkaSettings, fanout: FanOut,
                  publisher: Publisher, agents: AgentDirectory, metrics: ConsumerMetrics,
-                 spawn: Spawn, tenancy: Tenancy, limits: EdgeLimits) -> None:
+                 spawn: Spawn, tenancy: Tenancy, limits: EdgeLimits,
+                 forwarder: Forwarder | None = None) -> None:
         self.settings = settings
         self.kafka = kafka
         self.fanout = fanout
@@ -133,10 +136,12 @@ class RunService:
         self.spawn = spawn
         self.tenancy = tenancy
         self.limits = limits
+        self.forwarder = forwarder
+        """Sends a run on another instance's thread to that instance (None: all here)."""
         self.closing = False
 
     async def start_run(self, agent: str, request: Request, principal: str | None,
-                        key_name: str | None = None) -> EventStreamResponse:
+                        key_name: str | None = None) -> Response:
         """Steps 1-5 of the module docstring; returns the admitted run's stream.
 
         ``principal``: the tenant (who owns threads); ``key_name``: its API key's
@@ -154,18 +159,26 @@ class RunService:
         if not self.fanout.ready.is_set():
             raise Unavailable("not_ready", "the service is still connecting to Kafka")
         try:
-            run_input = parse_input(await read_body(request, self.settings.max_body_bytes),
-                                    self.settings, self.limits.input)
+            body = await read_body(request, self.settings.max_body_bytes)
+            run_input = parse_input(body, self.settings, self.limits.input)
         except (InvalidInput, PayloadTooLarge, RequestTimeout) as problem:
             self.metrics.requests.labels(problem.code).inc()
             raise
+        here = Here()
+        if self.forwarder is not None:
+            answer = await self.forwarder.dispatch(
+                request, self.fanout.partition_of(run_input.thread_id), body=body, run=True)
+            if isinstance(answer, Response):
+                return answer
+            here = answer
         principal = principal or self.settings.principal
         try:
             unseen = self.tenancy.check_run(run_input.thread_id, principal)
         except NotFound:
             self.metrics.requests.labels("unknown_thread").inc()
             raise
-        run_request = RunRequest(request_id=str(uuid.uuid4()), agent=agent, input=run_input,
+        request_id = here.request_id or str(uuid.uuid4())
+        run_request = RunRequest(request_id=request_id, agent=agent, input=run_input,
                                  submitted_at=datetime.now(UTC), principal=principal,
                                  key_name=key_name)
         value = encode(run_request)
@@ -184,14 +197,22 @@ class RunService:
         except BaseException:
             self.fanout.unsubscribe(stream)
             raise
-        return self.respond(stream, identity(principal, key_name) or principal)
+        return self.respond(stream, identity(principal, key_name) or principal,
+                            preface=self.from_log(run_input) if here.retried else None)
+
+    def from_log(self, run_input: RunAgentInput) -> AsyncIterator[Delivery | None]:
+        """The run's records already on the topic: a retried forward's run may have
+        started from the first attempt (``forward``)."""
+        from services.consumer.replay import scan_run  # replay builds on this module
+
+        return scan_run(self.kafka, self.fanout, run_input.thread_id, run_input.run_id)
 
     async def _decide(self, run_request: RunRequest, value: bytes,
                       headers: list[tuple[str, bytes]], unseen: bool) -> Decision:
         """Publish and wait for the final decision; raise its problem unless admitted."""
         fields = run_fields(run_request.input.thread_id, run_request.input.run_id,
                             run_request.request_id)
-        waiter = self.fanout.expect(run_request.request_id)
+        waiter = self.fanout.expect(run_request.request_id, run_request.input.thread_id)
         started = time.monotonic()
         try:
             try:

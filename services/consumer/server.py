@@ -8,6 +8,10 @@ then shuts down gracefully — no new connections, open streams given
 and never cancels its run even with ``AGUI_CANCEL_ON_DISCONNECT``: the
 client replays it from another instance), then the lifespan closes the
 Kafka clients.
+The socket is bound before the app is built (``bind``), so the instance
+knows its port when it joins the consumer-service group: its advertised URL
+(``advertised_url``) is ``AGUI_ADVERTISED_URL``, else the listen address
+(the host name when listening on every interface).
 No access log: every request line would otherwise be logged twice over
 under load; the metrics count requests instead. The HTTP protocol is
 uvicorn's httptools one bounded by ``protocol`` (head size and count, head
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 from collections.abc import Callable, Generator
 
 import uvicorn
@@ -61,10 +66,40 @@ def config(settings: ConsumerSettings, app: FastAPI) -> uvicorn.Config:
     )
 
 
+WILDCARDS = frozenset({"", "0.0.0.0", "::"})
+
+
+def bind(settings: ConsumerSettings) -> socket.socket:
+    """The listening socket on ``AGUI_HTTP_HOST:AGUI_HTTP_PORT`` (port 0: a free one)."""
+    host = settings.http_host
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, settings.http_port))
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
+
+
+def advertised_url(settings: ConsumerSettings, sock: socket.socket | None = None) -> str:
+    """Where other instances reach this one ("" when it cannot be told: port 0, unbound)."""
+    if settings.advertised_url:
+        return settings.advertised_url.rstrip("/")
+    port = sock.getsockname()[1] if sock is not None else settings.http_port
+    if not port:
+        return ""
+    host = socket.gethostname() if settings.http_host in WILDCARDS else settings.http_host
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
 async def serve(settings: ConsumerSettings, kafka: KafkaSettings, stop: asyncio.Event,
                 on_ready: Callable[[str], None] | None = None) -> None:
     """Serve until ``stop`` is set; ``on_ready(url)`` is called once listening."""
-    app = create_app(settings, kafka)
+    sock = bind(settings)
+    app = create_app(settings, kafka, url=advertised_url(settings, sock))
     relay: Relay = app.state.relay
     server = _Server(config(settings, app))
 
@@ -86,8 +121,9 @@ async def serve(settings: ConsumerSettings, kafka: KafkaSettings, stop: asyncio.
     watcher = asyncio.create_task(watch())
     announcer = asyncio.create_task(announce())
     try:
-        await server.serve()
+        await server.serve(sockets=[sock])
     finally:
+        sock.close()
         for task in (watcher, announcer):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -22,6 +22,12 @@ class ConsumerSettings(BaseSettings):
 
     http_host: str = Field("127.0.0.1", alias="AGUI_HTTP_HOST")
     http_port: int = Field(8000, alias="AGUI_HTTP_PORT", ge=0, le=65535)
+    advertised_url: str | None = Field(None, alias="AGUI_ADVERTISED_URL")
+    """The URL other instances reach this one at (``http://host:port``); unset: the
+    listen address (the host name when listening on every interface)."""
+    forward_settle_s: float = Field(15.0, alias="AGUI_FORWARD_SETTLE_S", gt=0, le=300)
+    """How long a request for another instance's thread waits for ownership to settle (a
+    rebalance, a dead owner's partitions handed on) before a ``503 owner_unavailable``."""
     decision_timeout_s: float = Field(10.0, alias="AGUI_DECISION_TIMEOUT_S", gt=0)
     queued_timeout_s: float = Field(120.0, alias="AGUI_QUEUED_TIMEOUT_S", gt=0)
     """How long a request the gatekeeper queued (busy policy ``enqueue``) may

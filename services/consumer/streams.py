@@ -1,8 +1,11 @@
 """Run fan-out: one reader of ``decisions`` and ``events`` per instance.
 
-Every instance reads *all* partitions of both topics (manual assignment, no
-consumer group), starting from their end offsets at startup, and routes each
-record to whoever on this instance waits for it: a decision to the waiter
+The instances form one consumer group over both topics (``ownership``: the
+group assignor, every instance told who owns which partition); each reads
+only the partitions it owns, starting from their end offsets when they are
+assigned (``handover``: a partition lost in a rebalance is read on for the
+streams still open on it), and routes each record to whoever on this
+instance waits for it: a decision to the waiter
 registered under its requestId, an event to the streams subscribed to its
 (threadId, runId) — threadId is the record key, runId the ``agui-run-id``
 header, so no event value is decoded here. A request's waiter and its run's
@@ -21,6 +24,8 @@ a client has read: ``freshness``, which also asks ``reach_end`` to wait until
 this reader has read a thread's partition up to its end).
 
 Partitions added to a topic after startup are not read until restart.
+Requests for a thread whose partition another instance owns never get here:
+``forward`` sends them to the owner.
 """
 
 from __future__ import annotations
@@ -37,13 +42,15 @@ from pydantic import ValidationError
 from contracts import Decision
 from contracts.headers import AGENT, EVENT_TYPE, RUN_ID, SEQ, header_value
 from services.consumer.catchup import KEPT_BYTES, Ending
+from services.consumer.handover import Batch, Handover, Linger, advanced
 from services.consumer.mailbox import Mailbox
 from services.consumer.metrics import ConsumerMetrics
 from services.consumer.ordering import TERMINAL_TYPES
+from services.consumer.ownership import Ownership
 from services.consumer.problems import Unavailable
 from services.consumer.reading import BackgroundReader, Progress, wait_for_partitions
+from services.kafka.assignor import OwnersAssignor
 from services.kafka.clients import (
-    AIOKafkaConsumer,
     ConsumerRecord,
     KafkaError,
     TopicPartition,
@@ -62,6 +69,9 @@ state for it is in the view, a few tens of milliseconds: thousands of runs endin
 POSITION_POLL_S = 0.01
 """``reach_end`` looks at the reader's position at least this often (it can pass a
 transaction marker without handing over a batch)."""
+SESSION_TIMEOUT_MS = 6_000
+"""How long the group waits for a silent instance before handing its partitions on (the
+broker's lowest default; a killed instance's threads wait this long for a new owner)."""
 
 
 def _text(value: object) -> str | None:
@@ -120,6 +130,7 @@ class RunStream:
     key: RunKey
     buffer: Mailbox[Delivery]
     dropped: bool = False
+    partition: int = -1
 
     @property
     def thread_id(self) -> str:
@@ -145,6 +156,7 @@ class DecisionWaiter:
 
     request_id: str
     decisions: Mailbox[Decision] = field(default_factory=lambda: Mailbox(16))
+    partition: int = -1
 
     async def next(self, within_s: float) -> Decision:
         """The next decision; TimeoutError after ``within_s`` seconds."""
@@ -159,7 +171,8 @@ class FanOut(BackgroundReader):
     name = "fanout"
 
     def __init__(self, kafka: KafkaSettings, metrics: ConsumerMetrics, *,
-                 max_streams: int, stream_queue: int, index_size: int) -> None:
+                 max_streams: int, stream_queue: int, index_size: int,
+                 url: str = "") -> None:
         super().__init__(kafka)
         self.metrics = metrics
         self.max_streams = max_streams
@@ -178,6 +191,13 @@ class FanOut(BackgroundReader):
         self._streams: dict[RunKey, set[RunStream]] = {}
         self._stream_count = 0
         self._waiters: dict[str, DecisionWaiter] = {}
+        self.ownership = Ownership(url)
+        """What this instance owns and who owns the rest (``url``: its advertised URL)."""
+        self.positions: dict[TopicPartition, int] = {}
+        """Where the group consumer has routed each owned partition up to."""
+        self._load: dict[int, int] = {}
+        """Partition → open streams and decision waiters on it (``busy``)."""
+        self.linger = Linger(kafka, self._route, self.busy)
 
     # ------------------------------------------------------------ registration
 
@@ -191,7 +211,8 @@ class FanOut(BackgroundReader):
             self.metrics.streams_dropped.labels("too_many_streams").inc()
             raise Unavailable("too_many_streams",
                               f"this instance already serves {self.max_streams} streams")
-        stream = RunStream((thread_id, run_id), Mailbox(self.stream_queue))
+        stream = RunStream((thread_id, run_id), Mailbox(self.stream_queue),
+                           partition=self._hold(thread_id))
         self._streams.setdefault(stream.key, set()).add(stream)
         self._stream_count += 1
         self.metrics.streams_open.inc()
@@ -205,34 +226,64 @@ class FanOut(BackgroundReader):
         subs.discard(stream)
         if not subs:
             del self._streams[stream.key]
+        self._release(stream.partition)
         self._stream_count -= 1
         self.metrics.streams_open.dec()
 
-    def expect(self, request_id: str) -> DecisionWaiter:
-        """Register a waiter for ``request_id``'s decisions."""
-        waiter = DecisionWaiter(request_id)
+    def expect(self, request_id: str, thread_id: str = "") -> DecisionWaiter:
+        """Register a waiter for ``request_id``'s decisions (on ``thread_id``'s partition)."""
+        waiter = DecisionWaiter(request_id, partition=self._hold(thread_id))
         self._waiters[request_id] = waiter
         return waiter
 
     def forget(self, waiter: DecisionWaiter) -> None:
         if self._waiters.get(waiter.request_id) is waiter:
             del self._waiters[waiter.request_id]
+            self._release(waiter.partition)
+
+    def partition_of(self, thread_id: str) -> int:
+        """The thread's partition of ``events`` (and of ``decisions``: co-partitioned)."""
+        count = self.partitions.get(self.kafka.topics.events) or self.kafka.partitions
+        return partition_for(thread_id, count)
+
+    def busy(self) -> set[int]:
+        """The partitions on which something on this instance waits (``handover``)."""
+        return {p for p, n in self._load.items() if n > 0}
+
+    def _hold(self, thread_id: str) -> int:
+        partition = self.partition_of(thread_id)
+        self._load[partition] = self._load.get(partition, 0) + 1
+        return partition
+
+    def _release(self, partition: int) -> None:
+        left = self._load.get(partition, 0) - 1
+        if left > 0:
+            self._load[partition] = left
+        else:
+            self._load.pop(partition, None)
 
     # ------------------------------------------------------------ reading
 
     async def _run(self) -> None:
         topics = self.kafka.topics
+        names = (topics.decisions, topics.events)
+        self.partitions = await wait_for_partitions(self.kafka, names)
+        handover: Handover | None = None
+
+        def told(owners: tuple[str, ...]) -> None:
+            if handover is not None:
+                handover.told(owners)
+
+        assignor = OwnersAssignor(self.ownership.url, told)
         consumer = await self._start_consumer(lambda: new_consumer(
-            self.kafka, "agui-consumer-fanout", group_id=None, auto_offset_reset="latest",
-            max_poll_records=2000))
-        parts = await self._assign(consumer, (topics.decisions, topics.events))
-        await consumer.seek_to_end(*parts)
-        for tp in parts:
-            await consumer.position(tp)
-        self.ready.set()
-        log.info("fan-out reading %d partitions of %s and %s from their end",
-                 len(parts), topics.decisions, topics.events)
-        decisions = topics.decisions
+            self.kafka, "agui-consumer-fanout", group_id=f"{self.kafka.topic_prefix}.consumer",
+            auto_offset_reset="latest", max_poll_records=2000,
+            session_timeout_ms=SESSION_TIMEOUT_MS, assignors=(assignor,)))
+        handover = Handover(consumer, self.ownership, self.linger, self.positions, self.busy,
+                            topics.events, self.ready.set)
+        consumer.subscribe(list(names), listener=handover)
+        log.info("fan-out joining the consumer-service group over %s and %s as %s",
+                 topics.decisions, topics.events, self.ownership.url or "(unadvertised)")
         while True:
             try:
                 batch = await consumer.getmany(timeout_ms=1000, max_records=2000)
@@ -240,17 +291,27 @@ class FanOut(BackgroundReader):
                 log.warning("fan-out fetch failed, retrying: %s", exc)
                 await asyncio.sleep(0.5)
                 continue
-            for tp, records in batch.items():
-                if tp.topic == decisions:
-                    for record in records:
-                        self._on_decision(record)
-                    self.metrics.records_routed.labels("decisions").inc(len(records))
-                else:
-                    for record in records:
-                        self._on_event(tp.partition, record)
-                    self.metrics.records_routed.labels("events").inc(len(records))
-            if batch:
-                self.progress.moved()
+            self._route(batch)
+            advanced(self.positions, batch)
+
+    async def stop(self) -> None:
+        await self.linger.stop()
+        await super().stop()
+
+    def _route(self, batch: Batch) -> None:
+        """Route one batch of either reader (the group's or ``Linger``'s)."""
+        decisions = self.kafka.topics.decisions
+        for tp, records in batch.items():
+            if tp.topic == decisions:
+                for record in records:
+                    self._on_decision(record)
+                self.metrics.records_routed.labels("decisions").inc(len(records))
+            else:
+                for record in records:
+                    self._on_event(tp.partition, record)
+                self.metrics.records_routed.labels("events").inc(len(records))
+        if batch:
+            self.progress.moved()
 
     async def reach_end(self, thread_id: str, deadline: float) -> bool:
         """Wait until this reader has read the thread's events partition up to the end
@@ -260,21 +321,15 @@ class FanOut(BackgroundReader):
         if consumer is None or not self.ready.is_set():
             return False
         tp = TopicPartition(topic, partition_for(thread_id, self.partitions[topic]))
+        if tp not in self.positions:
+            return False  # not this instance's partition (any more)
         end = (await consumer.end_offsets([tp]))[tp]
-        while await consumer.position(tp) < end:
+        while tp in self.positions and await consumer.position(tp) < end:
             left = deadline - asyncio.get_running_loop().time()
             if left <= 0:
                 return False
             await self.progress.next(min(left, POSITION_POLL_S))
-        return True
-
-    async def _assign(self, consumer: AIOKafkaConsumer,
-                      names: tuple[str, ...]) -> list[TopicPartition]:
-        """Wait until every topic exists, then assign all its partitions."""
-        self.partitions = await wait_for_partitions(self.kafka, names)
-        parts = [TopicPartition(n, p) for n in names for p in range(self.partitions[n])]
-        consumer.assign(parts)
-        return parts
+        return tp in self.positions
 
     # ------------------------------------------------------------ routing
 

@@ -98,8 +98,10 @@ def new_consumer(
     auto_offset_reset: str = "earliest",
     max_poll_records: int = 500,
     session_timeout_ms: int = 10_000,
+    assignors: tuple[Any, ...] = (RangePartitionAssignor,),
 ) -> AIOKafkaConsumer:
-    """A consumer that commits nothing by itself and sees only committed records."""
+    """A consumer that commits nothing by itself and sees only committed records
+    (``assignors``: the group's partition assignment strategies, range by default)."""
     return AIOKafkaConsumer(
         *topics,
         **connection_options(settings, client_id),
@@ -107,7 +109,7 @@ def new_consumer(
         enable_auto_commit=False,
         isolation_level="read_committed" if read_committed else "read_uncommitted",
         auto_offset_reset=auto_offset_reset,
-        partition_assignment_strategy=(RangePartitionAssignor,),
+        partition_assignment_strategy=assignors,
         max_poll_records=max_poll_records,
         session_timeout_ms=session_timeout_ms,
         heartbeat_interval_ms=max(session_timeout_ms // 4, 500),

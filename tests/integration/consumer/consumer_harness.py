@@ -31,7 +31,7 @@ from contracts import (
 )
 from services.consumer.app import create_app
 from services.consumer.relay import Relay
-from services.consumer.server import _Server, config
+from services.consumer.server import _Server, advertised_url, bind, config
 from services.consumer.settings import ConsumerSettings
 from services.kafka.admin import ensure_topics
 from services.kafka.clients import (
@@ -66,10 +66,11 @@ async def serving(kafka: KafkaSettings, limits: LimitSettings | None = None,
                   **overrides: Any) -> AsyncIterator[Served]:
     """The real app, served on 127.0.0.1 (free port) until the block ends."""
     settings = ConsumerSettings(http_port=0, **overrides)
-    app = create_app(settings, kafka, limits)
+    sock = bind(settings)
+    app = create_app(settings, kafka, limits, url=advertised_url(settings, sock))
     relay: Relay = app.state.relay
     server = _Server(config(settings, app))
-    task = asyncio.create_task(server.serve())
+    task = asyncio.create_task(server.serve(sockets=[sock]))
     try:
         async with asyncio.timeout(WAIT_S):
             while not server.started:
@@ -83,6 +84,7 @@ async def serving(kafka: KafkaSettings, limits: LimitSettings | None = None,
     finally:
         server.should_exit = True
         await task
+        sock.close()
 
 
 def run_input(thread_id: str | None = None, run_id: str | None = None,

@@ -1,0 +1,229 @@
+"""Any instance takes any request: a thread's routes forwarded to its partition's owner.
+
+An instance reads only the partitions it owns (``ownership``), so the
+routes tied to one thread — ``POST /agents/{agent}`` (its thread is in the
+body), ``GET /threads/{id}``, the replay and the cancel — are served where
+the thread's partition is read. ``Forwarder.dispatch`` decides, once the
+request's ids are checked and (for a POST) its body read and validated:
+
+1. wait until ownership is settled (no rebalance under way), at most
+   ``AGUI_FORWARD_SETTLE_S``; this instance owns the partition → serve here
+   (``None``);
+2. else send the request to the owner over HTTP (httpx, one pooled client):
+   method, raw path and query, the body, and the headers that mean
+   something to the owner — ``Authorization`` (the owner authenticates the
+   same way), ``Content-Type``, ``Last-Event-ID``, ``traceparent`` and
+   ``tracestate`` — plus ``agui-forwarded-by`` (the loop guard: a request
+   that carries it is never forwarded again; an instance that does not own
+   its thread answers it ``503 owner_unavailable``), and, on a POST,
+   ``agui-request-id``: the RunRequest's id, chosen here, so that a retried
+   forward is the same request to the gatekeeper (which answers a requestId
+   it has decided with the same decision and never dispatches it twice);
+3. the owner's answer is passed on (``passed_on``): its status and headers
+   (a problem, ``WWW-Authenticate``, ``Retry-After`` and all) and its body —
+   an event stream's bytes as they arrive, never buffered. The client
+   leaving cancels the upstream request, so the owner sees the disconnect
+   too; the owner's connection breaking mid-stream ends
+   the client's stream as a truncated one (no byte is invented), which the
+   client continues with ``Last-Event-ID`` through any instance;
+4. a forward that fails before any byte of an answer (the owner cannot be
+   reached, or answers ``owner_unavailable``: its map is newer or older than
+   ours) is retried once, after ownership has moved on (a newer settled
+   assignment, within the same bound) — against the new owner, or here when
+   that is this instance. The retried POST keeps its requestId and is marked
+   a retry (``agui-forward-attempt: 2``): the run may have started from the
+   first attempt, so its owner answers it from the log first (``replay``'s
+   scan), then live. A second failure, or no settled owner in time, is a
+   ``503 owner_unavailable`` with ``Retry-After``. Every wait is bounded;
+   nothing is dispatched twice.
+
+The headers ``agui-forwarded-by``, ``agui-request-id`` and
+``agui-forward-attempt`` are trusted from whoever sends them: put the
+instances behind a proxy that drops them from clients' requests (a client
+sending them can only make its own request served as a forwarded one).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import httpx
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+
+from services.consumer.metrics import ConsumerMetrics
+from services.consumer.ownership import Ownership
+from services.consumer.problems import PROBLEM_TYPE, OwnerUnavailable
+from services.consumer.sse import EventStreamResponse
+
+log = logging.getLogger(__name__)
+
+FORWARDED_BY = "agui-forwarded-by"
+REQUEST_ID = "agui-request-id"
+ATTEMPT = "agui-forward-attempt"
+PASSED = ("authorization", "content-type", "last-event-id", "traceparent", "tracestate",
+          "accept")
+"""Request headers the owner is sent (besides ours)."""
+HOP_BY_HOP = frozenset({b"connection", b"keep-alive", b"transfer-encoding", b"te", b"trailer",
+                        b"upgrade", b"proxy-authenticate", b"proxy-authorization"})
+"""Response headers not passed on (RFC 9110 7.6.1): the connection to the client is ours."""
+CONNECT_S = 2.0
+RETRY_AFTER_S = 2
+
+
+@dataclass(frozen=True, slots=True)
+class Here:
+    """Serve the request on this instance (``dispatch``'s answer when not forwarded)."""
+
+    request_id: str | None = None
+    """The RunRequest id to publish under (a forwarded or retried POST), else None."""
+    retried: bool = False
+    """A forward retried: a run may have started already, read it from the log first."""
+
+
+def forwarded(request: Request) -> bool:
+    """Whether another instance sent this request (it is never forwarded again)."""
+    return FORWARDED_BY in request.headers
+
+
+def arrived_as(request: Request) -> Here:
+    """What a request forwarded here says about itself (``Here()`` for a client's own)."""
+    if not forwarded(request):
+        return Here()
+    return Here(request.headers.get(REQUEST_ID) or None, request.headers.get(ATTEMPT) == "2")
+
+
+class Forwarder:
+    """Routes a thread's requests to the instance that owns its partition."""
+
+    def __init__(self, ownership: Ownership, metrics: ConsumerMetrics, *, settle_s: float,
+                 read_s: float) -> None:
+        self.ownership = ownership
+        self.metrics = metrics
+        self.settle_s = settle_s
+        self.client = httpx.AsyncClient(
+            timeout=httpx.Timeout(read_s, connect=CONNECT_S),
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=256),
+            follow_redirects=False, trust_env=False)
+        """``read_s``: longer than any silence an answer may have (a queued decision, the
+        keep-alive period), so a dead owner still cannot hang a client for ever."""
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+    def _unavailable(self, detail: str) -> OwnerUnavailable:
+        self.metrics.forwards.labels("unavailable").inc()
+        return OwnerUnavailable(detail, RETRY_AFTER_S)
+
+    async def dispatch(self, request: Request, partition: int, *, body: bytes | None = None,
+                       run: bool = False) -> Response | Here:
+        """The owner's response, or ``Here`` (the module docstring's steps; ``run``: a
+        POST that publishes a RunRequest, which gets an idempotency key)."""
+        arrived = arrived_as(request)
+        if not await self.ownership.wait_settled(self.settle_s):
+            raise self._unavailable("the instances are rebalancing; ask again")
+        route = self.ownership.route(partition, forwarded=forwarded(request))
+        if route.local:
+            return arrived
+        if route.url is None:
+            raise self._unavailable("no instance owns this thread's partition now")
+        request_id = str(uuid.uuid4()) if run else None
+        generation = self.ownership.generation
+        response = await self._send(route.url, request, body, request_id, attempt=1)
+        if response is not None:
+            self.metrics.forwards.labels("forwarded").inc()
+            return response
+        if not await self.ownership.moved_on(generation, self.settle_s):
+            raise self._unavailable(f"the owner of this thread ({route.url}) cannot be "
+                                    "reached and no other instance has taken it over yet")
+        route = self.ownership.route(partition, forwarded=False)
+        if route.local:
+            self.metrics.forwards.labels("served_here").inc()
+            return Here(request_id, retried=True)
+        if route.url is not None:
+            response = await self._send(route.url, request, body, request_id, attempt=2)
+            if response is not None:
+                self.metrics.forwards.labels("retried").inc()
+                return response
+        raise self._unavailable("the owner of this thread cannot be reached")
+
+    async def _send(self, url: str, request: Request, body: bytes | None,
+                    request_id: str | None, *, attempt: int) -> Response | None:
+        """The owner's response, once its head arrived; None when it failed before."""
+        headers = {name: value for name in PASSED
+                   if (value := request.headers.get(name)) is not None}
+        headers[FORWARDED_BY] = self.ownership.url or "unadvertised"
+        headers[ATTEMPT] = str(attempt)
+        if request_id is not None:
+            headers[REQUEST_ID] = request_id
+        raw = request.scope.get("raw_path") or request.scope["path"].encode("utf-8")
+        query = request.scope.get("query_string") or b""
+        target = url.rstrip("/") + raw.decode("latin-1") + ("?" + query.decode("latin-1")
+                                                            if query else "")
+        upstream = self.client.build_request(request.method, target, headers=headers,
+                                             content=body)
+        try:
+            response = await self.client.send(upstream, stream=True)
+        except httpx.HTTPError as exc:
+            log.warning("forward to %s failed before any byte: %s", url,
+                        exc or type(exc).__name__)
+            return None
+        if response.status_code == 503 and await _owner_unavailable(response):
+            log.info("forward to %s: it does not own the partition (yet)", url)
+            return None
+        return await passed_on(response)
+
+
+async def _owner_unavailable(response: httpx.Response) -> bool:
+    """Whether a 503 is the owner's ``owner_unavailable`` (read and closed if so)."""
+    if not response.headers.get("content-type", "").startswith(PROBLEM_TYPE):
+        return False
+    try:
+        body = await response.aread()
+    except httpx.HTTPError:
+        await response.aclose()
+        return True
+    try:
+        code = orjson.loads(body).get("code")
+    except (orjson.JSONDecodeError, AttributeError):
+        code = None
+    if code == "owner_unavailable":
+        await response.aclose()
+        return True
+    return False
+
+
+async def _passed_on(upstream: httpx.Response) -> AsyncIterator[bytes]:
+    """The owner's body bytes as they arrive; a break ends it (a truncated stream)."""
+    try:
+        async for chunk in upstream.aiter_raw():
+            yield chunk
+    except httpx.HTTPError as exc:
+        log.warning("the owner's answer broke off: %s", exc or type(exc).__name__)
+    finally:
+        await upstream.aclose()
+
+
+async def passed_on(upstream: httpx.Response) -> Response:
+    """The owner's response for the client (step 3 of the module docstring): an event
+    stream streamed through as it arrives (a client leaving cancels it, which closes the
+    upstream request), anything else (a problem, a thread's state, a 204) read whole."""
+    headers = [(k.lower(), v) for k, v in upstream.headers.raw if k.lower() not in HOP_BY_HOP]
+    if upstream.status_code == 200 and upstream.headers.get("content-type", "").startswith(
+            "text/event-stream"):
+        response = EventStreamResponse(_passed_on(upstream), on_close=lambda: None)
+        response.raw_headers = headers
+        return response
+    try:
+        body = b"".join([chunk async for chunk in upstream.aiter_raw()])
+    finally:
+        await upstream.aclose()
+    answer = Response(body, status_code=upstream.status_code)
+    answer.raw_headers = [(k, v) for k, v in headers if k != b"content-length"]
+    if upstream.status_code != 204:
+        answer.raw_headers.append((b"content-length", str(len(body)).encode("ascii")))
+    return answer

@@ -1,0 +1,290 @@
+"""Instances own partitions, and any instance takes any request (issue 15, items 2 and 3).
+
+Three instances of the real app on the real broker, the backstage playing
+gatekeeper and producer. Runs on threads covering every partition are each
+posted to a random instance: every run streams complete and in order, each
+event record is read by exactly one instance (the per-instance count of
+records routed, against what the backstage wrote on each one's partitions),
+and forwarding answers as a local request does — authentication, another
+tenant's 404, a rejection's problem, a replay with ``Last-Event-ID`` and a
+finished run's 204 — with the loop guard refusing a forwarded request its
+receiver does not own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+from consumer_harness import (
+    AGENT,
+    WAIT_S,
+    Backstage,
+    Served,
+    data_values,
+    finished,
+    run_input,
+    serving,
+    sse_frames,
+    started,
+)
+
+from contracts import ThreadState
+from services.consumer.forward import FORWARDED_BY
+from services.kafka.partitioning import partition_for
+from services.runtime.settings import KafkaSettings
+
+pytestmark = pytest.mark.integration
+
+TOKEN_A = f"key-a-{uuid.uuid4().hex}"
+TOKEN_B = f"key-b-{uuid.uuid4().hex}"
+A = {"Authorization": f"Bearer {TOKEN_A}"}
+B = {"Authorization": f"Bearer {TOKEN_B}"}
+KEYS = f"{TOKEN_A}=tenant-a,{TOKEN_B}=tenant-b"
+EVENTS = 12
+"""Content events per run, between its start and its end."""
+
+
+async def settled(instances: Sequence[Served]) -> None:
+    """Until every instance routes by the same map, naming them all, every partition owned."""
+    urls = {i.url for i in instances}
+    async with asyncio.timeout(WAIT_S):
+        while True:
+            maps = {i.relay.fanout.ownership.owners for i in instances}
+            ready = all(i.relay.fanout.ownership.settled.is_set() for i in instances)
+            if ready and len(maps) == 1 and set(next(iter(maps))) == urls:
+                owned = [p for i in instances for p in i.relay.fanout.ownership.mine]
+                if sorted(owned) == list(range(len(next(iter(maps))))):
+                    return
+            await asyncio.sleep(0.05)
+
+
+@asynccontextmanager
+async def three(kafka: KafkaSettings, **overrides: Any) -> AsyncIterator[list[Served]]:
+    async with AsyncExitStack() as stack:
+        instances = [await stack.enter_async_context(serving(kafka, **overrides))
+                     for _ in range(3)]
+        await settled(instances)
+        yield instances
+
+
+def owner(instances: Sequence[Served], thread_id: str) -> Served:
+    partition = instances[0].relay.fanout.partition_of(thread_id)
+    (found,) = [i for i in instances if partition in i.relay.fanout.ownership.mine]
+    return found
+
+
+def not_owner(instances: Sequence[Served], thread_id: str) -> Served:
+    return next(i for i in instances if i is not owner(instances, thread_id))
+
+
+async def both(pair: Sequence[Served], method: str, path: str,
+               headers: dict[str, str] | None = None) -> tuple[httpx.Response, httpx.Response]:
+    """The same request through each of ``pair`` (the owner, then another instance)."""
+    first = await pair[0].http.request(method, path, headers=headers)
+    second = await pair[1].http.request(method, path, headers=headers)
+    return first, second
+
+
+def threads_on_every_partition(kafka: KafkaSettings, each: int) -> list[str]:
+    found: dict[int, list[str]] = {p: [] for p in range(kafka.partitions)}
+    while any(len(v) < each for v in found.values()):
+        thread_id = f"pt-{uuid.uuid4().hex[:10]}"
+        bucket = found[partition_for(thread_id, kafka.partitions)]
+        if len(bucket) < each:
+            bucket.append(thread_id)
+    return [t for v in found.values() for t in v]
+
+
+def placed(kafka: KafkaSettings, instances: Sequence[Served]) -> tuple[str, Served, Served]:
+    """A new thread, its owner and another instance."""
+    thread = threads_on_every_partition(kafka, 1)[0]
+    return thread, owner(instances, thread), not_owner(instances, thread)
+
+
+def routed(instance: Served) -> float:
+    value = instance.relay.metrics.records_routed.labels("events")._value.get()
+    assert isinstance(value, float)
+    return value
+
+
+def assert_whole(response: httpx.Response, body: dict[str, Any], events: int) -> None:
+    """The run streamed complete and in order: its start, ``events`` numbered ones, its end."""
+    assert response.status_code == 200, response.text
+    values = [orjson.loads(v) for v in data_values(response.content)]
+    assert [v["type"] for v in values] == ["RUN_STARTED", *["CUSTOM"] * events,
+                                           "RUN_FINISHED"]
+    assert [v["value"] for v in values[1:-1]] == list(range(events))
+    assert {values[0]["runId"], values[-1]["runId"]} == {body["runId"]}
+
+
+async def play(backstage: Backstage, count: int) -> dict[str, int]:
+    """Decide and stream ``count`` requests as they come; event records written per thread."""
+    written: dict[str, int] = {}
+    for _ in range(count):
+        request = await backstage.next_request()
+        t, r = request.input.thread_id, request.input.run_id
+        await backstage.decide(request)
+        events = [started(t, r), *({"type": "CUSTOM", "name": "n", "value": i}
+                                   for i in range(EVENTS)), finished(t, r)]
+        await backstage.emit(t, r, events)
+        written[t] = written.get(t, 0) + len(events)
+    return written
+
+
+async def test_each_event_is_read_by_one_instance_and_every_run_streams_whole(
+        kafka: KafkaSettings, backstage: Backstage) -> None:
+    rng = random.Random(15)
+    async with three(kafka) as instances:
+        before = [routed(i) for i in instances]
+        threads = threads_on_every_partition(kafka, 2)
+        inputs = [run_input(thread_id=t) for t in threads]
+        chosen = [rng.choice(instances) for _ in inputs]
+        posts = [asyncio.create_task(i.http.post(f"/agents/{AGENT}", json=body))
+                 for i, body in zip(chosen, inputs, strict=True)]
+        written = await play(backstage, len(inputs))
+        responses = await asyncio.gather(*posts)
+        read = [routed(i) - b for i, b in zip(instances, before, strict=True)]
+        forwards = sum(i.relay.metrics.forwards.labels("forwarded")._value.get()
+                       for i in instances)
+    for body, response in zip(inputs, responses, strict=True):
+        assert_whole(response, body, EVENTS)
+    assert all(len(i.relay.fanout.ownership.mine) >= 1 for i in instances)
+    for instance, count in zip(instances, read, strict=True):
+        mine = instance.relay.fanout.ownership.mine
+        expected = sum(n for t, n in written.items()
+                       if partition_for(t, kafka.partitions) in mine)
+        assert count == expected, (instance.url, sorted(mine), count, expected)
+    assert sum(read) == sum(written.values())
+    assert forwards == sum(1 for i, b in zip(chosen, inputs, strict=True)
+                           if owner(instances, b["threadId"]) is not i)
+
+
+async def test_a_forward_answers_as_the_owner_does(
+        kafka: KafkaSettings, backstage: Backstage) -> None:
+    async with three(kafka, api_keys=KEYS) as instances:
+        thread, home, away = placed(kafka, instances)
+        body = run_input(thread_id=thread)
+        post = asyncio.create_task(away.http.post(f"/agents/{AGENT}", json=body, headers=A))
+        request = await backstage.next_request()
+        assert request.principal == "tenant-a"
+        t, r = thread, str(body["runId"])
+        await backstage.decide(request)
+        await backstage.write_state(ThreadState(
+            thread_id=t, status="running", agent=AGENT, principal="tenant-a", run_id=r,
+            recent_run_ids=[r]), t)
+        await backstage.emit(t, r, [started(t, r), *({"type": "CUSTOM", "name": "n",
+                                                      "value": i} for i in range(3)),
+                                    finished(t, r)])
+        streamed = await post
+        assert streamed.status_code == 200
+        assert len(data_values(streamed.content)) == 5
+
+        for path, method in ((f"/threads/{t}", "GET"), (f"/threads/{t}/runs/{r}/events", "GET"),
+                             (f"/threads/{t}/runs/{r}/cancel", "POST")):
+            # no key: refused at the first hop, as at the owner
+            local, remote = await both((home, away), method, path)
+            assert (remote.status_code, remote.json()) == (local.status_code, local.json()) \
+                == (401, remote.json())
+            assert remote.headers["www-authenticate"] == local.headers["www-authenticate"]
+            # another tenant: the same 404 through either
+            local, remote = await both((home, away), method, path, B)
+            assert remote.status_code == local.status_code == 404
+            assert remote.content == local.content
+            assert remote.headers["content-type"] == "application/problem+json"
+
+        # the owner's tenant: a replay from Last-Event-ID, then the finished run's 204
+        for after, frames in (("1", 3), ("4", 0)):
+            headers = {**A, "Last-Event-ID": after}
+            local, remote = await both((home, away), "GET", f"/threads/{t}/runs/{r}/events",
+                                       headers)
+            assert remote.status_code == local.status_code == (200 if frames else 204)
+            assert remote.content == local.content
+            assert len(data_values(remote.content)) == frames
+            if frames:
+                assert [f["id"] for f in sse_frames(remote.content) if "id" in f] == \
+                    ["2", "3", "4"]
+
+        # a rejection's problem passes through whole, status and body
+        busy = run_input(thread_id=thread)
+        post = asyncio.create_task(away.http.post(f"/agents/{AGENT}", json=busy, headers=A))
+        await backstage.decide(await backstage.next_request(), "rejected", code="thread_busy",
+                               message="the thread is running another run")
+        refused = await post
+        assert refused.status_code == 409
+        assert refused.json()["code"] == "thread_busy"
+        assert refused.headers["content-type"] == "application/problem+json"
+
+
+async def test_a_forwarded_request_is_never_forwarded_again(
+        kafka: KafkaSettings, backstage: Backstage) -> None:
+    async with three(kafka) as instances:
+        thread = threads_on_every_partition(kafka, 1)[0]
+        away = not_owner(instances, thread)
+        answer = await away.http.get(f"/threads/{thread}",
+                                     headers={FORWARDED_BY: "http://elsewhere"})
+        assert answer.status_code == 503
+        assert answer.json()["code"] == "owner_unavailable"
+        assert int(answer.headers["retry-after"]) >= 1
+        plain = await away.http.get(f"/threads/{thread}")
+        assert plain.status_code == 404  # forwarded to the owner, which knows no such thread
+        assert plain.json()["code"] == "unknown_thread"
+
+
+async def test_a_client_leaving_a_forwarded_stream_is_seen_by_the_owner(
+        kafka: KafkaSettings, backstage: Backstage) -> None:
+    async with three(kafka, cancel_on_disconnect=True) as instances:
+        thread, home, away = placed(kafka, instances)
+        body = run_input(thread_id=thread)
+        async with httpx.AsyncClient(base_url=away.url, timeout=WAIT_S) as http:
+            post = asyncio.create_task(http.send(
+                http.build_request("POST", f"/agents/{AGENT}", json=body), stream=True))
+            await backstage.decide(await backstage.next_request())
+            t, r = thread, str(body["runId"])
+            await backstage.emit(t, r, [started(t, r)])
+            response = await post
+            async for chunk in response.aiter_raw():
+                assert b"RUN_STARTED" in chunk
+                break
+            await response.aclose()
+        (command,) = await backstage.control_commands(1)
+        assert (command.thread_id, command.run_id) == (t, r)
+        async with asyncio.timeout(WAIT_S):
+            while home.relay.fanout.stream_count:
+                await asyncio.sleep(0.05)
+
+
+async def test_streams_open_on_an_instance_that_loses_their_partition_go_on_to_their_end(
+        kafka: KafkaSettings, backstage: Backstage) -> None:
+    """The old owner keeps reading a partition it lost for the streams open on it."""
+    async with serving(kafka) as one:
+        await settled([one])
+        threads = threads_on_every_partition(kafka, 1)
+        inputs = [run_input(thread_id=t) for t in threads]
+        posts = [asyncio.create_task(one.http.post(f"/agents/{AGENT}", json=body))
+                 for body in inputs]
+        for _ in inputs:
+            request = await backstage.next_request()
+            t, r = request.input.thread_id, request.input.run_id
+            await backstage.decide(request)
+            await backstage.emit(t, r, [started(t, r), *({"type": "CUSTOM", "name": "n",
+                                                          "value": i} for i in range(3))])
+        async with serving(kafka) as two:
+            await settled([one, two])
+            assert two.relay.fanout.ownership.mine  # one lost partitions with streams on them
+            for body in inputs:
+                t, r = str(body["threadId"]), str(body["runId"])
+                await backstage.emit(t, r, [*({"type": "CUSTOM", "name": "n", "value": i}
+                                              for i in range(3, 6)), finished(t, r)],
+                                     seqs=range(4, 8))
+            responses = await asyncio.gather(*posts)
+            assert two.relay.fanout.stream_count == 0
+    for body, response in zip(inputs, responses, strict=True):
+        assert_whole(response, body, 6)
