@@ -177,7 +177,7 @@ async def test_a_deployment_shows_its_runs_in_metrics_traces_and_logs(
         lags = with_name(gatekeeper, "agui_consumer_lag")
         assert {dict(labels)["group"] for labels in lags} == {f"{topic_prefix}.gatekeeper"}
         assert {dict(labels)["topic"] for labels in lags} == {
-            f"{topic_prefix}.requests", f"{topic_prefix}.events"}
+            f"{topic_prefix}.requests", f"{topic_prefix}.runs"}  # never events
         producer = await stack.metrics("producer")
         assert with_name(producer, "agui_runs_started_total") == {
             frozenset({("agent", AGENT)}): 2}
