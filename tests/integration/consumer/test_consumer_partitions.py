@@ -288,3 +288,30 @@ async def test_streams_open_on_an_instance_that_loses_their_partition_go_on_to_t
             assert two.relay.fanout.stream_count == 0
     for body, response in zip(inputs, responses, strict=True):
         assert_whole(response, body, 6)
+
+
+async def test_a_run_end_read_before_a_rebalance_is_known_to_the_new_owner(
+        kafka: KafkaSettings, backstage: Backstage) -> None:
+    """Read-your-writes across instances and a handover: the gatekeeper never writes the
+    closing states here, so only the instance that read each run's end can answer past
+    it; the new owner of half the threads read their partitions from before its start."""
+    threads = threads_on_every_partition(kafka, 1)
+    async with serving(kafka, read_your_writes_s=0.5) as one:
+        await settled([one])
+        for thread in threads:
+            await backstage.write_state(ThreadState(
+                thread_id=thread, status="running", agent=AGENT, run_id="run-1",
+                recent_run_ids=["run-1"]), thread)
+            await backstage.emit(thread, "run-1", [started(thread, "run-1"),
+                                                   finished(thread, "run-1")])
+        async with asyncio.timeout(WAIT_S):
+            while any(one.relay.fanout.ended.get((t, "run-1")) is None for t in threads):
+                await asyncio.sleep(0.02)
+        async with serving(kafka, read_your_writes_s=0.5) as two:
+            await settled([one, two])
+            moved = [t for t in threads if owner([one, two], t) is two]
+            assert moved
+            views = [(t, name, (await instance.http.get(f"/threads/{t}")).json())
+                     for t in threads for name, instance in (("one", one), ("two", two))]
+    behind = [(t, name, view) for t, name, view in views if view["status"] != "idle"]
+    assert not behind, behind
