@@ -35,7 +35,8 @@ class GatekeeperSettings(BaseSettings):
     max_batch: int = Field(5000, alias="AGUI_GATEKEEPER_MAX_BATCH", ge=1)
     """Records taken per poll (all partitions together)."""
     events_wait_ms: int = Field(500, alias="AGUI_GATEKEEPER_EVENTS_WAIT_MS", ge=0)
-    """How long a request may wait for the events its partition already holds."""
+    """How long a request may wait for the run boundaries (``runs``) its partition already
+    holds (the name is from when they were read on ``events``)."""
     linger_ms: int = Field(0, alias="AGUI_GATEKEEPER_LINGER_MS", ge=0, le=1000)
     """How long a partition lets a small backlog grow before committing it."""
     transaction_deadline_s: float = Field(20.0, alias="AGUI_GATEKEEPER_TRANSACTION_DEADLINE_S",
@@ -50,7 +51,8 @@ class GatekeeperSettings(BaseSettings):
     session_timeout_ms: int = Field(10_000, alias="AGUI_GATEKEEPER_SESSION_TIMEOUT_MS", ge=6000)
     """How long the group waits for a silent instance before handing its partitions on."""
     offsets_flush_s: float = Field(5.0, alias="AGUI_GATEKEEPER_OFFSETS_FLUSH_S", gt=0)
-    """Skipped events' offsets are committed at least this often when nothing else is."""
+    """Offsets of boundaries that changed nothing (a ``RUN_STARTED`` of a run already
+    admitted) are committed at least this often when nothing else is."""
     gauges_s: float = Field(5.0, alias="AGUI_GATEKEEPER_GAUGES_S", gt=0)
     """How often the thread gauges (open and expired interrupts, long runs) and the
     consumer lag are recomputed for ``/metrics``."""
