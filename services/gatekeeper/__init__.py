@@ -2,7 +2,7 @@
 
 Pure decision logic, tested without a broker:
 
-- ``thread``: the thread state machine (run boundaries from ``events``);
+- ``thread``: the thread state machine (run boundaries, read on ``runs``);
 - ``rules``: ``decide(state, request, now, policy)`` and the policies
   (``expiresAt`` read by the shared rule, ``services.agui.expiry``);
 - ``intake``: raw ``requests`` records → request, stateless refusal or dead letter;
@@ -13,7 +13,9 @@ Pure decision logic, tested without a broker:
   inputs whose outputs the broker refused.
 
 Around it, the Kafka loop. An instance owns partition p of ``requests`` and
-``events`` together (and restores p of ``threads``), and ONE transactional
+``runs`` together (each run's start and end, written there by the workers
+as well as to ``events``, which the gatekeeper never reads; and restores p
+of ``threads``), and ONE transactional
 producer per instance commits the batches of ALL its owned partitions
 together, one transaction at a time: decisions, dispatches, dead letters,
 thread states and every partition's input offsets. Zombies are fenced by

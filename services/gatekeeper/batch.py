@@ -1,7 +1,7 @@
 """One partition's work between two transactions, decided in memory.
 
 The commit path (``commit.prepare``) feeds a ``Batch`` the records it fetched for one partition:
-run boundaries from ``events`` first, then ``requests``. Boundaries first is
+run boundaries from ``runs`` first, then ``requests``. Boundaries first is
 safe because an event can only belong to a run admitted in an *earlier*
 transaction, and it spares a resume sent right after its interrupt arrived a
 spurious ``thread_busy``. The batch collects what the transaction must
@@ -184,7 +184,8 @@ class Batch:
         return found if found is not None else fresh(thread_id)
 
     def event(self, record: InRecord) -> None:
-        """Apply one ``events`` record (a no-op unless it is a run boundary)."""
+        """Apply one ``runs`` record (the same as on ``events``; a no-op unless it is a
+        run boundary)."""
         kind = header_value(record.headers, EVENT_TYPE)
         if kind not in BOUNDARY_TYPES:
             return
