@@ -28,7 +28,8 @@ from bench.broker import broker
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
-BENCHES = ("gatekeeper", "producer", "consumer", "upstream", "inbox", "state_store")
+BENCHES = ("gatekeeper", "producer", "consumer", "consumer_scaling", "upstream", "inbox",
+           "state_store")
 PLOT = ROOT / "bench" / "decision-latency.png"
 console = Console()
 
@@ -93,6 +94,8 @@ HEADLINES: tuple[Headline, ...] = (
                 _get(r["consumer"], "kafka_floor", "p99_ms")), "{:.1f} / {:.1f}", ""),
     ("consumer", "1,000 concurrent SSE streams: errors",
      lambda r: _get(r["consumer"], "streams", "errors"), "{}", "0"),
+    ("consumer_scaling", "consumer CPU per streamed event, 2 instances / 1 (runs of 500)",
+     lambda r: _get(r["consumer_scaling"], "ratio"), "{:.2f}", "≤ 1.2"),
     ("upstream", "upstream agent via the relay: POST → first token p50 / p99 (ms)",
      lambda r: (_get(r["upstream"], "relay", "latency", "first_event", "p50_ms"),
                 _get(r["upstream"], "relay", "latency", "first_event", "p99_ms")),

@@ -6,11 +6,14 @@ worker does (RUN_STARTED, one text message, RUN_FINISHED, with their
 ``EventHeaders``), without transactions or any logic. Behind it, the
 consumer service's own share of the POST → RUN_STARTED latency is what is
 left: HTTP, validation, publishing, the fan-out and the SSE writer.
+``AGUI_BENCH_TOKENS`` (default 1) is how many ``TEXT_MESSAGE_CONTENT`` events
+each run streams (``bench.consumer_scaling`` streams runs of 500).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 from datetime import UTC, datetime
 
 import orjson
@@ -21,17 +24,19 @@ from services.runtime.lifecycle import run_until_signalled
 from services.runtime.settings import KafkaSettings
 
 
-def events(thread: str, run: str) -> list[dict[str, str]]:
+def events(thread: str, run: str, tokens: int = 1) -> list[dict[str, str]]:
     message = f"{run}-m"
     return [{"type": "RUN_STARTED", "threadId": thread, "runId": run},
             {"type": "TEXT_MESSAGE_START", "messageId": message, "role": "assistant"},
-            {"type": "TEXT_MESSAGE_CONTENT", "messageId": message, "delta": "Hello."},
+            *([{"type": "TEXT_MESSAGE_CONTENT", "messageId": message, "delta": "Hello."}]
+              * tokens),
             {"type": "TEXT_MESSAGE_END", "messageId": message},
             {"type": "RUN_FINISHED", "threadId": thread, "runId": run}]
 
 
 async def serve(stop: asyncio.Event) -> None:
     kafka = KafkaSettings()
+    tokens = int(os.environ.get("AGUI_BENCH_TOKENS", "1"))
     topics = kafka.topics
     producer = new_producer(kafka, "bench-standin")
     consumer = new_consumer(kafka, "bench-standin", topics.requests,
@@ -50,7 +55,7 @@ async def serve(stop: asyncio.Event) -> None:
                                         message="admitted", decided_at=datetime.now(UTC))
                     key = thread.encode()
                     await producer.send(topics.decisions, encode(decision), key=key)
-                    for seq, event in enumerate(events(thread, run)):
+                    for seq, event in enumerate(events(thread, run, tokens)):
                         headers = EventHeaders(run, event["type"], request.agent, seq).encode()
                         await producer.send(topics.events, orjson.dumps(event), key=key,
                                             headers=headers)
