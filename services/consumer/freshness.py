@@ -23,9 +23,14 @@ by an admission, which the gatekeeper writes with the decision, before any
 event of the run. One lag of the view is still checked, from memory: when
 this instance saw a run of the thread admitted and ended that the view does
 not know yet (its first run, or one whose admission the view has not read),
-the route waits, within the bound, for the view to show it. A run ended on
-another instance whose admission this one's view has not read yet is not
-seen: that needs the view to trail the gatekeeper by a whole run. With
+the route waits, within the bound, for the view to show it.
+
+Across instances: ``GET /threads/{id}`` is answered by the instance owning
+the thread's partition (``forward``), the one that reads its events, so a
+run end a client read through any instance is one this instance has read
+or reads in step 1; a partition new to it is read from a few seconds before
+its end (``handover``), so an end read through the old owner just before a
+rebalance is known here too. With
 authentication on, a thread the view does not know at all is still the 404
 (``tenancy``: its owner cannot be established), waited for by nothing.
 """
