@@ -1,7 +1,9 @@
 """What the instance's background readers share: a task, a consumer, topics.
 
-The fan-out and the thread view each run one group-less consumer in a task
-of their own for the life of the app. ``BackgroundReader`` starts and stops
+The fan-out (a member of the consumer-service group, reading the
+partitions this instance owns) and the thread view (group-less, every
+partition of the compacted topic) each run one consumer in a task of their
+own for the life of the app. ``BackgroundReader`` starts and stops
 that task and its consumer the same way for both, and tells liveness
 (``running`` turns false when the task died); ``wait_for_partitions`` holds
 a reader back, with backoff, until its topics exist; ``Progress`` wakes a

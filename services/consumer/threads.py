@@ -2,8 +2,11 @@
 
 The gatekeeper writes one ThreadState per thread change (compacted, keyed by
 threadId). Each consumer-service instance reads all partitions from the
-beginning and keeps the latest value of each thread as raw bytes, decoding
-only when a route asks. A tombstone (null value) removes the thread. Memory
+beginning (tenant-wide, whichever partitions it owns of ``events``: the
+interrupt inbox lists every thread's open interrupts from any instance, and
+the topic holds one small record per thread, read per run, not per event)
+and keeps the latest value of each thread as raw bytes, decoding only when
+a route asks. A tombstone (null value) removes the thread. Memory
 is therefore proportional to the compacted topic (one small record per live
 thread); ``caught_up`` says when the startup backlog has been read, so a
 route can tell "unknown thread" from "not read yet", and ``progress`` wakes a
