@@ -48,6 +48,23 @@ class ConsumerMetrics:
         self.streams_dropped = Counter(
             "agui_consumer_streams_dropped", "Streams ended early, by reason",
             ["reason"], registry=r)
+        self.streams_to_log = Counter(
+            "agui_consumer_streams_to_log",
+            "Streams whose client fell a full queue behind and went on reading the log",
+            registry=r)
+        self.streams_rejoined = Counter(
+            "agui_consumer_streams_rejoined",
+            "Streams that caught up from the log and rejoined the live fan-out", registry=r)
+        self.streams_idle_closed = Counter(
+            "agui_consumer_streams_idle_closed",
+            "Connections closed because the client read nothing for AGUI_STREAM_IDLE_S",
+            registry=r)
+        self.stream_log_readers = Gauge(
+            "agui_consumer_stream_log_readers", "Streams reading from the log now", registry=r)
+        self.stream_log_waiting = Gauge(
+            "agui_consumer_stream_log_waiting",
+            "Streams behind the fan-out waiting for a log reader (AGUI_STREAM_LOG_READERS)",
+            registry=r)
         self.records_routed = Counter(
             "agui_consumer_records_routed", "Records read by the fan-out, by topic role",
             ["role"], registry=r)

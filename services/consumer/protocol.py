@@ -20,7 +20,9 @@ request cycle and adds, per connection:
   request_timeout``;
 - an idle clock from the moment a connection opens (uvicorn arms its
   keep-alive timeout only after a response), and no keep-alive timeout while
-  a request is arriving (the head clock is the one that counts then).
+  a request is arriving (the head clock is the one that counts then);
+- a clock for a client that reads nothing while a response waits to write to
+  it (``AGUI_STREAM_IDLE_S``, ``write_idle``): the connection is closed.
 
 A refusal is written by the protocol itself, as a problem document (the
 app never sees the request; when the app has begun answering the request,
@@ -35,8 +37,9 @@ hand are parsed, so a request that arrives in one read costs no timer.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar, cast
 
 import httptools
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
@@ -49,6 +52,7 @@ from services.consumer.problems import (
     RequestTimeout,
 )
 from services.consumer.settings import ConsumerSettings
+from services.consumer.write_idle import WriteWatch, mark_closed_idle
 
 REQUEST_LINE_EXTRA = len(b"  HTTP/1.1\r\n")
 """Bytes of a request line besides its method and URL."""
@@ -69,11 +73,13 @@ class HttpLimits:
     max_headers: int = 100
     header_timeout_s: float = 10.0
     body_timeout_s: float = 30.0
+    write_idle_s: float = 60.0
 
     @classmethod
     def of(cls, settings: ConsumerSettings) -> HttpLimits:
         return cls(settings.http_max_header_bytes, settings.http_max_headers,
-                   settings.http_header_timeout_s, settings.http_body_timeout_s)
+                   settings.http_header_timeout_s, settings.http_body_timeout_s,
+                   settings.stream_idle_s)
 
 
 class _Refused(Exception):  # noqa: N818 - a signal, not an error
@@ -84,6 +90,8 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol with the module docstring's limits."""
 
     limits: ClassVar[HttpLimits] = HttpLimits()
+    on_write_idle: ClassVar[tuple[Callable[[], None], ...]] = ()
+    """Hooks run when a connection is closed because its client read nothing (a metric)."""
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self._in_head = True
@@ -96,13 +104,32 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         self._head_timer: asyncio.TimerHandle | None = None
         self._body_timer: asyncio.TimerHandle | None = None
         self._answered = False
+        self._write_watch = WriteWatch(self.loop, transport, self.limits.write_idle_s,
+                                       self._write_idle)
         super().connection_made(transport)
         self.timeout_keep_alive_task = self.loop.call_later(
             self.timeout_keep_alive, self.timeout_keep_alive_handler)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._stop_timers()
+        self._write_watch.stop()
         super().connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        self._write_watch.paused()
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        self._write_watch.resumed()
+
+    def _write_idle(self) -> None:
+        """The client read nothing for ``write_idle_s``: close the connection now."""
+        if self.cycle is not None:
+            mark_closed_idle(cast("dict[str, Any]", self.cycle.scope))
+        for hook in self.on_write_idle:
+            hook()
+        self.transport.abort()
 
     def data_received(self, data: bytes) -> None:
         if self._answered:
@@ -248,6 +275,9 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         self._head_timer = self._body_timer = None
 
 
-def bounded_protocol(limits: HttpLimits) -> type[BoundedHttpToolsProtocol]:
+def bounded_protocol(limits: HttpLimits, on_write_idle: Callable[[], None] | None = None
+                     ) -> type[BoundedHttpToolsProtocol]:
     """The protocol class uvicorn instantiates per connection, bound to ``limits``."""
-    return type("BoundedHttpToolsProtocol", (BoundedHttpToolsProtocol,), {"limits": limits})
+    return type("BoundedHttpToolsProtocol", (BoundedHttpToolsProtocol,),
+                {"limits": limits,
+                 "on_write_idle": (on_write_idle,) if on_write_idle is not None else ()})

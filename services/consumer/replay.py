@@ -33,7 +33,7 @@ from collections.abc import AsyncGenerator, AsyncIterator
 
 from starlette.responses import Response
 
-from contracts.headers import EVENT_TYPE, RUN_ID, SEQ, header_value
+from services.consumer.log_tail import run_delivery
 from services.consumer.ordering import TERMINAL_TYPES, parse_last_event_id
 from services.consumer.problems import InvalidInput, NotFound, Unavailable
 from services.consumer.relay import Relay
@@ -75,13 +75,9 @@ async def scan_run(kafka: KafkaSettings, fanout: FanOut, thread_id: str,
             for record in batch.get(tp, ()):
                 if record.offset >= end:
                     return
-                if record.key != key or header_value(record.headers, RUN_ID) != run_id:
-                    continue
-                seq = header_value(record.headers, SEQ)
-                if seq is None or not seq.lstrip("-").isdigit():
-                    continue
-                yield Delivery(int(seq), header_value(record.headers, EVENT_TYPE) or "",
-                               record.value, record.offset)
+                delivery = run_delivery(record, key, run_id)
+                if delivery is not None:
+                    yield delivery
             if time.monotonic() - tick >= TICK_S:
                 tick = time.monotonic()
                 yield None

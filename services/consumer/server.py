@@ -55,7 +55,8 @@ def config(settings: ConsumerSettings, app: FastAPI) -> uvicorn.Config:
         access_log=False,
         log_config=None,
         lifespan="on",
-        http=bounded_protocol(HttpLimits.of(settings)),
+        http=bounded_protocol(HttpLimits.of(settings),
+                              app.state.relay.metrics.streams_idle_closed.inc),
         ws="none",
         # uvicorn hands it to call_later, which takes any number of seconds
         timeout_keep_alive=settings.http_keepalive_s,  # type: ignore[arg-type]

@@ -37,7 +37,14 @@ class ConsumerSettings(BaseSettings):
     max_streams: int = Field(10_000, alias="AGUI_MAX_STREAMS", ge=1)
     """Open SSE streams (live and replay) one instance serves at once."""
     stream_queue: int = Field(2_048, alias="AGUI_STREAM_QUEUE", ge=16)
-    """Events buffered per stream; a client that falls further behind is dropped."""
+    """Events buffered per stream; a client that falls further behind continues from the
+    log (``log_tail``) and rejoins the live fan-out once it has caught up."""
+    stream_log_readers: int = Field(64, alias="AGUI_STREAM_LOG_READERS", ge=1)
+    """Streams reading from the log at once (each a Kafka consumer); past it, a stream that
+    falls behind waits for a reader, sending keep-alives."""
+    stream_idle_s: float = Field(60.0, alias="AGUI_STREAM_IDLE_S", gt=0, le=3600)
+    """How long a client may read nothing while a response waits to write to it; then the
+    connection is closed (a stream's client continues with ``Last-Event-ID``)."""
     max_body_bytes: int = Field(1_048_576, alias="AGUI_MAX_BODY_BYTES", ge=1024)
     max_messages: int = Field(1_000, alias="AGUI_MAX_MESSAGES", ge=1)
     """Messages one RunAgentInput may carry (more: 413)."""

@@ -6,16 +6,20 @@
 once (so it is flushed to the client without waiting for more), a
 ``: keep-alive`` comment goes out after ``keepalive_s`` of silence, and the
 body ends right after the run's first terminal event, RUN_FINISHED or
-RUN_ERROR. It does not wait for a late RUN_ERROR after RUN_FINISHED: AG-UI
+RUN_ERROR. A stream whose client fell a full queue behind reads the run from
+the log once its queue is drained (``log_tail``), through the same
+``Sequencer``, until it has caught up with the fan-out. It does not wait
+for a late RUN_ERROR after RUN_FINISHED: AG-UI
 lets a run report one, but holding every stream open for a grace period
 would delay every client for a rare case; the late error is on the events
 topic, and the replay route shows it. The body never writes an event of
-its own: a stream that ends early (client too slow, shutdown) is truncated,
-never finished.
+its own: a stream that ends early (client gone or idle, shutdown, the log
+unreadable) is truncated, never finished.
 
 ``EventStreamResponse`` runs a synchronous ``on_close`` when the response
 ends for any reason (terminal, disconnect, drop), which is where the route
-unsubscribes and, if configured, cancels the run. It streams without
+unsubscribes and, if configured, cancels the run (not when the connection was
+closed for reading nothing, ``write_idle``: that outcome is a drop). It streams without
 Starlette's per-response anyio task group (two tasks and cancel scopes, about
 a tenth of the service's CPU per run under load): one plain task waits for
 the client's disconnect and cancels the response if it comes first, and the
@@ -25,6 +29,8 @@ chunk carrying the terminal event also ends the body (one write, not two).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -34,6 +40,10 @@ from starlette.types import Receive, Scope, Send
 
 from services.consumer.ordering import KEEPALIVE, TERMINAL_TYPES, Sequencer, data_frame
 from services.consumer.streams import Delivery, RunStream
+from services.consumer.write_idle import closed_idle
+from services.kafka.clients import KafkaError
+
+log = logging.getLogger(__name__)
 
 GAP_WAIT_S = 0.5
 """How long a stream holds records behind a sequence gap before giving up on it."""
@@ -67,18 +77,10 @@ async def run_body(
 ) -> AsyncIterator[bytes]:
     """The SSE bytes of one run (see the module docstring)."""
     sequencer: Sequencer[Delivery] = Sequencer(after=after)
-    last_write = time.monotonic()
     if preface is not None:
-        async for item in preface:
-            if item is None:  # a tick from a long scan
-                if time.monotonic() - last_write >= keepalive_s:
-                    last_write = time.monotonic()
-                    yield KEEPALIVE
-                continue
-            chunk = _frames(sequencer.offer(item.seq, item), outcome, with_ids, stop=False)
-            if chunk:
-                last_write = time.monotonic()
-                yield chunk
+        async for chunk in _relayed(preface, sequencer, outcome, keepalive_s, with_ids,
+                                    stop=False):
+            yield chunk
         if outcome.terminal:
             return
     buffer = stream.buffer
@@ -86,6 +88,20 @@ async def run_body(
         if stream.dropped and not buffer:
             outcome.dropped = True
             return
+        if stream.lag.behind and not buffer and stream.tail is not None:
+            try:
+                async with contextlib.aclosing(stream.tail.follow(stream)) as items:
+                    async for chunk in _relayed(items, sequencer, outcome, keepalive_s,
+                                                with_ids, stop=True):
+                        yield chunk
+            except KafkaError as exc:
+                log.warning("stream of run %s ends: its log cannot be read: %s",
+                            stream.run_id, exc)
+                outcome.dropped = True
+                return
+            if outcome.terminal:
+                return
+            continue
         if await buffer.wait(GAP_WAIT_S if sequencer.waiting else keepalive_s):
             ready = []
             for delivery in buffer.take_all():
@@ -100,6 +116,27 @@ async def run_body(
             outcome.last_chunk = outcome.terminal
             yield chunk
         if outcome.terminal:
+            return
+
+
+async def _relayed(items: AsyncIterator[Delivery | None], sequencer: Sequencer[Delivery],
+                   outcome: StreamOutcome, keepalive_s: float, with_ids: bool, *,
+                   stop: bool) -> AsyncIterator[bytes]:
+    """Frames of records read from the topic (a replay's scan, a log reader's run) as they
+    come; ``None`` items are ticks, a keep-alive after ``keepalive_s`` of silence. With
+    ``stop``, nothing after the first terminal event."""
+    last_write = time.monotonic()
+    async for item in items:
+        if item is None:
+            if time.monotonic() - last_write >= keepalive_s:
+                last_write = time.monotonic()
+                yield KEEPALIVE
+            continue
+        chunk = _frames(sequencer.offer(item.seq, item), outcome, with_ids, stop=stop)
+        if chunk:
+            last_write = time.monotonic()
+            yield chunk
+        if stop and outcome.terminal:
             return
 
 
@@ -154,6 +191,8 @@ class EventStreamResponse(StreamingResponse):
             if not watch.fired or task.uncancel() > 0:
                 raise
             # the client went away first: the response just ends, as Starlette's does
+            if outcome is not None and closed_idle(scope):
+                outcome.dropped = True
         finally:
             watch.done = True
             watcher.cancel()

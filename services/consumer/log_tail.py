@@ -1,0 +1,138 @@
+"""Reading a stream's run from the events topic while its client is behind the fan-out.
+
+A stream whose buffer filled (``overflow``) is not cut: once its client has
+drained the buffer, ``LogTail.follow`` reads the run's records itself, with a
+group-less consumer of its own on the run's partition, from the first offset
+the stream did not buffer. It reads one batch, hands it to the stream's body
+(which sends it at the client's pace: nothing more is fetched meanwhile), and
+after each batch tells the stream's ``StreamLag`` how far it got; when that
+says the reader is past everything the fan-out routed, the stream is back on
+the fan-out and the reader stops.
+
+Bounded per instance: at most ``AGUI_STREAM_LOG_READERS`` readers at once
+(each is a Kafka consumer holding at most one fetch of one partition). A
+stream that falls behind while all are taken waits for one, first come first
+served, sending keep-alives; its client gets nothing new meanwhile, and
+nothing is buffered for it beyond its full queue (already sent by then). A
+reader is released when its stream rejoins the fan-out, reaches the run's end
+or closes (client gone, or disconnected by ``AGUI_STREAM_IDLE_S``), so the
+wait lasts as long as the slowest of the streams reading ahead of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncGenerator
+
+from contracts.headers import EVENT_TYPE, RUN_ID, SEQ, header_value
+from services.consumer.metrics import ConsumerMetrics
+from services.consumer.streams import Delivery, RunStream
+from services.kafka.clients import ConsumerRecord, TopicPartition, new_consumer
+from services.kafka.metadata import partition_counts
+from services.kafka.partitioning import partition_for
+from services.runtime.logging import run_fields
+from services.runtime.settings import KafkaSettings
+
+log = logging.getLogger(__name__)
+
+TICK_S = 1.0
+"""A reader waiting for a slot or for records yields ``None`` this often (keep-alive ticks)."""
+BATCH = 500
+"""Records fetched per read: what one stream may hold of the log at a time."""
+
+
+def run_delivery(record: ConsumerRecord, key: bytes, run_id: str) -> Delivery | None:
+    """The record as a delivery of the run (thread ``key``, ``run_id``); None for any
+    other record (another thread or run, or no sequence number)."""
+    if record.key != key or header_value(record.headers, RUN_ID) != run_id:
+        return None
+    seq = header_value(record.headers, SEQ)
+    if seq is None or not seq.lstrip("-").isdigit():
+        return None
+    return Delivery(int(seq), header_value(record.headers, EVENT_TYPE) or "", record.value,
+                    record.offset)
+
+
+class LogTail:
+    """The instance's readers for streams that fell behind (see the module docstring)."""
+
+    def __init__(self, kafka: KafkaSettings, metrics: ConsumerMetrics, readers: int) -> None:
+        self.kafka = kafka
+        self.metrics = metrics
+        self.readers = readers
+        self.slots = asyncio.Semaphore(readers)
+        self.active = 0
+        self.peak = 0
+        """The most readers open at once since startup (at most ``readers``)."""
+        self._partitions: int | None = None
+
+    def fell_behind(self, stream: RunStream) -> None:
+        """Count and log a stream whose buffer just filled (called by the stream)."""
+        self.metrics.streams_to_log.inc()
+        log.info("stream of run %s continues from the log: client reads slower than the "
+                 "run streams (%d events buffered)", stream.run_id, len(stream.buffer),
+                 extra=run_fields(stream.thread_id, stream.run_id))
+
+    async def follow(self, stream: RunStream) -> AsyncGenerator[Delivery | None, None]:
+        """The run's records from where the stream stopped buffering, until it rejoins the
+        fan-out (or the caller stops at the run's end); ``None`` now and then as a tick."""
+        waiting = self.slots.locked()
+        if waiting:
+            self.metrics.stream_log_waiting.inc()
+        try:
+            while True:
+                try:
+                    async with asyncio.timeout(TICK_S):
+                        await self.slots.acquire()
+                    break
+                except TimeoutError:
+                    yield None
+        finally:
+            if waiting:
+                self.metrics.stream_log_waiting.dec()
+        self.active += 1
+        self.peak = max(self.peak, self.active)
+        self.metrics.stream_log_readers.inc()
+        try:
+            async for item in self._read(stream):
+                yield item
+        finally:
+            self.active -= 1
+            self.metrics.stream_log_readers.dec()
+            self.slots.release()
+
+    async def _read(self, stream: RunStream) -> AsyncGenerator[Delivery | None, None]:
+        lag = stream.lag
+        topic = self.kafka.topics.events
+        tp = TopicPartition(topic, partition_for(stream.thread_id, await self._count(topic)))
+        consumer = new_consumer(self.kafka, "agui-consumer-catchup", group_id=None,
+                                max_poll_records=BATCH)
+        await consumer.start()
+        try:
+            consumer.assign([tp])
+            consumer.seek(tp, lag.resume_at)
+            key = stream.thread_id.encode("utf-8")
+            while True:
+                batch = await consumer.getmany(tp, timeout_ms=int(TICK_S * 1000),
+                                               max_records=BATCH)
+                records = batch.get(tp, [])
+                for record in records:
+                    delivery = run_delivery(record, key, stream.run_id)
+                    if delivery is not None:
+                        yield delivery
+                position = await consumer.position(tp)
+                if lag.read_to(position):  # no await between: the fan-out feeds it from here
+                    self.metrics.streams_rejoined.inc()
+                    log.info("stream of run %s rejoined the live fan-out", stream.run_id,
+                             extra=run_fields(stream.thread_id, stream.run_id))
+                    return
+                if not records:
+                    yield None
+        finally:
+            await consumer.stop()
+
+    async def _count(self, topic: str) -> int:
+        if self._partitions is None:
+            self._partitions = (await partition_counts(self.kafka, (topic,)))[topic]
+        return self._partitions

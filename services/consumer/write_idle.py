@@ -1,0 +1,89 @@
+"""Closing a connection whose client stopped reading (``AGUI_STREAM_IDLE_S``).
+
+A client that reads slowly is never cut (``overflow``: its stream continues
+from the log at its pace), but one that reads *nothing* would hold its
+connection, its stream slot and perhaps a log reader for ever. Whether a
+client reads is seen where the bytes go: the transport pauses the protocol's
+writes when the bytes it could not hand to the kernel pass its high-water
+mark, and resumes them once they drop below the low one. ``WriteWatch`` arms
+one timer when writes pause (none while they flow, so a healthy stream costs
+nothing) and, when it fires with writes still paused, compares the unsent
+bytes with those at the previous look: fewer means the client read
+something (the watch looks again one limit later), as many or more means it
+read nothing for the whole limit (``overflow.stalled``) and the connection is
+closed at once (``abort``: a plain close would wait, for ever, to flush).
+
+The request's scope is marked (``IDLE_CLOSED``) before the connection goes,
+so the response can tell this disconnect from the client's own: a stream cut
+for idleness is truncated, never finished, and never cancels its run; the
+client continues with ``Last-Event-ID``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, MutableMapping
+from typing import Any
+
+from services.consumer.overflow import stalled
+
+IDLE_CLOSED = "agui.idle_closed"
+"""Key of the request scope's ``extensions`` set when the connection was closed idle."""
+
+
+def closed_idle(scope: MutableMapping[str, Any]) -> bool:
+    """Whether ``scope``'s connection was closed because its client read nothing."""
+    return IDLE_CLOSED in (scope.get("extensions") or {})
+
+
+def mark_closed_idle(scope: MutableMapping[str, Any]) -> None:
+    extensions = scope.get("extensions")
+    if extensions is None:
+        extensions = scope["extensions"] = {}
+    extensions[IDLE_CLOSED] = {}
+
+
+class WriteWatch:
+    """One connection's watch on its paused writes (see the module docstring)."""
+
+    __slots__ = ("_buffered", "_loop", "_on_idle", "_timer", "_transport", "limit_s")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, transport: asyncio.WriteTransport,
+                 limit_s: float, on_idle: Callable[[], None]) -> None:
+        self._loop = loop
+        self._transport = transport
+        self.limit_s = limit_s
+        self._on_idle = on_idle
+        self._timer: asyncio.TimerHandle | None = None
+        self._buffered = 0
+
+    @property
+    def armed(self) -> bool:
+        return self._timer is not None
+
+    def paused(self) -> None:
+        """The transport paused writing: start the clock (if it is not running)."""
+        if self._timer is None:
+            self._arm()
+
+    def resumed(self) -> None:
+        """Writes flow again: stop the clock."""
+        self.stop()
+
+    def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _arm(self) -> None:
+        self._buffered = self._transport.get_write_buffer_size()
+        self._timer = self._loop.call_later(self.limit_s, self._look)
+
+    def _look(self) -> None:
+        self._timer = None
+        if self._transport.is_closing():
+            return
+        if stalled(self._buffered, self._transport.get_write_buffer_size()):
+            self._on_idle()
+        else:
+            self._arm()

@@ -1,0 +1,145 @@
+"""Slow clients on the real broker: never cut for being slow, cut only for reading nothing.
+
+A client that falls a full queue (``AGUI_STREAM_QUEUE``, 16 here) behind
+its run goes on from the events topic at its own pace and rejoins the live
+fan-out when it has caught up; across both switches it gets every event
+once, in order, up to the terminal one, while no stream ever buffers more
+than its queue. A client that reads nothing for ``AGUI_STREAM_IDLE_S`` is
+disconnected, and continues through the replay route with
+``Last-Event-ID``. Past ``AGUI_STREAM_LOG_READERS``, streams behind wait for
+a reader and are all served in the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import httpx
+import pytest
+from consumer_harness import AGENT, Backstage, finished, run_input, serving, started
+from slow_sse import BufferPeak, SseReader, counter, emit_pads, slow_http, until
+
+from services.consumer.relay import Relay
+from services.runtime.settings import KafkaSettings
+
+pytestmark = pytest.mark.integration
+
+QUEUE = 16
+PAD = 4096
+HALF = 1500
+"""Events of 4 KiB per burst: 6 MB, more than the sockets between server and client hold."""
+
+
+async def open_run(http: httpx.AsyncClient, backstage: Backstage) -> tuple[str, str, SseReader]:
+    """POST a run, admit it, write its RUN_STARTED; the body is not read yet."""
+    body = run_input(f"slow-{uuid.uuid4().hex[:8]}")
+    thread_id, run_id = str(body["threadId"]), str(body["runId"])
+    post = asyncio.create_task(http.send(
+        http.build_request("POST", f"/agents/{AGENT}", json=body), stream=True))
+    await backstage.decide(await backstage.next_request())
+    response = await post
+    assert response.status_code == 200
+    await backstage.emit(thread_id, run_id, [started(thread_id, run_id)])
+    return thread_id, run_id, SseReader(response)
+
+
+def sample(relay: Relay, name: str, **labels: str) -> float:
+    return counter(relay, f"agui_consumer_{name}", **labels)
+
+
+async def test_a_slow_client_gets_every_event_once_in_order_through_the_log_and_back(
+        kafka: KafkaSettings, backstage: Backstage) -> None:
+    async with serving(kafka, stream_queue=QUEUE) as app, slow_http(app.url) as http:
+        relay = app.relay
+        async with BufferPeak(relay) as peak:
+            thread_id, run_id, reader = await open_run(http, backstage)
+            # the client reads nothing while a burst is written: it falls behind
+            await emit_pads(backstage, thread_id, run_id, 1, HALF, PAD)
+            await until(lambda: sample(relay, "streams_to_log_total") >= 1, "never behind")
+            # it reads as fast as it can: from the log, then back on the fan-out
+            await reader.read_until(HALF)
+            await until(lambda: sample(relay, "streams_rejoined_total") >= 1, "never rejoined")
+            # a second burst while it pauses again, then the end, read at a trickle
+            await emit_pads(backstage, thread_id, run_id, HALF + 1, HALF, PAD)
+            await until(lambda: sample(relay, "streams_to_log_total") >= 2, "not behind again")
+            await backstage.emit(thread_id, run_id, [finished(thread_id, run_id)],
+                                 seqs=[2 * HALF + 1])
+            await reader.read_to_end(pause_s=0.0005)
+            await reader.response.aclose()
+            await until(lambda: relay.fanout.stream_count == 0, "a stream stayed open")
+        tail = relay.fanout.tail
+        assert tail is not None
+        assert tail.active == 0
+        assert sample(relay, "stream_log_readers") == 0
+        dropped = sample(relay, "streams_dropped_total", reason="slow_client")
+        assert sample(relay, "streams_open") == 0
+    ids = [seq for seq, _ in reader.frames]
+    assert ids == list(range(2 * HALF + 2)), "a gap, a repeat or a reordering"
+    assert reader.frames[0][1] == "RUN_STARTED"
+    assert reader.frames[-1][1] == "RUN_FINISHED"
+    assert not reader.cut
+    assert peak.peak <= QUEUE
+    assert dropped == 0
+
+
+async def test_a_client_that_reads_nothing_is_disconnected_and_continues_by_replay(
+        kafka: KafkaSettings, backstage: Backstage) -> None:
+    # cancel_on_disconnect: a client that went away cancels its run, one cut idle does not
+    async with serving(kafka, stream_queue=QUEUE, stream_idle_s=1.0,
+                       cancel_on_disconnect=True) as app, slow_http(app.url) as http:
+        relay = app.relay
+        thread_id, run_id, reader = await open_run(http, backstage)
+        await emit_pads(backstage, thread_id, run_id, 1, 2 * HALF, PAD)
+        await backstage.emit(thread_id, run_id, [finished(thread_id, run_id)],
+                             seqs=[2 * HALF + 1])
+        await until(lambda: sample(relay, "streams_idle_closed_total") >= 1, "never closed")
+        await until(lambda: relay.fanout.stream_count == 0, "the stream stayed open")
+        await reader.read_to_end()  # what the sockets still held, then the close
+        assert reader.frames, "not even the first event came"
+        assert reader.frames[-1][1] != "RUN_FINISHED", "the stream was not cut"
+        last = reader.last_id
+        async with app.http.stream("GET", f"/threads/{thread_id}/runs/{run_id}/events",
+                                   headers={"Last-Event-ID": str(last)}) as response:
+            assert response.status_code == 200
+            rest = SseReader(response)
+            await rest.read_to_end()
+        cancels = sample(relay, "cancels_total", origin="disconnect")
+        tail = relay.fanout.tail
+        assert tail is not None
+        assert tail.active == 0
+    ids = [seq for seq, _ in reader.frames + rest.frames]
+    assert ids == list(range(2 * HALF + 2))
+    assert rest.frames[-1][1] == "RUN_FINISHED"
+    assert cancels == 0
+    assert await backstage.control_count() == 0
+
+
+async def test_many_slow_clients_past_the_reader_limit_wait_their_turn_and_all_finish(
+        kafka: KafkaSettings, backstage: Backstage) -> None:
+    clients, readers = 5, 2
+    async with serving(kafka, stream_queue=QUEUE, stream_log_readers=readers) as app, \
+            slow_http(app.url) as http:
+        relay = app.relay
+        async with BufferPeak(relay) as peak:
+            runs = [await open_run(http, backstage) for _ in range(clients)]
+            await asyncio.gather(*(emit_pads(backstage, t, r, 1, HALF, PAD)
+                                   for t, r, _ in runs))
+            for t, r, _ in runs:
+                await backstage.emit(t, r, [finished(t, r)], seqs=[HALF + 1])
+            await until(lambda: sample(relay, "streams_to_log_total") >= clients,
+                        "not every client fell behind")
+            await asyncio.gather(*(reader.read_to_end() for _, _, reader in runs))
+            for _, _, reader in runs:
+                await reader.response.aclose()
+            await until(lambda: relay.fanout.stream_count == 0, "a stream stayed open")
+        tail = relay.fanout.tail
+        assert tail is not None
+        assert tail.peak == readers, "the log readers were not all used, or more were"
+        assert tail.active == 0
+        assert sample(relay, "stream_log_waiting") == 0
+    assert peak.waiting_peak >= 1, "no stream ever waited for a reader"
+    assert peak.peak <= QUEUE
+    for _, _, reader in runs:
+        assert [seq for seq, _ in reader.frames] == list(range(HALF + 2))
+        assert reader.frames[-1][1] == "RUN_FINISHED"
