@@ -23,6 +23,7 @@ from services.consumer.agents import AgentDirectory
 from services.consumer.forward import Forwarder
 from services.consumer.freshness import Freshness
 from services.consumer.limits import EdgeLimits
+from services.consumer.log_tail import LogTail
 from services.consumer.metrics import ConsumerMetrics
 from services.consumer.publisher import Publisher
 from services.consumer.runs import RunService, spawner
@@ -70,6 +71,7 @@ class Relay:
             read_s=settings.decision_timeout_s + settings.queued_timeout_s
             + 2 * settings.keepalive_s)
         """Requests for a thread another instance owns go there (``forward``)."""
+        self.fanout.tail = LogTail(kafka, self.metrics, settings.stream_log_readers)
         self.threads = ThreadView(kafka)
         self.freshness = Freshness(self.threads, self.fanout, self.limits,
                                    settings.read_your_writes_s)

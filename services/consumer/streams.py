@@ -13,9 +13,11 @@ stream are registered *before* the request is published, so whatever
 arrives early is buffered in them.
 
 Bounded everywhere: at most ``max_streams`` subscriptions, each with a
-bounded queue. A stream whose client reads too slowly fills its queue; it is
-then dropped (error log, ``streams_dropped`` metric) instead of stalling the
-router and every other stream. Alongside routing, the reader remembers, in
+bounded queue. A stream whose client reads too slowly fills its queue; it
+then continues from the log (``overflow``, ``log_tail``: the fan-out only
+notes what it routes for it until it catches up) instead of stalling the
+router and every other stream; with no ``tail`` set it is dropped (error
+log, ``streams_dropped`` metric). Alongside routing, the reader remembers, in
 bounded LRU maps, where each run it saw begins (so a replay seeks instead of
 scanning), which runs were admitted (so a cancel for a run the thread
 view has not caught up with yet is not refused) and how each run ended (its
@@ -34,7 +36,7 @@ import asyncio
 import logging
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 import orjson
 from pydantic import ValidationError
@@ -46,6 +48,7 @@ from services.consumer.handover import Batch, Handover, Linger, advanced
 from services.consumer.mailbox import Mailbox
 from services.consumer.metrics import ConsumerMetrics
 from services.consumer.ordering import TERMINAL_TYPES
+from services.consumer.overflow import StreamLag
 from services.consumer.ownership import Ownership
 from services.consumer.problems import Unavailable
 from services.consumer.reading import BackgroundReader, Progress, wait_for_partitions
@@ -59,6 +62,9 @@ from services.kafka.clients import (
 from services.kafka.partitioning import partition_for
 from services.runtime.logging import run_fields
 from services.runtime.settings import KafkaSettings
+
+if TYPE_CHECKING:
+    from services.consumer.log_tail import LogTail
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +136,9 @@ class RunStream:
     key: RunKey
     buffer: Mailbox[Delivery]
     dropped: bool = False
+    tail: LogTail | None = None
+    """Where the stream reads its run once behind; without one, a full buffer drops it."""
+    lag: StreamLag = field(default_factory=StreamLag)
     partition: int = -1
 
     @property
@@ -141,12 +150,18 @@ class RunStream:
         return self.key[1]
 
     def push(self, delivery: Delivery) -> bool:
-        """Buffer a delivery; False (and marked dropped) when the buffer is full."""
+        """Buffer a delivery, or leave it to the log once behind (``overflow``); False (and
+        marked dropped) when the buffer is full and there is no log to continue from."""
         if self.dropped:
             return False
-        if not self.buffer.put(delivery):
-            self.dropped = True
-            return False
+        if self.lag.behind:
+            self.lag.note(delivery.offset)
+        elif not self.buffer.put(delivery):
+            if self.tail is None:
+                self.dropped = True
+                return False
+            self.lag.fall_behind(delivery.offset)
+            self.tail.fell_behind(self)
         return True
 
 
@@ -175,6 +190,8 @@ class FanOut(BackgroundReader):
                  url: str = "") -> None:
         super().__init__(kafka)
         self.metrics = metrics
+        self.tail: LogTail | None = None
+        """Where streams that fall behind continue from (``log_tail``; set by the relay)."""
         self.max_streams = max_streams
         self.stream_queue = stream_queue
         self.run_starts: LruMap[RunKey, tuple[int, int]] = LruMap(index_size)
@@ -211,7 +228,7 @@ class FanOut(BackgroundReader):
             self.metrics.streams_dropped.labels("too_many_streams").inc()
             raise Unavailable("too_many_streams",
                               f"this instance already serves {self.max_streams} streams")
-        stream = RunStream((thread_id, run_id), Mailbox(self.stream_queue),
+        stream = RunStream((thread_id, run_id), Mailbox(self.stream_queue), tail=self.tail,
                            partition=self._hold(thread_id))
         self._streams.setdefault(stream.key, set()).add(stream)
         self._stream_count += 1
