@@ -146,6 +146,17 @@ class Gatekeeper:
                 return float(msg.rsplit(" in ", 1)[1].removesuffix(" ms"))
         return None
 
+    def takeover(self) -> str | None:
+        """The takeover's own breakdown (producer, offsets, states, census), as logged."""
+        for line in self.log.read_bytes()[self.offset:].splitlines():
+            try:
+                doc = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                continue
+            if str(doc.get("msg", "")).startswith("takeover of partitions"):
+                return str(doc["msg"]).split(": ", 1)[1]
+        return None
+
     def catch_up(self) -> dict[str, Any]:
         """Records the stores read and how long reading took (their restore log lines)."""
         records, ms = 0, 0.0
@@ -216,6 +227,7 @@ async def restart(gk: Gatekeeper, settings: KafkaSettings, label: str,
     await decide_old(settings, label, [7 * 50], within_s=900)
     return {"to_first_decision_s": time.monotonic() - started,
             "restore_ms": gk.restore_ms(), "store_catch_up": gk.catch_up(),
+            "takeover": gk.takeover(),
             "rss_mb": gk.rss_mb()}
 
 
@@ -280,6 +292,7 @@ def show(result: dict[str, Any]) -> None:
         ("  changelog records the stores read, and in (ms)",
          f"{result['restart_with_store']['store_catch_up']['records']:,} in "
          f"{result['restart_with_store']['store_catch_up']['ms']:.0f}", ""),
+        ("  the takeover's steps", str(result["restart_with_store"]["takeover"]), ""),
         ("  of which the takeover (restore) (ms)", f"{result['restart_with_store']['restore_ms']}",
          "≤ 2,000"),
         ("restart after SIGKILL, store deleted (full replay): to first decision (s)",

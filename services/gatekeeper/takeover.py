@@ -104,7 +104,10 @@ async def acquire(st: Instance, assigned: set[TopicPartition],
         finally:
             st.generation += 1
         st.read_again(st.owned.values())
-        st.heap.freeze()  # the restored states stay: keep them out of every pass
+        if st.threads is None:
+            st.heap.freeze()  # the restored states stay: keep them out of every pass
+        else:  # states on disk: what the restore read is garbage, some of it cyclic
+            st.heap.collect()
         st.stats["takeovers"] += 1
         log.info(
             "assigned partitions %s: %s in %.0f ms",
@@ -118,14 +121,18 @@ async def acquire(st: Instance, assigned: set[TopicPartition],
 async def _restore(st: Instance, numbers: list[int]) -> None:
     """The producer for ``numbers`` (fencing), their committed offsets and thread states."""
     topics = st.kafka.topics
+    began = time.monotonic()
     st.producer = await start_producer(st.kafka, st.client_id, numbers)
+    fenced = time.monotonic()
     positions = [
         (TopicPartition(topics.requests, p), TopicPartition(topics.runs, p)) for p in numbers
     ]
     committed = await committed_offsets(
         st.require_consumer(), [tp for pair in positions for tp in pair]
     )
+    positioned = time.monotonic()
     restored = await take_over(st.kafka, st.threads, numbers, f"{st.client_id}-restore")
+    read = time.monotonic()
     for p, (requests, events) in zip(numbers, positions, strict=True):
         st.owned[p] = Owned(
             p,
@@ -140,6 +147,10 @@ async def _restore(st: Instance, numbers: list[int]) -> None:
         st.telemetry.restored(p, watched)
         if st.expirer is not None:
             st.expirer.restored(p, watched.values())
+    log.info("takeover of partitions %s: producer %.0f ms, committed offsets %.0f ms, thread "
+             "states %.0f ms, census %.0f ms", numbers, (fenced - began) * 1000,
+             (positioned - fenced) * 1000, (read - positioned) * 1000,
+             (time.monotonic() - read) * 1000)
 
 
 async def revoke(st: Instance) -> None:

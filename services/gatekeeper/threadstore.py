@@ -132,8 +132,8 @@ class ThreadStates(Mapping[str, ThreadState]):
         found: dict[str, ThreadState] = {}
         for key, mark in self.store.marked():
             try:
-                state = decode(ThreadState, mark)
-            except DecodeError:
+                state = ThreadState.model_validate_json(mark)
+            except ValueError:  # pydantic's ValidationError is one
                 continue  # a thread whose record did not decode: not watched
             found[key.decode()] = state
         found.update({t: slim(s) for t, (s, _) in self.pending.items()})
