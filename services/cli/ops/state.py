@@ -30,7 +30,7 @@ from services.state.dirs import PARTITION_DIR
 from services.state.disk import Peek, peek
 
 DEFAULT_DIR = ".run/state"
-CHANGELOGS = {"gatekeeper-threads": "threads"}
+CHANGELOGS = {"gatekeeper-threads": "threads", "producer-checkpoints": "checkpoints"}
 """Store kind → the topic (by its catalog name) that is its changelog."""
 
 

@@ -16,6 +16,9 @@ from ops_support import Writer, run_cli
 
 from contracts import ThreadState
 from services.gatekeeper.threadstore import STORE_NAME, changes
+from services.producer import checkpoint as cp
+from services.producer.checkpoint_disk import STORE_NAME as CHECKPOINTS
+from services.producer.checkpoint_disk import changes as checkpoint_changes
 from services.runtime.settings import KafkaSettings
 from services.state.changelog import catch_up
 from services.state.dirs import StateDir
@@ -77,3 +80,26 @@ async def test_stores_catch_up_by_their_delta_and_state_shows_them_against_the_e
     assert "does not open" in table.stdout
     empty = await run_cli(ops_settings, "state", "--dir", str(tmp_path / "none"))
     assert "no state stores" in empty.stdout
+
+
+async def test_state_lists_the_producers_checkpoint_stores_against_their_topic(
+    ops_settings: KafkaSettings, writer: Writer, tmp_path: Path
+) -> None:
+    topic = ops_settings.topics.checkpoints
+    placed = [await writer.send(topic, f"t{i}", cp.to_bytes(cp.fresh(f"t{i}")))
+              for i in range(3)]
+    partitions = sorted({p for p, _ in placed})
+    states = StateDir(tmp_path, CHECKPOINTS, grace_s=600)
+    opened = {p: states.open(p) for p in partitions}
+    try:
+        done = await catch_up(ops_settings, topic, opened, checkpoint_changes, "test-restore")
+    finally:
+        for store, _ in opened.values():
+            store.close()
+    assert sum(r.records for r in done.values()) == 3
+    result = await run_cli(ops_settings, "state", "--json", "--dir", str(tmp_path))
+    assert result.code == 0, result.stderr
+    rows = result.json_lines()
+    assert {r["store"] for r in rows} == {CHECKPOINTS}
+    assert sorted(r["partition"] for r in rows) == partitions
+    assert all(r["behind"] == 0 for r in rows)
