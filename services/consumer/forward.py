@@ -9,7 +9,8 @@ request's ids are checked and (for a POST) its body read and validated:
 1. wait until ownership is settled (no rebalance under way), at most
    ``AGUI_FORWARD_SETTLE_S``; this instance owns the partition → serve here
    (``None``);
-2. else send the request to the owner over HTTP (httpx, one pooled client):
+2. else send the request to the owner over HTTP (``owner_http``: one
+   connection per forward, parsed by httptools):
    method, raw path and query, the body, and the headers that mean
    something to the owner — ``Authorization`` (the owner authenticates the
    same way), ``Content-Type``, ``Last-Event-ID``, ``traceparent`` and
@@ -47,14 +48,13 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-import httpx
 import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
+from services.consumer import owner_http
 from services.consumer.metrics import ConsumerMetrics
 from services.consumer.ownership import Ownership
 from services.consumer.problems import PROBLEM_TYPE, OwnerUnavailable
@@ -69,7 +69,8 @@ PASSED = ("authorization", "content-type", "last-event-id", "traceparent", "trac
           "accept")
 """Request headers the owner is sent (besides ours)."""
 HOP_BY_HOP = frozenset({b"connection", b"keep-alive", b"transfer-encoding", b"te", b"trailer",
-                        b"upgrade", b"proxy-authenticate", b"proxy-authorization"})
+                        b"upgrade", b"proxy-authenticate", b"proxy-authorization",
+                        b"content-length"})
 """Response headers not passed on (RFC 9110 7.6.1): the connection to the client is ours."""
 CONNECT_S = 2.0
 RETRY_AFTER_S = 2
@@ -105,15 +106,12 @@ class Forwarder:
         self.ownership = ownership
         self.metrics = metrics
         self.settle_s = settle_s
-        self.client = httpx.AsyncClient(
-            timeout=httpx.Timeout(read_s, connect=CONNECT_S),
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=256),
-            follow_redirects=False, trust_env=False)
-        """``read_s``: longer than any silence an answer may have (a queued decision, the
-        keep-alive period), so a dead owner still cannot hang a client for ever."""
+        self.read_s = read_s
+        """Longer than any silence an answer may have (a queued decision, the keep-alive
+        period), so a dead owner still cannot hang a client for ever."""
 
     async def aclose(self) -> None:
-        await self.client.aclose()
+        """Nothing to close: a forward's connection lives as long as its request."""
 
     def _unavailable(self, detail: str) -> OwnerUnavailable:
         self.metrics.forwards.labels("unavailable").inc()
@@ -162,68 +160,48 @@ class Forwarder:
             headers[REQUEST_ID] = request_id
         raw = request.scope.get("raw_path") or request.scope["path"].encode("utf-8")
         query = request.scope.get("query_string") or b""
-        target = url.rstrip("/") + raw.decode("latin-1") + ("?" + query.decode("latin-1")
-                                                            if query else "")
-        upstream = self.client.build_request(request.method, target, headers=headers,
-                                             content=body)
+        target = raw.decode("latin-1") + ("?" + query.decode("latin-1") if query else "")
         try:
-            response = await self.client.send(upstream, stream=True)
-        except httpx.HTTPError as exc:
+            response = await owner_http.connect(url, request.method, target, headers.items(),
+                                                body, connect_s=CONNECT_S, read_s=self.read_s)
+        except (OSError, TimeoutError) as exc:
             log.warning("forward to %s failed before any byte: %s", url,
                         exc or type(exc).__name__)
             return None
-        if response.status_code == 503 and await _owner_unavailable(response):
+        if response.status == 503 and await _owner_unavailable(response):
             log.info("forward to %s: it does not own the partition (yet)", url)
             return None
         return await passed_on(response)
 
 
-async def _owner_unavailable(response: httpx.Response) -> bool:
+async def _owner_unavailable(response: owner_http.OwnerResponse) -> bool:
     """Whether a 503 is the owner's ``owner_unavailable`` (read and closed if so)."""
-    if not response.headers.get("content-type", "").startswith(PROBLEM_TYPE):
+    if not response.header(b"content-type").startswith(PROBLEM_TYPE):
         return False
-    try:
-        body = await response.aread()
-    except httpx.HTTPError:
-        await response.aclose()
-        return True
+    body = await response.read()
     try:
         code = orjson.loads(body).get("code")
     except (orjson.JSONDecodeError, AttributeError):
         code = None
     if code == "owner_unavailable":
-        await response.aclose()
         return True
+    response.replay = body
     return False
 
 
-async def _passed_on(upstream: httpx.Response) -> AsyncIterator[bytes]:
-    """The owner's body bytes as they arrive; a break ends it (a truncated stream)."""
-    try:
-        async for chunk in upstream.aiter_raw():
-            yield chunk
-    except httpx.HTTPError as exc:
-        log.warning("the owner's answer broke off: %s", exc or type(exc).__name__)
-    finally:
-        await upstream.aclose()
-
-
-async def passed_on(upstream: httpx.Response) -> Response:
+async def passed_on(upstream: owner_http.OwnerResponse) -> Response:
     """The owner's response for the client (step 3 of the module docstring): an event
     stream streamed through as it arrives (a client leaving cancels it, which closes the
-    upstream request), anything else (a problem, a thread's state, a 204) read whole."""
-    headers = [(k.lower(), v) for k, v in upstream.headers.raw if k.lower() not in HOP_BY_HOP]
-    if upstream.status_code == 200 and upstream.headers.get("content-type", "").startswith(
+    connection to the owner), anything else (a problem, a thread's state, a 204) read whole."""
+    headers = [(k, v) for k, v in upstream.headers if k not in HOP_BY_HOP]
+    if upstream.status == 200 and upstream.header(b"content-type").startswith(
             "text/event-stream"):
-        response = EventStreamResponse(_passed_on(upstream), on_close=lambda: None)
+        response = EventStreamResponse(upstream.body(), on_close=upstream.close)
         response.raw_headers = headers
         return response
-    try:
-        body = b"".join([chunk async for chunk in upstream.aiter_raw()])
-    finally:
-        await upstream.aclose()
-    answer = Response(body, status_code=upstream.status_code)
-    answer.raw_headers = [(k, v) for k, v in headers if k != b"content-length"]
-    if upstream.status_code != 204:
+    body = upstream.replay if upstream.replay is not None else await upstream.read()
+    answer = Response(body, status_code=upstream.status)
+    answer.raw_headers = headers
+    if upstream.status != 204 and upstream.status >= 200:
         answer.raw_headers.append((b"content-length", str(len(body)).encode("ascii")))
     return answer
