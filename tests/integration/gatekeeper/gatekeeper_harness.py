@@ -55,7 +55,13 @@ from contracts import (
 )
 from services.gatekeeper.partition import start_producer
 from services.kafka.admin import ensure_topics
-from services.kafka.clients import AIOKafkaProducer, TopicPartition, new_consumer, new_producer
+from services.kafka.clients import (
+    AIOKafkaProducer,
+    TopicPartition,
+    new_admin,
+    new_consumer,
+    new_producer,
+)
 from services.producer.publish import publish_acknowledged
 from services.runtime.settings import KafkaSettings
 
@@ -106,6 +112,8 @@ class Topics:
         self.dispatches: list[Dispatch] = []
         self.dead_letters: list[DeadLetter] = []
         self.threads: dict[str, ThreadState] = {}
+        self.thread_writes: Counter[str] = Counter()
+        """Records on ``threads`` per thread (the test's own included)."""
         self.decision_headers: dict[str, list[tuple[str, bytes]]] = {}
         self._seq = itertools.count()
         self._changed = asyncio.Event()
@@ -157,6 +165,10 @@ class Topics:
             key=key.encode() if key is not None else None,
             headers=headers,
         )
+
+    async def raw_thread_state(self, thread_id: str, value: bytes) -> None:
+        """A thread state on ``threads``, as a gatekeeper committed it (keyed by the thread)."""
+        await self._producer.send_and_wait(self.topics.threads, value, key=thread_id.encode())
 
     async def requests(self, requests: Iterable[RunRequest]) -> None:
         """Publish many requests at once (pipelined, in order per thread)."""
@@ -240,6 +252,7 @@ class Topics:
         elif topic == self.topics.threads:
             state = decode(ThreadState, record.value)
             self.threads[state.thread_id] = state
+            self.thread_writes[state.thread_id] += 1
         else:
             self.dispatches.append(decode(Dispatch, record.value))
 
@@ -338,6 +351,17 @@ async def check_after_a_second_wave(topics: Topics, first: list[RunRequest]) -> 
     )
     check_exactly_once(topics, first + again)
     assert [topics.decisions[r.request_id][0].code for r in again] == ["thread_busy"] * len(again)
+
+
+async def group_offsets(settings: KafkaSettings) -> dict[TopicPartition, int]:
+    """The gatekeeper group's committed offsets, by topic partition."""
+    admin = new_admin(settings)
+    await admin.start()
+    try:
+        found = await admin.list_consumer_group_offsets(f"{settings.topic_prefix}.gatekeeper")
+    finally:
+        await admin.close()
+    return {tp: o.offset for tp, o in found.items()}
 
 
 def final_decisions(topics: Topics) -> int:

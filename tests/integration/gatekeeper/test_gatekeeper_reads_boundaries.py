@@ -19,9 +19,8 @@ from typing import Any
 
 import pytest
 from ag_ui.core import Interrupt, RunAgentInput
-from gatekeeper_harness import Topics, resolved, run_request
+from gatekeeper_harness import Topics, group_offsets, resolved, run_request
 
-from services.kafka.clients import new_admin
 from services.kafka.partitioning import partition_for
 from services.kafka.reader import TopicReader
 from services.producer.agent import agent_definition
@@ -111,10 +110,5 @@ async def test_gatekeepers_read_no_content_event(
     # instance each time: at most twice here), and nothing else
     assert sum(on_runs.values()) <= read[kafka.topics.runs] <= 2 * sum(on_runs.values())
 
-    admin = new_admin(kafka)
-    await admin.start()
-    try:
-        offsets = await admin.list_consumer_group_offsets(f"{kafka.topic_prefix}.gatekeeper")
-    finally:
-        await admin.close()
+    offsets = await group_offsets(kafka)
     assert {tp.topic for tp in offsets} == {kafka.topics.requests, kafka.topics.runs}
