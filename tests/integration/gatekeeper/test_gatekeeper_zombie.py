@@ -64,12 +64,12 @@ async def test_a_gatekeeper_the_group_moved_past_cannot_commit(
         offsets: dict[TopicPartition, int],
         group: Any,
         **options: Any,
-    ) -> None:
+    ) -> dict[TopicPartition, int]:
         if not first:  # A's first transaction, decided and about to commit
             first.append(group)
             held.set()
             await wake.wait()
-        await commit_outputs(producer, records, offsets, group, **options)
+        return await commit_outputs(producer, records, offsets, group, **options)
 
     for module in ("commit", "takeover"):  # a batch's transaction, offsets read past on release
         monkeypatch.setattr(f"services.gatekeeper.{module}.commit_outputs", paused_first_commit)
