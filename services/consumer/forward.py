@@ -135,6 +135,7 @@ class Forwarder:
         if response is not None:
             self.metrics.forwards.labels("forwarded").inc()
             return response
+        self.metrics.forwards.labels("failed_before_any_byte").inc()
         if not await self.ownership.moved_on(generation, self.settle_s):
             raise self._unavailable(f"the owner of this thread ({route.url}) cannot be "
                                     "reached and no other instance has taken it over yet")

@@ -70,8 +70,9 @@ class ConsumerMetrics:
             ["role"], registry=r)
         self.forwards = Counter(
             "agui_consumer_forwards",
-            "Requests for another instance's thread, by outcome (forwarded, retried, "
-            "served_here after a retry, unavailable)", ["outcome"], registry=r)
+            "Requests for another instance's thread, by outcome (forwarded, "
+            "failed_before_any_byte, then retried or served_here, or unavailable)",
+            ["outcome"], registry=r)
         self.cancels = Counter(
             "agui_consumer_cancels", "Cancel commands published, by origin",
             ["origin"], registry=r)

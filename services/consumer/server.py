@@ -36,6 +36,7 @@ from services.consumer.settings import ConsumerSettings
 from services.runtime.settings import KafkaSettings
 
 GRACE_S = 5
+BACKLOG = 4096
 
 
 class _Server(uvicorn.Server):
@@ -63,7 +64,7 @@ def config(settings: ConsumerSettings, app: FastAPI) -> uvicorn.Config:
         loop="none",
         server_header=False,
         timeout_graceful_shutdown=GRACE_S,
-        backlog=4096,
+        backlog=BACKLOG,
     )
 
 
@@ -78,6 +79,8 @@ def bind(settings: ConsumerSettings) -> socket.socket:
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, settings.http_port))
+        sock.listen(BACKLOG)  # from now: the group may name this instance an owner before
+        # the server starts, and a request forwarded here then waits in the backlog
     except OSError:
         sock.close()
         raise

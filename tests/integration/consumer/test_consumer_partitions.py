@@ -37,6 +37,7 @@ from consumer_harness import (
 )
 
 from contracts import ThreadState
+from deploy.kafka import launcher
 from services.consumer.forward import FORWARDED_BY
 from services.kafka.partitioning import partition_for
 from services.runtime.settings import KafkaSettings
@@ -315,3 +316,35 @@ async def test_a_run_end_read_before_a_rebalance_is_known_to_the_new_owner(
                      for t in threads for name, instance in (("one", one), ("two", two))]
     behind = [(t, name, view) for t, name, view in views if view["status"] != "idle"]
     assert not behind, behind
+
+
+async def test_a_forward_to_an_owner_gone_is_retried_once_ownership_moves_on(
+        kafka: KafkaSettings, backstage: Backstage) -> None:
+    """The map names an owner that is gone (as after a SIGKILL, until the group notices):
+    the forward fails before any byte, waits for the next assignment, and is sent again
+    by the new map (here, or to the new owner), published once."""
+    async with serving(kafka) as one:
+        await settled([one])
+        thread = threads_on_every_partition(kafka, 1)[0]
+        partition = one.relay.fanout.partition_of(thread)
+        ownership = one.relay.fanout.ownership
+        gone = f"http://127.0.0.1:{launcher.free_port()}"
+        owners = list(ownership.owners)
+        owners[partition] = gone
+        ownership.update(ownership.mine - {partition}, owners)
+        body = run_input(thread_id=thread)
+        post = asyncio.create_task(one.http.post(f"/agents/{AGENT}", json=body))
+        async with asyncio.timeout(WAIT_S):  # the first attempt failed; it waits for a new map
+            while not one.relay.metrics.forwards.labels("failed_before_any_byte")._value.get():
+                await asyncio.sleep(0.02)
+        async with serving(kafka) as two:  # a rebalance: the next assignment
+            request = await backstage.next_request()
+            t, r = request.input.thread_id, request.input.run_id
+            await backstage.decide(request)
+            await backstage.emit(t, r, [started(t, r), finished(t, r)])
+            response = await post
+            retried = sum(i.relay.metrics.forwards.labels(o)._value.get()
+                          for i in (one, two) for o in ("retried", "served_here"))
+    assert response.status_code == 200, response.text
+    assert len(data_values(response.content)) == 2
+    assert retried == 1
