@@ -93,8 +93,8 @@ class Processor:
         if settings.on_expiry == "cancel":
             self.state.expirer = Expirer(kafka, client_id, clock, self._committed_state)
         if settings.state_dir is not None:
-            self.state.threads = Threads(settings.state_dir, settings.state_cache_mb,
-                                         settings.state_grace_s)
+            self.state.threads = Threads(settings.state_dir, kafka.topics.threads,
+                                         settings.state_cache_mb, settings.state_grace_s)
         self.settings = settings
         self.topics = kafka.topics
 

@@ -247,8 +247,8 @@ class Threads:
 
     name = STORE_NAME
 
-    def __init__(self, root: Path, cache_mb: int, grace_s: float) -> None:
-        self.dir = StateDir(root, STORE_NAME, grace_s)
+    def __init__(self, root: Path, changelog: str, cache_mb: int, grace_s: float) -> None:
+        self.dir = StateDir(root / STORE_NAME, changelog, grace_s)
         self.cache: ByteLRU[ThreadState] = ByteLRU(cache_mb << 20)
         self.open: dict[int, ThreadStates] = {}
         self.restored: dict[int, Restored] = {}

@@ -79,8 +79,8 @@ class CheckpointDisk:
 
     name = STORE_NAME
 
-    def __init__(self, root: Path, cache_mb: int, grace_s: float) -> None:
-        self.dir = StateDir(root, STORE_NAME, grace_s)
+    def __init__(self, root: Path, changelog: str, cache_mb: int, grace_s: float) -> None:
+        self.dir = StateDir(root / STORE_NAME, changelog, grace_s)
         self.cache: ByteLRU[cp.ThreadCheckpoint] = ByteLRU(cache_mb << 20)
         self.stores: dict[int, PartitionStore] = {}
         self.pending: dict[str, cp.ThreadCheckpoint] = {}

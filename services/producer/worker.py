@@ -125,8 +125,8 @@ class Worker:
                                 linger_ms=self.settings.linger_ms)
         await producer.start()
         try:
-            disk = (CheckpointDisk(self.settings.state_dir, self.settings.state_cache_mb,
-                                   self.settings.state_grace_s)
+            disk = (CheckpointDisk(self.settings.state_dir, self.kafka.topics.checkpoints,
+                                   self.settings.state_cache_mb, self.settings.state_grace_s)
                     if self.settings.state_dir is not None else None)
             self.store = CheckpointStore(self.kafka, producer, self.clock, disk=disk)
             executor = Executor(self.settings, producer, self.store, self.clock,

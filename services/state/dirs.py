@@ -1,7 +1,9 @@
 """Where a process keeps its partitions' stores, and when it deletes them.
 
-``<AGUI_STATE_DIR>/<store name>/p<partition>``, one directory per
-partition, each with its lock file beside it. Opening a partition reuses
+``<AGUI_STATE_DIR>/<store kind>/<changelog topic>/p<partition>``, one
+directory per partition, each with its lock file beside it: the changelog's
+name (prefix included) is part of the path, so two deployments sharing a
+state directory never read each other's stores. Opening a partition reuses
 what is there when it reads as this store and wipes it otherwise (the
 reason is returned for the restore's log line). A partition handed back is
 closed at once (its lock released, so its next owner on this machine may

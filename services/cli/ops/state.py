@@ -22,6 +22,7 @@ import orjson
 import typer
 from rich.table import Table
 
+from contracts.topics import TopicCatalog
 from services.cli.ops.kafka_io import EXIT_OK, run_command, stdout
 from services.kafka.clients import TopicPartition
 from services.kafka.reader import TopicReader
@@ -57,11 +58,12 @@ class StoreRow:
         return row
 
 
-def found_stores(root: Path) -> list[tuple[str, int, Path]]:
-    """(kind, partition, directory) of every store under ``root``, sorted."""
+def found_stores(root: Path, topics: TopicCatalog) -> list[tuple[str, int, Path]]:
+    """(kind, partition, directory) of every store under ``root`` that mirrors this
+    deployment's changelogs (``<root>/<kind>/<changelog topic>/p<n>``), sorted."""
     out = []
     for kind in sorted(CHANGELOGS):
-        home = root / kind
+        home = root / kind / getattr(topics, CHANGELOGS[kind])
         if not home.is_dir():
             continue
         for child in home.iterdir():
@@ -72,7 +74,7 @@ def found_stores(root: Path) -> list[tuple[str, int, Path]]:
 
 
 async def _state(settings: KafkaSettings, root: Path, as_json: bool) -> int:
-    stores = found_stores(root)
+    stores = found_stores(root, settings.topics)
     tps = {(kind, p): TopicPartition(getattr(settings.topics, CHANGELOGS[kind]), p)
            for kind, p, _ in stores}
     ends: dict[TopicPartition, int] = {}

@@ -44,7 +44,7 @@ async def test_stores_catch_up_by_their_delta_and_state_shows_them_against_the_e
     placed = [await writer.state(ThreadState(thread_id=f"t{i}", status="idle"))
               for i in range(20)]
     partitions = sorted({p for p, _ in placed})
-    states = StateDir(tmp_path, STORE_NAME, grace_s=600)
+    states = StateDir(tmp_path / STORE_NAME, ops_settings.topics.threads, grace_s=600)
     first = await restore(ops_settings, states, partitions)
     assert first == {p: (sum(1 for q, _ in placed if q == p), True) for p in partitions}
 
@@ -89,7 +89,7 @@ async def test_state_lists_the_producers_checkpoint_stores_against_their_topic(
     placed = [await writer.send(topic, f"t{i}", cp.to_bytes(cp.fresh(f"t{i}")))
               for i in range(3)]
     partitions = sorted({p for p, _ in placed})
-    states = StateDir(tmp_path, CHECKPOINTS, grace_s=600)
+    states = StateDir(tmp_path / CHECKPOINTS, ops_settings.topics.checkpoints, grace_s=600)
     opened = {p: states.open(p) for p in partitions}
     try:
         done = await catch_up(ops_settings, topic, opened, checkpoint_changes, "test-restore")

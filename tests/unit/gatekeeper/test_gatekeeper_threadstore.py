@@ -62,7 +62,7 @@ def test_only_threads_not_idle_are_watched_and_a_later_idle_state_unmarks(
 
 def test_states_the_store_cannot_take_stay_in_memory_and_are_written_once_it_can(
         tmp_path: Path) -> None:
-    threads = Threads(tmp_path, cache_mb=1, grace_s=60)
+    threads = Threads(tmp_path, "agui.threads", cache_mb=1, grace_s=60)
     store, _ = threads.dir.open(0)
     states = ThreadStates(0, store=store, cache=threads.cache)
     threads.open[0] = states
@@ -116,7 +116,7 @@ def test_changelog_records_become_store_changes_as_restore_reads_them() -> None:
 
 
 def test_the_stores_are_on_the_metrics_page(tmp_path: Path) -> None:
-    threads = Threads(tmp_path, cache_mb=1, grace_s=60)
+    threads = Threads(tmp_path, "agui.threads", cache_mb=1, grace_s=60)
     store, _ = threads.dir.open(3)
     states = ThreadStates(3, store=store, cache=threads.cache)
     threads.open[3] = states

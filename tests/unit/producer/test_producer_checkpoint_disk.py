@@ -24,7 +24,7 @@ def began(thread_id: str, run_id: str) -> cp.ThreadCheckpoint:
 
 
 def owning(tmp_path: Path, *partitions: int) -> CheckpointDisk:
-    disk = CheckpointDisk(tmp_path, cache_mb=1, grace_s=60)
+    disk = CheckpointDisk(tmp_path, "agui.checkpoints", cache_mb=1, grace_s=60)
     disk.partitions = PARTITIONS
     for p in partitions:
         disk.stores[p], _ = disk.dir.open(p)
