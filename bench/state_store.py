@@ -18,6 +18,11 @@
    also given, from the gatekeeper's own log line.
 4. Decision latency at 1,000 requests/s for 10 s (``gatekeeper_latency``)
    with the store and without, same run.
+5. One consumer-service instance (``python -m services.consumer``, default
+   ``AGUI_STATE_CACHE_MB``, its thread view on disk) reads the million
+   threads into its stores; its RSS once ``/readyz`` says the view caught
+   up, and again after ``GET /threads/{id}`` of 2,000 old threads (the
+   cache filling).
 
 Writes ``bench/results/state_store.json``; nothing asserts.
 """
@@ -28,6 +33,7 @@ import asyncio
 import os
 import shutil
 import signal
+import socket
 import sys
 import tempfile
 import time
@@ -35,6 +41,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import httpx
 import orjson
 from ag_ui.core import Interrupt
 from aiokafka.partitioner import DefaultPartitioner
@@ -129,10 +136,7 @@ class Gatekeeper:
 
     def rss_mb(self) -> float:
         assert self.proc is not None
-        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-        return float("nan")
+        return rss_mb(self.proc.pid)
 
     def restore_ms(self) -> float | None:
         """The takeover's own figure, from its 'assigned partitions ... in N ms' line."""
@@ -231,6 +235,54 @@ async def restart(gk: Gatekeeper, settings: KafkaSettings, label: str,
             "rss_mb": gk.rss_mb()}
 
 
+def rss_mb(pid: int) -> float:
+    """A process's resident set, from ``/proc``."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+async def consumer_rss(settings: KafkaSettings, work: Path) -> dict[str, Any]:
+    """One consumer-service instance over the threads written: its RSS once its thread view
+    has read them all into its stores, and after 2,000 ``GET /threads/{id}``."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
+           "AGUI_TOPIC_PREFIX": settings.topic_prefix, "AGUI_PARTITIONS": str(PARTITIONS),
+           "AGUI_LOG_FORMAT": "json", "AGUI_HTTP_PORT": str(port),
+           "AGUI_STATE_DIR": str(work / "consumer-state"), "AGUI_STARTUP_TIMEOUT_S": "3600"}
+    env.pop("AGUI_STATE_CACHE_MB", None)
+    started = time.monotonic()
+    with (work / "consumer.log").open("ab") as out:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "services.consumer", cwd=ROOT, env=env, stdout=out,
+            stderr=out)
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
+            while True:
+                try:
+                    if (await http.get("/readyz")).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                if proc.returncode is not None:
+                    raise RuntimeError("the consumer service exited; see consumer.log")
+                await asyncio.sleep(0.5)
+            caught_up_s = time.monotonic() - started
+            read = rss_mb(proc.pid)
+            found = 0
+            for n in range(0, THREADS, max(THREADS // 2000, 1)):
+                found += (await http.get(f"/threads/old-{n}")).status_code == 200
+            return {"caught_up_s": caught_up_s, "rss_mb": read,
+                    "rss_after_2000_lookups_mb": rss_mb(proc.pid), "lookups_found": found}
+    finally:
+        if proc.returncode is None:
+            proc.terminate()
+            await proc.wait()
+
+
 async def run(bootstrap: str) -> dict[str, Any]:
     base = KafkaSettings(bootstrap_servers=bootstrap, partitions=PARTITIONS)
     settings = base.with_prefix(f"benchstate{int(time.time())}")
@@ -271,6 +323,8 @@ async def run(bootstrap: str) -> dict[str, Any]:
     result["latency"] = points
     result["latency_ratio_p50"] = points["store"]["p50_ms"] / points["memory"]["p50_ms"]
     result["latency_ratio_p99"] = points["store"]["p99_ms"] / points["memory"]["p99_ms"]
+    result["consumer"] = await consumer_rss(settings, work)
+    console.print(f"[dim]consumer service: {result['consumer']}[/]")
     shutil.rmtree(work, ignore_errors=True)
     return result
 
@@ -310,6 +364,12 @@ def show(result: dict[str, Any]) -> None:
          f"{result['latency']['memory']['p99_ms']:.1f}", ""),
         ("latency ratio store / memory, p50 / p99",
          f"{result['latency_ratio_p50']:.2f} / {result['latency_ratio_p99']:.2f}", "≤ 1.1"),
+        ("consumer service RSS, thread view caught up (MB)",
+         f"{result['consumer']['rss_mb']:.0f}", "≤ 250"),
+        ("consumer service RSS after 2,000 GET /threads/{id} (MB)",
+         f"{result['consumer']['rss_after_2000_lookups_mb']:.0f}", "≤ 250"),
+        ("  its thread view read the changelog in (s)",
+         f"{result['consumer']['caught_up_s']:.1f}", ""),
     ]
     for row in rows:
         table.add_row(*row)

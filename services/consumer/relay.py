@@ -31,6 +31,7 @@ from services.consumer.settings import ConsumerSettings
 from services.consumer.streams import FanOut
 from services.consumer.tenancy import Tenancy
 from services.consumer.threads import ThreadView
+from services.consumer.threadstore import ThreadStore, instance_name
 from services.kafka.clients import KafkaError
 from services.kafka.lag import LagProbe
 from services.kafka.sizing import RecordLimit
@@ -72,7 +73,10 @@ class Relay:
             + 2 * settings.keepalive_s)
         """Requests for a thread another instance owns go there (``forward``)."""
         self.fanout.tail = LogTail(kafka, self.metrics, settings.stream_log_readers)
-        self.threads = ThreadView(kafka)
+        self.threads = ThreadView(kafka, ThreadStore(
+            settings.state_dir, kafka.topics.threads, instance_name(url),
+            settings.state_cache_mb)
+            if settings.state_dir is not None else None)
         self.freshness = Freshness(self.threads, self.fanout, self.limits,
                                    settings.read_your_writes_s)
         self.tenancy = Tenancy(self.threads, self.fanout, enforced=authenticated,
@@ -106,6 +110,8 @@ class Relay:
             await asyncio.wait(set(self.tasks), timeout=5)
         await self.fanout.stop()
         await self.threads.stop()
+        if self.threads.store is not None:
+            self.threads.store.close()
         for _, probe in self._lag:
             probe.clear()
         with contextlib.suppress(KafkaError):
@@ -130,13 +136,17 @@ class Relay:
                   "fanout": self.fanout.ready.is_set(),
                   "threadView": self.threads.caught_up.is_set()}
         detail = ""
+        failing = self.threads.store.failing() if self.threads.store is not None else {}
+        if failing:
+            checks["threadStore"] = False
+            detail = "; ".join(f"{name} {why}" for name, why in failing.items())
         try:
             async with asyncio.timeout(READY_PROBE_TIMEOUT_S):
                 missing = await self.agents.missing_topics()
             checks["broker"] = True
             checks["topics"] = not missing
             if missing:
-                detail = "missing topics: " + ", ".join(missing)
+                detail = "; ".join(filter(None, [detail, "missing topics: " + ", ".join(missing)]))
         except (KafkaError, TimeoutError) as exc:
             detail = f"broker unreachable: {exc or type(exc).__name__}"
         return Readiness(all(checks.values()), checks, detail)

@@ -12,6 +12,12 @@ thread); ``caught_up`` says when the startup backlog has been read, so a
 route can tell "unknown thread" from "not read yet", and ``progress`` wakes a
 route waiting for a thread's next state (``freshness``). ``listeners`` are
 called with each record applied (the interrupt inbox's index: ``inbox_feed``).
+
+With ``AGUI_STATE_DIR`` the states live in on-disk stores instead
+(``threadstore``): the view restores them on start (only the records after
+each store's checkpoint), tells the listeners of the threads marked as
+holding open interrupts, reads on from the stores' offsets and writes each
+batch it polls to its partition's store; memory is bounded by the cache.
 """
 
 from __future__ import annotations
@@ -20,8 +26,9 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from contracts import DecodeError, ThreadState, decode
+from contracts import ThreadState
 from services.consumer.reading import BackgroundReader, Progress, wait_for_partitions
+from services.consumer.threadstore import ThreadStore, decoded
 from services.kafka.clients import KafkaError, TopicPartition, new_consumer
 from services.runtime.settings import KafkaSettings
 
@@ -33,8 +40,13 @@ class ThreadView(BackgroundReader):
 
     name = "thread-view"
 
-    def __init__(self, kafka: KafkaSettings) -> None:
+    def __init__(self, kafka: KafkaSettings, store: ThreadStore | None = None) -> None:
         super().__init__(kafka)
+        self.store = store
+        """The on-disk stores (``AGUI_STATE_DIR``); None: every state in memory."""
+        self.records_read = 0
+        """Records the view read from the topic since it started (a restore's are the
+        store's: ``ThreadStore.records_restored``)."""
         self.caught_up = asyncio.Event()
         self.progress = Progress()
         self._states: dict[str, bytes] = {}
@@ -46,14 +58,9 @@ class ThreadView(BackgroundReader):
 
     def get(self, thread_id: str) -> ThreadState | None:
         """The thread's last known state, or None when the view has no record of it."""
-        raw = self._states.get(thread_id)
-        if raw is None:
-            return None
-        try:
-            return decode(ThreadState, raw)
-        except DecodeError as exc:
-            log.warning("unreadable thread state: %s", exc, extra={"threadId": thread_id})
-            return None
+        if self.store is not None:
+            return self.store.get(thread_id)
+        return decoded(thread_id, self._states.get(thread_id))
 
     def apply(self, key: bytes | None, value: bytes | None) -> None:
         """Apply one record of the threads topic (tombstones delete)."""
@@ -62,7 +69,7 @@ class ThreadView(BackgroundReader):
         thread_id = key.decode("utf-8", "replace")
         if value is None:
             self._states.pop(thread_id, None)
-        else:
+        elif self.store is None:
             self._states[thread_id] = value
         for listener in self.listeners:
             listener(thread_id, value)
@@ -75,7 +82,15 @@ class ThreadView(BackgroundReader):
             max_poll_records=5000))
         parts = [TopicPartition(topic, p) for p in range(counts[topic])]
         consumer.assign(parts)
-        await consumer.seek_to_beginning(*parts)
+        if self.store is None:
+            await consumer.seek_to_beginning(*parts)
+        else:
+            starts = await self.store.restore(self.kafka, [tp.partition for tp in parts])
+            for thread_id, value in self.store.marked():
+                for listener in self.listeners:
+                    listener(thread_id, value)
+            for tp in parts:
+                consumer.seek(tp, starts[tp.partition])
         ends = await consumer.end_offsets(parts)
         pending = {tp for tp in parts if ends[tp] > 0}
         if not pending:
@@ -87,9 +102,12 @@ class ThreadView(BackgroundReader):
                 log.warning("thread view fetch failed, retrying: %s", exc)
                 await asyncio.sleep(0.5)
                 continue
-            for records in batch.values():
+            for tp, records in batch.items():
                 for record in records:
                     self.apply(record.key, record.value)
+                self.records_read += len(records)
+                if self.store is not None:
+                    self.store.write(tp.partition, records)
             if batch:
                 self.progress.moved()
             if pending:
