@@ -31,8 +31,11 @@ from services.state.dirs import PARTITION_DIR
 from services.state.disk import Peek, peek
 
 DEFAULT_DIR = ".run/state"
-CHANGELOGS = {"gatekeeper-threads": "threads", "producer-checkpoints": "checkpoints"}
+CHANGELOGS = {"gatekeeper-threads": "threads", "producer-checkpoints": "checkpoints",
+              "consumer-threads": "threads"}
 """Store kind → the topic (by its catalog name) that is its changelog."""
+PER_INSTANCE = {"consumer-threads"}
+"""Kinds whose stores are kept per instance: ``<kind>/<changelog>/<instance>/p<n>``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,12 +73,21 @@ def found_stores(root: Path, topics: TopicCatalog) -> list[tuple[str, int, Path]
             match = PARTITION_DIR.fullmatch(child.name)
             if match and child.is_dir():
                 out.append((kind, int(match.group(1)), child))
+            elif kind in PER_INSTANCE and child.is_dir():  # <instance>/p<n>
+                out += [(f"{kind}/{child.name}", int(m.group(1)), grand)
+                        for grand in child.iterdir()
+                        if (m := PARTITION_DIR.fullmatch(grand.name)) and grand.is_dir()]
     return sorted(out)
+
+
+def changelog_of(kind: str) -> str:
+    """The catalog name of a store kind's changelog (``consumer-threads/<instance>`` too)."""
+    return CHANGELOGS[kind.split("/", 1)[0]]
 
 
 async def _state(settings: KafkaSettings, root: Path, as_json: bool) -> int:
     stores = found_stores(root, settings.topics)
-    tps = {(kind, p): TopicPartition(getattr(settings.topics, CHANGELOGS[kind]), p)
+    tps = {(kind, p): TopicPartition(getattr(settings.topics, changelog_of(kind)), p)
            for kind, p, _ in stores}
     ends: dict[TopicPartition, int] = {}
     if tps:

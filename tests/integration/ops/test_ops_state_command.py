@@ -15,6 +15,7 @@ import pytest
 from ops_support import Writer, run_cli
 
 from contracts import ThreadState
+from services.consumer.threadstore import STORE_NAME as CONSUMER_THREADS
 from services.gatekeeper.threadstore import STORE_NAME, changes
 from services.producer import checkpoint as cp
 from services.producer.checkpoint_disk import STORE_NAME as CHECKPOINTS
@@ -102,4 +103,28 @@ async def test_state_lists_the_producers_checkpoint_stores_against_their_topic(
     rows = result.json_lines()
     assert {r["store"] for r in rows} == {CHECKPOINTS}
     assert sorted(r["partition"] for r in rows) == partitions
+    assert all(r["behind"] == 0 for r in rows)
+
+
+async def test_state_lists_each_consumer_instances_thread_view_stores(
+    ops_settings: KafkaSettings, writer: Writer, tmp_path: Path
+) -> None:
+    """The consumer service keeps a store per instance (two on one machine never share
+    one): ``state`` names the instance with each row, and a deployment of another
+    prefix sharing the directory is not listed."""
+    placed = [await writer.state(ThreadState(thread_id=f"c{i}", status="idle"))
+              for i in range(6)]
+    partitions = sorted({p for p, _ in placed})
+    home = tmp_path / CONSUMER_THREADS / ops_settings.topics.threads
+    for instance in ("127.0.0.1_8000", "127.0.0.1_8001"):
+        await restore(ops_settings, StateDir(home, instance, grace_s=600), partitions)
+    foreign = StateDir(tmp_path / CONSUMER_THREADS / "other.threads", "127.0.0.1_8000", 600)
+    foreign.open(0)[0].close()
+
+    result = await run_cli(ops_settings, "state", "--json", "--dir", str(tmp_path))
+    assert result.code == 0, result.stderr
+    rows = result.json_lines()
+    assert sorted((r["store"], r["partition"]) for r in rows) == sorted(
+        (f"{CONSUMER_THREADS}/{instance}", p)
+        for instance in ("127.0.0.1_8000", "127.0.0.1_8001") for p in partitions)
     assert all(r["behind"] == 0 for r in rows)

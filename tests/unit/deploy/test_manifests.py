@@ -319,6 +319,25 @@ def test_the_gatekeeper_keeps_its_state_stores_on_a_volume_claim_per_pod(
     assert name in compose["volumes"]
 
 
+def test_the_consumer_keeps_its_thread_view_stores_on_a_volume(
+    k8s_resources: list[dict[str, Any]], compose: dict[str, Any],
+) -> None:
+    """A cache of the compacted topic, so a pod's own emptyDir (sized) is enough."""
+    deployment = _by_kind(k8s_resources, "Deployment")["agui-relay-consumer"]
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    (name,) = [n for n, path in mounts.items() if path == env["AGUI_STATE_DIR"]]
+    assert volumes[name]["emptyDir"]["sizeLimit"]
+    consumer = compose["services"]["consumer"]
+    (volume,) = consumer["volumes"]
+    name, path = volume.split(":")
+    assert path == _env(consumer)["AGUI_STATE_DIR"]
+    assert name in compose["volumes"]
+
+
 def test_the_consumer_service_reaches_the_http_port(k8s_resources: list[dict[str, Any]]) -> None:
     service = _by_kind(k8s_resources, "Service")["agui-relay-consumer"]
     deployment = _by_kind(k8s_resources, "Deployment")["agui-relay-consumer"]
