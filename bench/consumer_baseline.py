@@ -40,6 +40,9 @@ class QueueSink:
         await self.queue.put(record.value)
         await self.queue.put(_DONE)
 
+    def refusal(self, report: RunReport) -> None:
+        """Nothing is refused: no broker, no record limit, no checkpoint."""
+
 
 def baseline_app() -> FastAPI:
     app = FastAPI(telemetry=NO_FASTAPI_TELEMETRY)  # as the consumer service runs it
