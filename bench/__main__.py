@@ -28,8 +28,8 @@ from bench.broker import broker
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
-BENCHES = ("gatekeeper", "producer", "consumer", "consumer_scaling", "upstream", "inbox",
-           "state_store")
+BENCHES = ("gatekeeper", "producer", "consumer", "consumer_scaling", "consumer_throughput",
+           "upstream", "inbox", "state_store")
 PLOT = ROOT / "bench" / "decision-latency.png"
 console = Console()
 
@@ -96,6 +96,21 @@ HEADLINES: tuple[Headline, ...] = (
      lambda r: _get(r["consumer"], "streams", "errors"), "{}", "0"),
     ("consumer_scaling", "consumer CPU per streamed event, 2 instances / 1 (runs of 500)",
      lambda r: _get(r["consumer_scaling"], "ratio"), "{:.2f}", "≤ 1.2"),
+    ("consumer_throughput", "events/s to SSE clients, 1 instance, runs of 500, 20 / 100 at a time",
+     lambda r: _at_20_100(r, "sse", "events_per_s"), "{:,.0f} / {:,.0f}", ""),
+    ("consumer_throughput", "floor: plain aiokafka reader of the same records, events/s",
+     lambda r: _at_20_100(r, "plain", "events_per_s"), "{:,.0f} / {:,.0f}", ""),
+    ("consumer_throughput", "SSE events/s / plain reader's, 20 / 100 at a time",
+     lambda r: _at_20_100(r, "ratio"), "{:.2f} / {:.2f}", "≥ 0.5"),
+    ("consumer_throughput", "  CPU per event, plain reader / consumer: the ratio with a core each",
+     lambda r: _at_20_100(r, "cpu_ratio"), "{:.2f} / {:.2f}", ""),
+    ("consumer_throughput", "CPU µs per event at 100: broker / consumer / stand-in / client / "
+     "plain reader",
+     lambda r: tuple(_get(r["consumer_throughput"], "phases", "100", *path) for path in (
+         ("sse", "cpu_us_per_event", "broker"), ("sse", "cpu_us_per_event", "consumer"),
+         ("sse", "cpu_us_per_event", "standin"), ("sse", "cpu_us_per_event", "client"),
+         ("plain", "cpu_us_per_event", "plain_reader"))),
+     "{:.1f} / {:.1f} / {:.1f} / {:.1f} / {:.1f}", ""),
     ("upstream", "upstream agent via the relay: POST → first token p50 / p99 (ms)",
      lambda r: (_get(r["upstream"], "relay", "latency", "first_event", "p50_ms"),
                 _get(r["upstream"], "relay", "latency", "first_event", "p99_ms")),
@@ -123,6 +138,12 @@ HEADLINES: tuple[Headline, ...] = (
      lambda r: (_get(r["state_store"], "latency_ratio_p50"),
                 _get(r["state_store"], "latency_ratio_p99")), "{:.2f} / {:.2f}", "≤ 1.1"),
 )
+
+
+def _at_20_100(results: dict[str, dict[str, Any] | None], *path: str) -> tuple[Any, Any]:
+    """``path`` in consumer_throughput's phases of 20 and of 100 runs at a time."""
+    doc = results["consumer_throughput"]
+    return _get(doc, "phases", "20", *path), _get(doc, "phases", "100", *path)
 
 
 def _overhead(doc: dict[str, Any] | None, key: str) -> float | None:

@@ -1,0 +1,435 @@
+"""Consumer-service throughput: events/s delivered to SSE clients against a plain aiokafka reader.
+
+    .venv/bin/python -m bench.consumer_throughput [--concurrency 20 100] [--runs 200] [--tokens 500]
+
+One consumer-service instance, fed by ``bench.consumer_standin`` (admits every
+request at once and writes each run's events without transactions or logic),
+streams runs of ``--tokens`` ``TEXT_MESSAGE_CONTENT`` events (plus the run's
+start, message start and end, and its end: 504 events a run) to HTTP clients
+in this process, ``--concurrency`` runs at a time (20, then 100; at least
+three runs per client, so every client streams runs one after another).
+Measured per phase: the ``data:`` frames the clients received per second
+(the SSE rate), and the CPU time per event of the broker JVM (found by the
+pid listening on the bootstrap port), the consumer service, the stand-in and
+this process (the load-generating client), with each one's share of a core
+over the window, so the bottleneck is named.
+
+The floor, in the same run: a plain aiokafka consumer in its own process
+(uvloop, ``read_committed``, the service's fetch settings: 2,000 records a
+poll) reads the very records the phase's window put on the topics the
+service reads (``events`` and ``decisions``, from their offsets when the
+window opened to their offsets when it closed) once the window is over, three
+times; the median is its events/s. That is the rate at which Python can take
+these records out of the broker with no logic, no HTTP and nothing else
+running: a capacity. The SSE rate is a live one, through the whole pipeline
+(the stand-in writing, the broker, the service routing and writing SSE, the
+clients parsing) sharing the machine's two cores. The ratio of the two is
+therefore the harsh one, what the issue asks (target ≥ 0.5x). A live
+comparison, a plain consumer following the topic while the runs stream, was
+not chosen: its rate is the stand-in's write rate whenever it keeps up, so it
+measures the writer rather than the reader, and its CPU would be taken from
+the service being measured. The CPU per event of each side (consumer service
+against plain reader) is printed beside the rates: the cost each pays per
+event, whoever was the bottleneck, and their ratio (the CPU ratio) is the
+events/s ratio the two would have with a core each.
+
+Why a module of its own rather than a phase of ``bench.consumer_scaling``:
+that benchmark's headline is a ratio of CPU between one and two instances at
+one concurrency; this one compares one instance against a floor at two
+concurrencies and needs the broker's CPU and a reader process, and
+``make bench`` keeps each benchmark in its own process and result file.
+
+Starts a local broker when ``KAFKA_BOOTSTRAP_SERVERS`` is unset. Writes
+``bench/results/consumer_throughput.json``. Benchmarks print; they assert
+nothing. Bounded: every run, window and read has a timeout; about two minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import orjson
+from rich.console import Console
+from rich.table import Table
+
+from bench.broker import broker
+from bench.consumer import cpu_seconds, processes, wait_http
+from bench.consumer_scaling import load
+from deploy.kafka import launcher
+from services.kafka.admin import ensure_topics
+from services.kafka.clients import TopicPartition, new_consumer
+from services.runtime.lifecycle import run_until_signalled
+from services.runtime.settings import KafkaSettings
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results" / "consumer_throughput.json"
+PARTITIONS = 8
+READ_ROUNDS = 3
+READ_TIMEOUT_S = 60.0
+PHASE_TIMEOUT_S = 150.0
+console = Console()
+
+Offsets = dict[str, dict[int, int]]
+"""Per topic, per partition: an offset."""
+
+
+# ------------------------------------------------------------ the broker's pid
+
+
+def listening_pid(port: int) -> int | None:
+    """The pid of this user's process listening on TCP ``port`` (Linux /proc), if any."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                    inodes.add(f"socket:[{fields[9]}]")
+    if not inodes:
+        return None
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            for fd in (proc / "fd").iterdir():
+                with contextlib.suppress(OSError):
+                    if os.readlink(fd) in inodes:
+                        return int(proc.name)
+    return None
+
+
+# ------------------------------------------------------------ the plain reader (child process)
+
+
+async def read_range(stop: asyncio.Event) -> None:
+    """The plain reader: ``--read SPEC``'s ranges, once per line on stdin; a JSON line each.
+
+    Runs in its own process (``--read``), started and connected before the
+    parent times it: it prints ``ready``, then for each ``go`` on stdin reads
+    every range from its start to its end and prints what it read, the
+    seconds from its first fetch to its last record and its own CPU time.
+    """
+    spec = orjson.loads(sys.argv[sys.argv.index("--read") + 1])
+    kafka = KafkaSettings(
+        bootstrap_servers=spec["bootstrap"], topic_prefix=spec["prefix"], partitions=PARTITIONS
+    )
+    start: Offsets = {t: {int(p): o for p, o in v.items()} for t, v in spec["start"].items()}
+    end: Offsets = {t: {int(p): o for p, o in v.items()} for t, v in spec["end"].items()}
+    tps = [TopicPartition(t, p) for t, parts in end.items() for p in parts]
+    consumer = new_consumer(kafka, "bench-plain-reader", group_id=None, max_poll_records=2000)
+    await consumer.start()
+    lines = asyncio.StreamReader()
+    loop = asyncio.get_running_loop()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(lines), sys.stdin)
+    try:
+        consumer.assign(tps)
+        print("ready", flush=True)
+        while not stop.is_set() and (await lines.readline()).strip() == b"go":
+            for tp in tps:
+                consumer.seek(tp, start[tp.topic][tp.partition])
+            left = {tp for tp in tps if start[tp.topic][tp.partition] < end[tp.topic][tp.partition]}
+            counts = dict.fromkeys(end, 0)
+            cpu0, t0 = time.process_time(), time.perf_counter()
+            async with asyncio.timeout(READ_TIMEOUT_S):
+                while left:
+                    batch = await consumer.getmany(timeout_ms=1000, max_records=2000)
+                    for tp, records in batch.items():
+                        limit = end[tp.topic][tp.partition]
+                        counts[tp.topic] += sum(1 for r in records if r.offset < limit)
+                        if records[-1].offset + 1 >= limit:
+                            left.discard(tp)
+            seconds, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+            print(
+                orjson.dumps({"records": counts, "seconds": seconds, "cpu_s": cpu}).decode(),
+                flush=True,
+            )
+    finally:
+        await consumer.stop()
+
+
+async def end_offsets(kafka: KafkaSettings, topics: tuple[str, ...]) -> Offsets:
+    """Each partition's end (the last stable offset: the stand-in writes no transactions)."""
+    consumer = new_consumer(kafka, "bench-offsets", group_id=None)
+    await consumer.start()
+    try:
+        tps = [TopicPartition(t, p) for t in topics for p in range(PARTITIONS)]
+        ends = await consumer.end_offsets(tps)
+    finally:
+        await consumer.stop()
+    out: Offsets = {t: {} for t in topics}
+    for tp, offset in ends.items():
+        out[tp.topic][tp.partition] = offset
+    return out
+
+
+async def plain_reads(
+    spec: dict[str, Any], broker_pid: int | None, log_dir: Path
+) -> dict[str, Any]:
+    """Start the plain reader on the window's ranges; ``READ_ROUNDS`` timed reads of them."""
+    with (log_dir / "plain-reader.log").open("ab") as log:
+        child = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "bench.consumer_throughput",
+            "--read",
+            orjson.dumps(spec, option=orjson.OPT_NON_STR_KEYS).decode(),
+            cwd=ROOT,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=log,
+        )
+    stdin, stdout = child.stdin, child.stdout
+    if stdin is None or stdout is None:
+        raise RuntimeError("the plain reader's pipes")
+    rounds = []
+    try:
+        async with asyncio.timeout(READ_TIMEOUT_S * (READ_ROUNDS + 1)):
+            if (await stdout.readline()).strip() != b"ready":
+                return {"error": "the plain reader did not start (plain-reader.log)"}
+            for _ in range(READ_ROUNDS):
+                broker0 = cpu_seconds(broker_pid) if broker_pid else 0.0
+                stdin.write(b"go\n")
+                line = await stdout.readline()
+                if not line:
+                    return {"error": "the plain reader died (plain-reader.log)"}
+                done = orjson.loads(line)
+                done["broker_cpu_s"] = (cpu_seconds(broker_pid) - broker0) if broker_pid else None
+                rounds.append(done)
+    finally:
+        stdin.close()
+        try:
+            await asyncio.wait_for(child.wait(), 15)
+        except TimeoutError:
+            child.kill()
+            await child.wait()
+    return summarise_reads(rounds, spec["events_topic"])
+
+
+def summarise_reads(rounds: list[dict[str, Any]], events_topic: str) -> dict[str, Any]:
+    events = rounds[0]["records"][events_topic]
+    middle = sorted(rounds, key=lambda r: r["seconds"])[len(rounds) // 2]
+    per_event = max(events, 1)
+    return {
+        "events": events,
+        "records": sum(rounds[0]["records"].values()),
+        "rounds_events_per_s": [round(events / r["seconds"]) for r in rounds],
+        "seconds": round(middle["seconds"], 3),
+        "events_per_s": round(events / middle["seconds"]),
+        "cpu_us_per_event": {
+            "plain_reader": round(middle["cpu_s"] * 1e6 / per_event, 2),
+            "broker": (
+                round(middle["broker_cpu_s"] * 1e6 / per_event, 2)
+                if middle["broker_cpu_s"] is not None
+                else None
+            ),
+        },
+        "core_share": {"plain_reader": round(middle["cpu_s"] / middle["seconds"], 2)},
+    }
+
+
+# ------------------------------------------------------------ the benchmark
+
+
+async def window(
+    url: str, runs: int, concurrency: int, pids: dict[str, int | None]
+) -> dict[str, Any]:
+    """One measured window of SSE load; per process, CPU per event and share of a core."""
+    before = {n: cpu_seconds(p) if p else 0.0 for n, p in pids.items()}
+    client0 = time.process_time()
+    result = await load([url], runs, concurrency)
+    spent = {n: cpu_seconds(p) - before[n] if p else None for n, p in pids.items()}
+    spent["client"] = time.process_time() - client0
+    events, seconds = max(result["events"], 1), max(result["seconds"], 1e-9)
+    result["cpu_us_per_event"] = {
+        n: round(s * 1e6 / events, 2) if s is not None else None for n, s in spent.items()
+    }
+    result["core_share"] = {
+        n: round(s / seconds, 2) if s is not None else None for n, s in spent.items()
+    }
+    return result
+
+
+async def bench(bootstrap: str, args: argparse.Namespace, log_dir: Path) -> dict[str, Any]:
+    prefix = f"ct{uuid.uuid4().hex[:8]}"
+    kafka = KafkaSettings(bootstrap_servers=bootstrap, topic_prefix=prefix, partitions=PARTITIONS)
+    await ensure_topics(kafka, ("scripted",))
+    topics = (kafka.topics.events, kafka.topics.decisions)
+    broker_pid = listening_pid(int(bootstrap.split(",")[0].rsplit(":", 1)[1]))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KAFKA_", "AGUI_"))}
+    env.update(
+        KAFKA_BOOTSTRAP_SERVERS=bootstrap,
+        AGUI_TOPIC_PREFIX=prefix,
+        AGUI_PARTITIONS=str(PARTITIONS),
+        AGUI_AGENTS="scripted=x:y",
+        AGUI_LOG_FORMAT="json",
+        AGUI_LOG_LEVEL="WARNING",
+        PYTHONUNBUFFERED="1",
+        AGUI_BENCH_TOKENS=str(args.tokens),
+    )
+    port = launcher.free_port()
+    specs = [
+        ("standin", ["-m", "bench.consumer_standin"], env),
+        ("consumer", ["-m", "services.consumer"], {**env, "AGUI_HTTP_PORT": str(port)}),
+    ]
+    url = f"http://127.0.0.1:{port}"
+    phases: dict[str, Any] = {}
+    async with processes(specs, log_dir) as children:
+        pids: dict[str, int | None] = {"broker": broker_pid}
+        pids.update((name, child.pid) for (name, _, _), child in zip(specs, children, strict=True))
+        await wait_http(url, "/readyz", log_dir)
+        await load([url], min(args.concurrency), min(args.concurrency))  # warm up
+        console.print(f"[dim]broker {bootstrap} (pid {broker_pid}); consumer {url}[/]")
+        for concurrency in args.concurrency:
+            runs = max(args.runs, 3 * concurrency)
+            load_before = os.getloadavg()[0]
+            async with asyncio.timeout(PHASE_TIMEOUT_S):
+                start = await end_offsets(kafka, topics)
+                sse = await window(url, runs, concurrency, pids)
+                end = await end_offsets(kafka, topics)
+            spec = {
+                "bootstrap": bootstrap,
+                "prefix": prefix,
+                "start": start,
+                "end": end,
+                "events_topic": kafka.topics.events,
+            }
+            plain = await plain_reads(spec, broker_pid, log_dir)
+            doc = {
+                "concurrency": concurrency,
+                "runs": runs,
+                "load_average": load_before,
+                "sse": sse,
+                "plain": plain,
+            }
+            if "events_per_s" in plain:
+                doc["ratio"] = round(sse["events_per_s"] / max(plain["events_per_s"], 1), 3)
+                # What one core buys each side: events/s if each had a core to itself.
+                doc["cpu_ratio"] = round(
+                    plain["cpu_us_per_event"]["plain_reader"]
+                    / max(sse["cpu_us_per_event"]["consumer"], 1e-9),
+                    3,
+                )
+            phases[str(concurrency)] = doc
+            console.print(f"[dim]{concurrency} at a time: {doc}[/]")
+    return {
+        "tokens": args.tokens,
+        "partitions": PARTITIONS,
+        "broker_pid": broker_pid,
+        "read_rounds": READ_ROUNDS,
+        "phases": phases,
+        "load_average": os.getloadavg(),
+    }
+
+
+def _us(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1f}"
+
+
+def add_columns(table: Table, names: tuple[str, ...]) -> None:
+    """The phase's column, then ``names``, right-justified."""
+    for name in ("at a time", *names):
+        table.add_column(name, justify="right")
+
+
+def report(r: dict[str, Any]) -> None:
+    table = Table(
+        title=f"one consumer-service instance: events/s to SSE clients against a plain "
+        f"aiokafka reader of the same records (runs of {r['tokens']} tokens, "
+        f"{r['partitions']} partitions)"
+    )
+    columns = ("runs", "events", "SSE events/s", "plain events/s", "ratio", "CPU ratio")
+    add_columns(table, (*columns, "errors", "load"))
+    for doc in r["phases"].values():
+        sse, plain = doc["sse"], doc["plain"]
+        table.add_row(
+            str(doc["concurrency"]),
+            str(doc["runs"]),
+            f"{sse['events']:,}",
+            f"{sse['events_per_s']:,}",
+            f"{plain.get('events_per_s', 0):,}",
+            f"{doc['ratio']:.2f}" if "ratio" in doc else "n/a",
+            f"{doc['cpu_ratio']:.2f}" if "cpu_ratio" in doc else "n/a",
+            str(sse["errors"]),
+            f"{doc['load_average']:.1f}",
+        )
+    console.print(table)
+    for doc in r["phases"].values():
+        reads = ", ".join(f"{v:,}" for v in doc["plain"].get("rounds_events_per_s", []))
+        console.print(f"[dim]{doc['concurrency']} at a time: the plain reader's rounds {reads}[/]")
+    cpu = Table(title="CPU per event (µs), and share of a core over the window")
+    columns = ("broker", "consumer service", "stand-in", "client", "| plain reader")
+    add_columns(cpu, (*columns, "broker (plain read)"))
+    for doc in r["phases"].values():
+        per, share = doc["sse"]["cpu_us_per_event"], doc["sse"]["core_share"]
+        plain = doc["plain"]
+        pper, pshare = plain.get("cpu_us_per_event", {}), plain.get("core_share", {})
+        cells = [
+            f"{_us(per[n])} ({share[n] if share[n] is not None else 'n/a'})"
+            for n in ("broker", "consumer", "standin", "client")
+        ]
+        cpu.add_row(
+            str(doc["concurrency"]),
+            *cells,
+            f"{_us(pper.get('plain_reader'))} ({pshare.get('plain_reader', 'n/a')})",
+            _us(pper.get("broker")),
+        )
+    console.print(cpu)
+    console.print(
+        "SSE events/s over the plain reader's events/s (median of "
+        f"{r['read_rounds']} reads): target ≥ 0.5x. The SSE rate is live, through the "
+        "whole pipeline on a shared machine; the reader's is a capacity, records "
+        "already in the log read with nothing else running. CPU ratio: the plain reader's CPU "
+        "per event over the consumer service's, the events/s ratio if each had a core of its "
+        "own. Load: the load average as the window opened."
+    )
+    console.print(
+        f"[dim]broker pid {r['broker_pid']}; load average at the end: "
+        f"{', '.join(f'{v:.2f}' for v in r['load_average'])}[/]"
+    )
+    for doc in r["phases"].values():
+        if doc["sse"]["errors"]:
+            console.print(
+                f"[red]{doc['concurrency']} at a time, errors:[/] {doc['sse']['first_errors']}"
+            )
+        if "error" in doc["plain"]:
+            console.print(
+                f"[red]{doc['concurrency']} at a time, plain reader:[/] {doc['plain']['error']}"
+            )
+
+
+def main() -> None:
+    if "--read" in sys.argv:
+        run_until_signalled(read_range)
+        return
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        nargs="+",
+        default=[20, 100],
+        help="runs streamed at a time, one phase each (default 20 100)",
+    )
+    parser.add_argument(
+        "--runs", type=int, default=200, help="runs per phase (at least three per client)"
+    )
+    parser.add_argument("--tokens", type=int, default=500)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="agui-bench-logs-") as logs, broker() as kafka:
+        found = asyncio.run(bench(kafka, args, Path(logs)))
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_bytes(orjson.dumps(found, option=orjson.OPT_INDENT_2))
+    report(found)
+    console.print(f"[dim]written {RESULTS.relative_to(ROOT)}[/]")
+
+
+if __name__ == "__main__":
+    main()
