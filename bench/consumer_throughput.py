@@ -76,6 +76,7 @@ PARTITIONS = 8
 READ_ROUNDS = 3
 READ_TIMEOUT_S = 60.0
 PHASE_TIMEOUT_S = 150.0
+DECISION_TIMEOUT_S = 60.0
 console = Console()
 
 Offsets = dict[str, dict[int, int]]
@@ -274,6 +275,10 @@ async def bench(bootstrap: str, args: argparse.Namespace, log_dir: Path) -> dict
         AGUI_LOG_LEVEL="WARNING",
         PYTHONUNBUFFERED="1",
         AGUI_BENCH_TOKENS=str(args.tokens),
+        # The stand-in writes a whole run before deciding the next request in its batch, so
+        # under load a decision can wait behind many runs' events: a 504 (10 s) would measure
+        # the stand-in, and a run refused streams nothing. This benchmark measures delivery.
+        AGUI_DECISION_TIMEOUT_S=str(DECISION_TIMEOUT_S),
     )
     port = launcher.free_port()
     specs = [
