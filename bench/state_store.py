@@ -13,9 +13,12 @@
    decision of a request on an old thread (sent at the start), with the
    store, and the same with the store directory deleted first (the full
    replay, into the same bounded store: a million threads in memory would
-   take ~4.5 GB here). Each includes the group's wait for the killed
-   member's session to end (6 s, the minimum), so the restore itself is
-   also given, from the gatekeeper's own log line.
+   take ~4.5 GB here). The gatekeeper has a static identity
+   (``AGUI_GATEKEEPER_INSTANCE_ID``, as the StatefulSet gives it), so its
+   restart takes the killed process's place in the group at once; a restart
+   without one (a dynamic member) is timed too: it waits for the group to
+   give up on the killed member (its session: 6 s, the broker's minimum).
+   The takeover itself is given from the gatekeeper's own log line.
 4. Decision latency at 1,000 requests/s for 10 s (``gatekeeper_latency``)
    with the store and without, same run.
 5. One consumer-service instance (``python -m services.consumer``, default
@@ -61,6 +64,7 @@ console = Console()
 THREADS = int(os.environ.get("BENCH_STATE_THREADS", "1000000"))
 RESULTS = ROOT / "bench" / "results"
 SESSION_MS = "6000"
+INSTANCE = "bench-gatekeeper-0"
 DECIDED_AT = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
 
@@ -120,7 +124,8 @@ class Gatekeeper:
         self.env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
                     "AGUI_TOPIC_PREFIX": settings.topic_prefix,
                     "AGUI_PARTITIONS": str(PARTITIONS), "AGUI_LOG_FORMAT": "json",
-                    "AGUI_LOG_LEVEL": "INFO", "AGUI_GATEKEEPER_SESSION_TIMEOUT_MS": SESSION_MS}
+                    "AGUI_LOG_LEVEL": "INFO", "AGUI_GATEKEEPER_SESSION_TIMEOUT_MS": SESSION_MS,
+                    "AGUI_GATEKEEPER_INSTANCE_ID": INSTANCE}
         if state_dir is not None:
             self.env["AGUI_STATE_DIR"] = str(state_dir)
         self.log = log
@@ -310,6 +315,10 @@ async def run(bootstrap: str) -> dict[str, Any]:
         console.print(f"[dim]restart with the store: {result['restart_with_store']}[/]")
         result["restart_full_replay"] = await restart(gk, settings, "cold", state_dir)
         console.print(f"[dim]restart, store deleted: {result['restart_full_replay']}[/]")
+        del gk.env["AGUI_GATEKEEPER_INSTANCE_ID"]
+        result["restart_dynamic"] = await restart(gk, settings, "dynamic")
+        console.print(f"[dim]restart with the store, no static identity: "
+                      f"{result['restart_dynamic']}[/]")
     finally:
         await gk.stop()
     gatekeeper = [sys.executable, "-m", "services.gatekeeper"]
@@ -342,13 +351,15 @@ def show(result: dict[str, Any]) -> None:
         ("first start, full restore: to first decision (s)",
          f"{result['first_start']['to_first_decision_s']:.1f}", ""),
         ("restart after SIGKILL with the store: to first decision (s)",
-         f"{result['restart_with_store']['to_first_decision_s']:.1f}", ""),
+         f"{result['restart_with_store']['to_first_decision_s']:.1f}", "≤ 2"),
         ("  changelog records the stores read, and in (ms)",
          f"{result['restart_with_store']['store_catch_up']['records']:,} in "
          f"{result['restart_with_store']['store_catch_up']['ms']:.0f}", ""),
         ("  the takeover's steps", str(result["restart_with_store"]["takeover"]), ""),
         ("  of which the takeover (restore) (ms)", f"{result['restart_with_store']['restore_ms']}",
-         "≤ 2,000"),
+         ""),
+        ("  the same restart without a static identity (waits out the session) (s)",
+         f"{result['restart_dynamic']['to_first_decision_s']:.1f}", ""),
         ("restart after SIGKILL, store deleted (full replay): to first decision (s)",
          f"{result['restart_full_replay']['to_first_decision_s']:.1f}", ""),
         ("  of which the takeover (restore) (ms)",

@@ -181,6 +181,10 @@ async def supervise(bootstrap: str, agents: str) -> int:
     env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": bootstrap, "AGUI_AGENTS": agents,
            "AGUI_LOG_FORMAT": os.environ.get("AGUI_LOG_FORMAT", "text"),
            "AGUI_STATE_DIR": os.environ.get("AGUI_STATE_DIR", DEFAULT_STATE_DIR),
+           # the one gatekeeper's static identity: restarted, it takes its partitions back
+           # at once instead of after the session of the process it replaces
+           "AGUI_GATEKEEPER_INSTANCE_ID": os.environ.get("AGUI_GATEKEEPER_INSTANCE_ID",
+                                                         "gatekeeper-0"),
            "PYTHONUNBUFFERED": "1"}
     children = [
         await spawn("gatekeeper", "services.gatekeeper", env),

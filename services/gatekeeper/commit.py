@@ -63,7 +63,12 @@ from services.gatekeeper.refusals import set_aside
 from services.gatekeeper.settle import settle
 from services.gatekeeper.state import Instance, Share, done
 from services.kafka.clients import TopicPartition
-from services.kafka.fencing import StaleGenerationError, is_member, request_rejoin
+from services.kafka.fencing import (
+    InstanceFencedError,
+    StaleGenerationError,
+    is_member,
+    request_rejoin,
+)
 from services.kafka.transactions import (
     RecordsRefusedError,
     TransactionStalledError,
@@ -253,6 +258,9 @@ def _lost(st: Instance, shares: list[Share], exc: Exception) -> list[Share]:
     consumer rejoins; the next assignment restores everything. The
     producer is not replaced: that would fence the successor.
     """
+    if isinstance(exc, InstanceFencedError):  # not a rebalance: two processes, one identity
+        log.error("%s; stopping", exc)
+        st.fatal = exc
     fenced = is_fenced(exc)
     log.warning("%s; rejoining the group", "the transactional id was taken over" if fenced
                 else exc)

@@ -54,6 +54,7 @@ from services.kafka.clients import (
     TopicPartition,
     new_consumer,
 )
+from services.kafka.fencing import leave_group
 from services.kafka.sizing import RecordLimit
 from services.kafka.transactions import shorten_commit_gap_backoff
 from services.runtime.settings import KafkaSettings, LimitSettings
@@ -147,6 +148,7 @@ class Processor:
             group_id=st.group_id,
             max_poll_records=self.settings.max_batch,
             session_timeout_ms=self.settings.session_timeout_ms,
+            group_instance_id=self.settings.instance_id,
         )
         consumer.subscribe([self.topics.requests, self.topics.runs], listener=_Listener(st))
         st.consumer = consumer
@@ -182,6 +184,7 @@ class Processor:
                 st.accepting = False
                 await commit.drain(st)
                 await takeover.release(st)
+            await leave_group(consumer)  # a static member: its partitions move on now
             await consumer.stop()
             if expiring is not None:
                 expiring.cancel()

@@ -50,6 +50,12 @@ class GatekeeperSettings(BaseSettings):
     1,000 topics here), so it is not done often."""
     session_timeout_ms: int = Field(10_000, alias="AGUI_GATEKEEPER_SESSION_TIMEOUT_MS", ge=6000)
     """How long the group waits for a silent instance before handing its partitions on."""
+    instance_id: str | None = Field(None, alias="AGUI_GATEKEEPER_INSTANCE_ID", min_length=1,
+                                    max_length=249, pattern=r"^[A-Za-z0-9._-]+$")
+    """This process's static identity in the group (KIP-345 ``group.instance.id``): a
+    restart under the same id takes the partitions back at once, without waiting out
+    the session of the process it replaces (a StatefulSet's pod name). One process per
+    id at a time: a second one with the same id stops the gatekeeper with an error."""
     offsets_flush_s: float = Field(5.0, alias="AGUI_GATEKEEPER_OFFSETS_FLUSH_S", gt=0)
     """Offsets of boundaries that changed nothing (a ``RUN_STARTED`` of a run already
     admitted) are committed at least this often when nothing else is."""

@@ -99,13 +99,16 @@ def new_consumer(
     max_poll_records: int = 500,
     session_timeout_ms: int = 10_000,
     assignors: tuple[Any, ...] = (RangePartitionAssignor,),
+    group_instance_id: str | None = None,
 ) -> AIOKafkaConsumer:
     """A consumer that commits nothing by itself and sees only committed records
-    (``assignors``: the group's partition assignment strategies, range by default)."""
+    (``assignors``: the group's partition assignment strategies, range by default;
+    ``group_instance_id``: a static member, ``services.kafka.fencing.leave_group``)."""
     return AIOKafkaConsumer(
         *topics,
         **connection_options(settings, client_id),
         group_id=group_id,
+        group_instance_id=group_instance_id,
         enable_auto_commit=False,
         isolation_level="read_committed" if read_committed else "read_uncommitted",
         auto_offset_reset=auto_offset_reset,

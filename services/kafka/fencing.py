@@ -14,19 +14,27 @@ instance owns:
 - ``OffsetFetch`` v7 with ``require_stable`` answers ``UNSTABLE_OFFSET_COMMIT``
   while a transaction holding offsets for a partition is still open, so the
   next owner starts from what that transaction finally did.
+- With static membership (KIP-345, a ``group_instance_id``), a restarted
+  process takes its predecessor's place at once instead of after the session
+  timeout; the predecessor, if it still runs, is refused with
+  ``FENCED_INSTANCE_ID`` (``InstanceFencedError``), and a static member
+  leaves with ``LeaveGroup`` v3 naming its instance (``leave_group``): aiokafka
+  sends no leave for one, so its partitions would wait out the session.
 
-aiokafka 0.14 speaks neither (it sends ``TxnOffsetCommit`` v0 and
-``OffsetFetch`` up to v3), so both requests are declared here on aiokafka's
-own protocol types, and the producer's offset-commit handler sends v3 when the
-group id it is given is a ``FencedGroup`` (a ``str`` that carries the
-member). The consumer's coordinator is reached through aiokafka internals
-(``_coordinator``): it has no public API for either.
+aiokafka 0.14 speaks none of these (it sends ``TxnOffsetCommit`` v0,
+``OffsetFetch`` up to v3 and ``LeaveGroup`` up to v1), so the requests are
+declared here on aiokafka's own protocol types, and the producer's
+offset-commit handler sends v3 when the group id it is given is a
+``FencedGroup`` (a ``str`` that carries the member). The consumer's
+coordinator is reached through aiokafka internals (``_coordinator``): it has
+no public API for any of them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import logging
 import time
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -44,6 +52,7 @@ from aiokafka.errors import (
 from aiokafka.producer import sender
 from aiokafka.protocol.api import Request, RequestStruct, Response
 from aiokafka.protocol.types import (
+    Array,
     Boolean,
     CompactArray,
     CompactString,
@@ -51,6 +60,7 @@ from aiokafka.protocol.types import (
     Int32,
     Int64,
     Schema,
+    String,
     TaggedFields,
 )
 
@@ -58,13 +68,17 @@ from services.kafka.clients import AIOKafkaConsumer, TopicPartition
 
 __all__ = [
     "FencedGroup",
+    "InstanceFencedError",
     "Member",
     "StaleGenerationError",
     "fenced_group",
     "is_member",
+    "leave_group",
     "request_rejoin",
     "stable_committed",
 ]
+
+log = logging.getLogger(__name__)
 
 UNSTABLE_OFFSET_COMMIT = 88
 FENCED_INSTANCE_ID = 82
@@ -77,6 +91,15 @@ class StaleGenerationError(KafkaError):  # type: ignore[misc]
     """The group moved on: this member's offsets were refused, its transaction aborts."""
 
     retriable = False
+
+
+class InstanceFencedError(StaleGenerationError):
+    """Another process joined the group under this member's group instance id.
+
+    Not a rebalance: two running processes share one static identity, and
+    each join takes the partitions from the other. The Kafka clients treat
+    it as fatal, and so does a service that sees it.
+    """
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,8 +146,41 @@ def is_member(consumer: AIOKafkaConsumer, group: FencedGroup) -> bool:
     """True while ``consumer`` is still the member, of the generation, ``group`` names."""
     coordinator = _coordinator(consumer)
     member = group.member
-    return (coordinator.member_id, coordinator.generation) == (member.member_id,
-                                                              member.generation_id)
+    return (coordinator.member_id, coordinator.generation) == (
+        member.member_id,
+        member.generation_id,
+    )
+
+
+async def leave_group(consumer: AIOKafkaConsumer) -> bool:
+    """Leave the group now, as a static member; False when ``consumer`` is not one.
+
+    Call it right before ``consumer.stop()``, once nothing more is committed:
+    a static member's partitions otherwise stay with it until its session
+    times out. The member id is sent with the instance id, so a process that
+    has already been replaced by a newer one does not remove its successor.
+    """
+    coordinator = _coordinator(consumer)
+    instance = getattr(coordinator, "_group_instance_id", None)
+    if instance is None or coordinator.generation < 0 or not coordinator.member_id:
+        return False
+    request = StaticLeaveGroupRequest(coordinator.group_id, coordinator.member_id, instance)
+    try:
+        response = await coordinator._send_req(request)
+    except KafkaError as exc:
+        log.warning("leaving group %r as %r failed: %s", coordinator.group_id, instance, exc)
+        return False
+    codes = [response.error_code, *(code for _m, _i, code in response.members)]
+    if any(codes):
+        log.warning(
+            "leaving group %r as %r refused: %s",
+            coordinator.group_id,
+            instance,
+            [for_code(c).__name__ for c in codes if c],
+        )
+        return False
+    coordinator.reset_generation()  # close() sends nothing more; a heartbeat meanwhile is moot
+    return True
 
 
 def request_rejoin(consumer: AIOKafkaConsumer) -> None:
@@ -356,6 +412,45 @@ class StableOffsetFetchRequest(Request[OffsetFetchRequest_v7]):  # type: ignore[
         return request_struct_class(*self._fields)
 
 
+class LeaveGroupResponse_v3(Response):  # type: ignore[misc]  # noqa: N801
+    API_KEY = 13
+    API_VERSION = 3
+    SCHEMA = Schema(
+        ("throttle_time_ms", Int32),
+        ("error_code", Int16),
+        (
+            "members",
+            Array(
+                ("member_id", String("utf-8")),
+                ("group_instance_id", String("utf-8")),
+                ("error_code", Int16),
+            ),
+        ),
+    )
+
+
+class LeaveGroupRequest_v3(RequestStruct):  # type: ignore[misc]  # noqa: N801
+    API_KEY = 13
+    API_VERSION = 3
+    RESPONSE_TYPE = LeaveGroupResponse_v3
+    SCHEMA = Schema(
+        ("group_id", String("utf-8")),
+        ("members", Array(("member_id", String("utf-8")), ("group_instance_id", String("utf-8")))),
+    )
+
+
+class StaticLeaveGroupRequest(Request[LeaveGroupRequest_v3]):  # type: ignore[misc]
+    """``LeaveGroup`` naming members by instance id (v3, the first version with it)."""
+
+    API_KEY: ClassVar[int] = 13
+
+    def __init__(self, group_id: str, member_id: str, group_instance_id: str) -> None:
+        self._fields: tuple[Any, ...] = (group_id, [(member_id, group_instance_id)])
+
+    def build(self, request_struct_class: type[LeaveGroupRequest_v3]) -> LeaveGroupRequest_v3:
+        return request_struct_class(*self._fields)
+
+
 # -- aiokafka's offset-commit handler, taught v3 ------------------------------
 
 _Handler = sender.TxnOffsetCommitHandler
@@ -399,13 +494,22 @@ def _fenced_handle_response(self: Any, response: Any) -> Any:
     if stale:
         member = self._group_id.member
         txn = self._sender._txn_manager
+        fenced_instance = any(
+            code == FENCED_INSTANCE_ID for _t, rows, _ in response.errors for _p, code, _ in rows
+        )
         # error_transaction forgets what the transaction touched, and aiokafka then takes
         # it for empty and ends it locally without EndTxn(ABORT): the broker would keep it
         # open (its records pinning the last stable offset) until it times out, and the
         # producer's next commit would commit them. Keep them, so the abort is sent.
         touched, group = set(txn._txn_partitions), txn._txn_consumer_group
         txn.error_transaction(
-            StaleGenerationError(
+            InstanceFencedError(
+                f"group {member.group_id!r} refused offsets of {', '.join(stale)}: another "
+                f"process joined it as group instance {member.group_instance_id!r}; each "
+                "instance id must be used by one process at a time"
+            )
+            if fenced_instance
+            else StaleGenerationError(
                 f"group {member.group_id!r} refused offsets of {', '.join(stale)} from member "
                 f"{member.member_id!r} of generation {member.generation_id}: the group moved on"
             )

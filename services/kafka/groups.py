@@ -1,19 +1,21 @@
-"""Consumer groups and their committed offsets, for lag reports.
+"""Consumer groups: their committed offsets, for lag reports, and their membership.
 
 ``committed_offsets`` asks the cluster for every consumer group and each
 group's committed offset per partition, keeping the partitions of topics
 the caller cares about (a deployment's prefix), so ``agui-relay lag`` can
-set them against the end offsets.
+set them against the end offsets. ``membership`` is a group's state and
+member count as its coordinator tells them (whether a member left, or a
+restarted static member took its predecessor's place).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from services.kafka.clients import TopicPartition, new_admin
+from services.kafka.clients import KafkaError, TopicPartition, new_admin
 from services.runtime.settings import KafkaSettings
 
-__all__ = ["committed_offsets"]
+__all__ = ["committed_offsets", "membership"]
 
 
 async def committed_offsets(
@@ -36,3 +38,19 @@ async def committed_offsets(
         return out
     finally:
         await admin.close()
+
+
+async def membership(settings: KafkaSettings, group: str) -> tuple[str, int]:
+    """The group's state (``Stable``, ``Empty``, ...) and how many members it has."""
+    admin = new_admin(settings, "agui-relay-groups")
+    await admin.start()
+    try:
+        (response,) = await admin.describe_consumer_groups([group])
+    finally:
+        await admin.close()
+    (described,) = response.groups
+    error_code, _group_id, state, *rest = described
+    if error_code:
+        raise KafkaError(f"describing group {group!r} failed: error {error_code}")
+    members = next(field for field in rest if isinstance(field, list))
+    return str(state), len(members)

@@ -26,11 +26,14 @@ from services.kafka.clients import (
 )
 from services.kafka.fencing import (
     FencedGroup,
+    InstanceFencedError,
     Member,
     StaleGenerationError,
     fenced_group,
+    leave_group,
     stable_committed,
 )
+from services.kafka.groups import membership
 from services.kafka.transactions import OutRecord, commit_outputs
 from services.runtime.settings import KafkaSettings
 
@@ -46,12 +49,7 @@ def kafka(kafka_bootstrap: str, topic_prefix: str) -> KafkaSettings:
 async def member(kafka: KafkaSettings) -> AsyncIterator[AIOKafkaConsumer]:
     """A consumer that has joined group ``<prefix>.g`` and owns both partitions of ``in``."""
     prefix = kafka.topic_prefix
-    admin = new_admin(kafka)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(f"{prefix}.in", 2, 1), NewTopic(f"{prefix}.out", 2, 1)])
-    finally:
-        await admin.close()
+    await new_topics(kafka)
     consumer = new_consumer(kafka, "fencing-test", f"{prefix}.in", group_id=f"{prefix}.g")
     await consumer.start()
     try:
@@ -60,6 +58,17 @@ async def member(kafka: KafkaSettings) -> AsyncIterator[AIOKafkaConsumer]:
         yield consumer
     finally:
         await consumer.stop()
+
+
+async def new_topics(kafka: KafkaSettings) -> None:
+    """``in`` and ``out``, two partitions each."""
+    prefix = kafka.topic_prefix
+    admin = new_admin(kafka)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(f"{prefix}.in", 2, 1), NewTopic(f"{prefix}.out", 2, 1)])
+    finally:
+        await admin.close()
 
 
 @pytest.fixture
@@ -149,3 +158,68 @@ async def test_a_stable_fetch_waits_for_the_open_transaction_holding_the_offsets
     assert not waiting.done()
     await producer.commit_transaction()
     assert await asyncio.wait_for(waiting, 30) == {tp: 6}
+
+
+# -- static membership (KIP-345) ----------------------------------------------
+
+SESSION_MS = 60_000
+"""Long enough that nothing below can be explained by a session timing out."""
+
+
+async def static_member(kafka: KafkaSettings, instance: str) -> AIOKafkaConsumer:
+    """A consumer of ``in`` that has joined ``<prefix>.g`` as group instance ``instance``."""
+    consumer = new_consumer(kafka, "fencing-test", f"{kafka.topic_prefix}.in",
+                            group_id=f"{kafka.topic_prefix}.g", group_instance_id=instance,
+                            session_timeout_ms=SESSION_MS)
+    await consumer.start()
+    while len(consumer.assignment()) < 2:
+        await consumer.getmany(timeout_ms=100)
+    return consumer
+
+
+async def group_members(kafka: KafkaSettings) -> tuple[str, int]:
+    return await membership(kafka, f"{kafka.topic_prefix}.g")
+
+
+async def test_a_static_member_replaced_by_a_new_process_has_its_offsets_refused_as_fenced(
+    kafka: KafkaSettings, producer: AIOKafkaProducer
+) -> None:
+    await new_topics(kafka)
+    first = await static_member(kafka, "gatekeeper-0")
+    old = fenced_group(first)
+    second = await static_member(kafka, "gatekeeper-0")  # the restart, its predecessor alive
+    try:
+        new = fenced_group(second)
+        # took the place at once: same generation, no rebalance, only the member id is new
+        assert (new.member.generation_id, new.member.group_instance_id) == (
+            old.member.generation_id, "gatekeeper-0")
+        assert new.member.member_id != old.member.member_id
+        tp = source(kafka, 0)
+        with pytest.raises(InstanceFencedError, match="joined it as group instance 'gatekeeper-0'"):
+            await commit_outputs(producer, output(kafka, b"zombie"), {tp: 8}, old)
+        await commit_outputs(producer, output(kafka), {tp: 4}, new)
+        assert await stable_committed(second, [tp]) == {tp: 4}
+        assert await out_topic(kafka) == ([b"decided"], True)
+        # the replaced process leaving does not take its successor out of the group
+        assert not await leave_group(first)
+        assert await group_members(kafka) == ("Stable", 1)
+    finally:
+        await first.stop()
+        await second.stop()
+
+
+async def test_a_static_member_that_leaves_frees_its_partitions_without_waiting_out_its_session(
+    kafka: KafkaSettings,
+) -> None:
+    await new_topics(kafka)
+    member = await static_member(kafka, "gatekeeper-0")
+    assert await group_members(kafka) == ("Stable", 1)
+    assert await leave_group(member)
+    await member.stop()
+    # aiokafka's own stop sends no LeaveGroup for a static member: without ours the
+    # member would stay for its 60 s session, holding the partitions
+    assert await group_members(kafka) == ("Empty", 0)
+
+
+async def test_leave_group_is_a_no_op_for_a_dynamic_member(member: AIOKafkaConsumer) -> None:
+    assert not await leave_group(member)

@@ -307,7 +307,7 @@ def test_the_gatekeeper_keeps_its_state_stores_on_a_volume_claim_per_pod(
     sts = _by_kind(k8s_resources, "StatefulSet")["agui-relay-gatekeeper"]
     (claim,) = sts["spec"]["volumeClaimTemplates"]
     (container,) = sts["spec"]["template"]["spec"]["containers"]
-    env = {e["name"]: e["value"] for e in container["env"]}
+    env = {e["name"]: e.get("value") for e in container["env"]}
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
     assert mounts[claim["metadata"]["name"]] == env["AGUI_STATE_DIR"]
     headless = _by_kind(k8s_resources, "Service")[sts["spec"]["serviceName"]]
@@ -317,6 +317,20 @@ def test_the_gatekeeper_keeps_its_state_stores_on_a_volume_claim_per_pod(
     name, path = volume.split(":")
     assert path == _env(gatekeeper)["AGUI_STATE_DIR"]
     assert name in compose["volumes"]
+
+
+def test_each_gatekeeper_pod_joins_its_group_under_its_own_stable_name(
+    k8s_resources: list[dict[str, Any]], compose: dict[str, Any],
+) -> None:
+    """Static membership: a restarted pod (same name) takes its partitions back at once;
+    two pods never share an id, or each would take the partitions from the other."""
+    sts = _by_kind(k8s_resources, "StatefulSet")["agui-relay-gatekeeper"]
+    (container,) = sts["spec"]["template"]["spec"]["containers"]
+    (instance,) = [e for e in container["env"] if e["name"] == "AGUI_GATEKEEPER_INSTANCE_ID"]
+    assert instance["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+    gatekeeper = compose["services"]["gatekeeper"]
+    assert _env(gatekeeper)["AGUI_GATEKEEPER_INSTANCE_ID"]
+    assert "replicas" not in gatekeeper.get("deploy", {})  # one process per id
 
 
 def test_the_consumer_keeps_its_thread_view_stores_on_a_volume(
