@@ -33,6 +33,18 @@ against plain reader) is printed beside the rates: the cost each pays per
 event, whoever was the bottleneck, and their ratio (the CPU ratio) is the
 events/s ratio the two would have with a core each.
 
+What limits the SSE rate here is not only the service. The stand-in writes
+one whole run before it decides the next request of its poll, so at 100 at a
+time a run waits seconds for its decision and then streams in tens of ms
+(POST to headers p50 4.7 s, to the end 4.75 s; at 20: 1.4 / 1.5 s, measured
+on a loaded machine, 2026-12-02): at 100 the SSE rate is mostly the
+stand-in's. Two writers that admit every polled request first and interleave
+the runs' events were tried (one per poll, one a round at a time): neither
+moved the SSE rate past the noise of a shared 2-core machine, where the
+broker, the writer, the service and the clients together need ~110-150 µs of
+CPU per event, so the stand-in is kept (the figures compare with
+``bench.consumer_scaling``'s).
+
 Why a module of its own rather than a phase of ``bench.consumer_scaling``:
 that benchmark's headline is a ratio of CPU between one and two instances at
 one concurrency; this one compares one instance against a floor at two
