@@ -132,6 +132,12 @@ class Census:
         """Take partition ``partition`` over with its restored states."""
         self._partitions[partition] = {t: slim(s) for t, s in states.items() if _watched(s)}
 
+    def include(self, partition: int, states: Mapping[str, ThreadState]) -> None:
+        """Add states read after the takeover (``takeover.follow``); the caller leaves out
+        the threads committed since, which ``update`` already holds newer."""
+        watched = self._partitions.setdefault(partition, {})
+        watched.update({t: slim(s) for t, s in states.items() if _watched(s)})
+
     def update(self, partition: int, states: Mapping[str, ThreadState]) -> None:
         """Apply the states a committed transaction of ``partition`` wrote."""
         watched = self._partitions.setdefault(partition, {})

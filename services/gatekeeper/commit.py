@@ -206,6 +206,9 @@ async def commit(st: Instance, shares: list[Share]) -> None:
             st.telemetry.committed(share.owned.partition, share.batch, share.polled_at)
             if st.expirer is not None and share.batch is not None:
                 st.expirer.committed(share.owned.partition, share.batch.states.values())
+            following = st.following.get(share.owned.partition)
+            if following is not None and share.batch is not None:
+                following.update(share.batch.states)  # newer than what ``follow`` reads
             if share.batch is not None:
                 _count(st, share.batch)
         st.heap.settle()

@@ -79,6 +79,12 @@ class Instance:
     """The transaction in flight (``commit.commit``), at most one."""
     takeover: asyncio.Task[None] | None = None
     """Partitions being taken over (``takeover.assign``), outside the rebalance callback."""
+    follower: asyncio.Task[None] | None = None
+    """The last takeover's census (``takeover.follow``), cancelled when partitions go."""
+    following: dict[int, set[str]] = field(default_factory=dict)
+    """Partitions whose watched threads are still being handed to the census and expiry
+    timer after their takeover (``takeover.follow``), each with the threads committed
+    since: what was read of those is older and is left out."""
     accepting: bool = True
     """False while partitions are being handed back: no new transaction starts."""
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)

@@ -19,6 +19,7 @@ import asyncio
 import logging
 import time
 
+from contracts import ThreadState
 from services.gatekeeper.commit import drain
 from services.gatekeeper.partition import Owned, start_producer
 from services.gatekeeper.settle import committed_offsets
@@ -29,6 +30,9 @@ from services.kafka.fencing import FencedGroup, fenced_group
 from services.kafka.transactions import commit_outputs, stop_producer
 
 log = logging.getLogger(__name__)
+
+FOLLOW_CHUNK = 256
+"""Watched threads decoded between two yields to the loop (a few ms of work)."""
 
 
 def assign(st: Instance, assigned: set[TopicPartition]) -> None:
@@ -67,6 +71,8 @@ async def _take_over(
     if previous is not None:
         await asyncio.gather(previous, return_exceptions=True)
     await acquire(st, assigned, group)
+    st.follower = asyncio.create_task(follow(st, sorted({tp.partition for tp in assigned})),
+                                      name="census")
 
 
 async def acquire(st: Instance, assigned: set[TopicPartition],
@@ -143,14 +149,54 @@ async def _restore(st: Instance, numbers: list[int]) -> None:
             committed[events],
             last_commit=time.monotonic(),
         )
-        watched = restored[p].watched()  # not idle: all the census and expiry follow
-        st.telemetry.restored(p, watched)
-        if st.expirer is not None:
-            st.expirer.restored(p, watched.values())
+        st.following[p] = set()  # its census and expiry come after (``follow``)
     log.info("takeover of partitions %s: producer %.0f ms, committed offsets %.0f ms, thread "
-             "states %.0f ms, census %.0f ms", numbers, (fenced - began) * 1000,
-             (positioned - fenced) * 1000, (read - positioned) * 1000,
-             (time.monotonic() - read) * 1000)
+             "states %.0f ms", numbers, (fenced - began) * 1000,
+             (positioned - fenced) * 1000, (read - positioned) * 1000)
+
+
+async def follow(st: Instance, numbers: list[int]) -> None:
+    """After a takeover, outside its lock: hand each partition's watched threads (not
+    idle) to the census and the expiry timer, yielding to the loop as they decode.
+
+    Decoding them (tens of thousands of interrupted threads, read from the
+    stores' marks) took as long as the rest of a takeover, and neither the
+    gauges nor an expiry need them before the first decision: decisions go
+    on meanwhile. A thread committed since the takeover is already counted
+    with its newer state (``st.following`` names it), so what was read of it
+    is left out; a partition handed back meanwhile is left alone.
+    """
+    try:
+        await _follow(st, numbers)
+    except Exception:
+        log.exception("census of partitions %s failed: the gauges and the expiry timer miss "
+                      "their threads until each is committed again", numbers)
+
+
+async def _follow(st: Instance, numbers: list[int]) -> None:
+    began, count = time.monotonic(), 0
+    for p in numbers:
+        owned = st.owned.get(p)
+        if owned is None or p not in st.following:
+            continue
+        found: dict[str, ThreadState] = {}
+        for n, (thread_id, state) in enumerate(owned.states.watched_lazily(), 1):
+            found[thread_id] = state
+            if n % FOLLOW_CHUNK == 0:
+                await asyncio.sleep(0)
+                if st.owned.get(p) is not owned:
+                    break
+        if st.owned.get(p) is not owned:
+            continue
+        for thread_id in st.following.pop(p):
+            found.pop(thread_id, None)
+        st.telemetry.included(p, found)
+        if st.expirer is not None:
+            st.expirer.restored(p, found.values())
+        count += len(found)
+    if numbers:
+        log.info("census of partitions %s: %d threads not idle, in %.0f ms", numbers, count,
+                 (time.monotonic() - began) * 1000)
 
 
 async def revoke(st: Instance) -> None:
@@ -170,6 +216,11 @@ async def release(st: Instance) -> None:
     st.telemetry.released([o.partition for o in owned_all])
     if st.expirer is not None:
         st.expirer.released(o.partition for o in owned_all)
+    if st.follower is not None:
+        st.follower.cancel()  # its partitions are handed back: nothing left to follow
+        st.follower = None
+    for o in owned_all:
+        st.following.pop(o.partition, None)
     advanced = {tp: n for o in owned_all if o.advanced() for tp, n in o.offsets().items()}
     if producer is not None and advanced and st.fatal is None and st.group is not None:
         try:

@@ -48,6 +48,10 @@ class Telemetry:
         """Partition ``partition`` was taken over with these thread states."""
         self.census.restore(partition, states)
 
+    def included(self, partition: int, states: Mapping[str, ThreadState]) -> None:
+        """Threads of ``partition`` read after its takeover, none committed since."""
+        self.census.include(partition, states)
+
     def released(self, partitions: list[int]) -> None:
         """Partitions handed back: their threads are another instance's to count."""
         self.census.release(partitions)

@@ -126,18 +126,17 @@ class ThreadStates(Mapping[str, ThreadState]):
     def watched(self) -> dict[str, ThreadState]:
         """The threads that are not idle, as the census reads them (``census.slim``; from
         the store's marks: no scan)."""
+        return dict(self.watched_lazily())
+
+    def watched_lazily(self) -> Iterator[tuple[str, ThreadState]]:
+        """``watched`` one thread at a time: the marks are read from the store now (raw
+        bytes, quick), each decoded as it is iterated (the slow part), so a caller can
+        yield to the event loop between threads and let decisions through."""
         if self.memory is not None:
-            return {t: s for t, s in self.memory.items() if watched(s)}
+            return iter([(t, s) for t, s in self.memory.items() if watched(s)])
         assert self.store is not None
-        found: dict[str, ThreadState] = {}
-        for key, mark in self.store.marked():
-            try:
-                state = ThreadState.model_validate_json(mark)
-            except ValueError:  # pydantic's ValidationError is one
-                continue  # a thread whose record did not decode: not watched
-            found[key.decode()] = state
-        found.update({t: slim(s) for t, (s, _) in self.pending.items()})
-        return {t: s for t, s in found.items() if watched(s)}
+        marks = list(self.store.marked())
+        return _decoded(marks, {t: slim(s) for t, (s, _) in self.pending.items()})
 
     # ---- writing (after a commit) ----------------------------------------------------------
 
@@ -306,3 +305,20 @@ def _checkpoint(store: PartitionStore) -> int | None:
     except StoreError:
         return None
 
+
+def _decoded(marks: list[tuple[bytes, bytes]],
+             pending: dict[str, ThreadState]) -> Iterator[tuple[str, ThreadState]]:
+    """The watched states among ``marks``, then ``pending`` (newer: they replace marks)."""
+    for key, mark in marks:
+        thread_id = key.decode()
+        if thread_id in pending:
+            continue
+        try:
+            state = ThreadState.model_validate_json(mark)
+        except ValueError:  # pydantic's ValidationError is one
+            continue  # a thread whose record did not decode: not watched
+        if watched(state):
+            yield thread_id, state
+    for thread_id, state in pending.items():
+        if watched(state):
+            yield thread_id, state
