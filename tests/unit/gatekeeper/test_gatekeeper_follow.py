@@ -51,7 +51,8 @@ def taken_over(tmp_path: Path, name: str) -> Any:
 
 
 def counts(st: Any) -> Counts:
-    return st.telemetry.census.count(NOW, timedelta(hours=1))
+    found: Counts = st.telemetry.census.count(NOW, timedelta(hours=1))
+    return found
 
 
 async def test_every_interrupted_thread_is_counted_once_the_census_has_followed(
