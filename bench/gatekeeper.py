@@ -19,7 +19,8 @@
    (``bench.gatekeeper_history``).
 4. **Streaming**: the gatekeeper's CPU per token while a worker streams
    runs of 500 ``TEXT_MESSAGE_CONTENT`` events, 20 at a time
-   (``bench.gatekeeper_streaming``): it reads run boundaries, not tokens.
+   (``bench.gatekeeper_streaming``): it reads run boundaries, not tokens; and
+   the same with a plain aiokafka floor doing the same Kafka work in its place.
 
 This module runs the phases (the throughput one itself), reports them and
 is the command line, including ``--serve-baseline PREFIX``, the baseline
@@ -227,6 +228,20 @@ def report(r: dict[str, Any]) -> None:
         f"CPU per content event, runs of {s['tokens_per_run']} tokens, {s['lanes']} at a time "
         f"({s['content_events_per_second']:,.0f}/s)",
         f"{s['cpu_us_per_content_event']:.2f} µs", "≤ 1 µs",
+    )
+    f = s["floor"]
+    table.add_row(
+        "  floor: plain aiokafka doing the same Kafka work in its place, same load",
+        f"{f['cpu_us_per_content_event']:.2f} µs", "",
+    )
+    table.add_row(
+        "  ratio gatekeeper / floor, per content event (busy per run)",
+        f"{s['ratio_to_floor']:.2f} ({s['busy_ratio_to_floor']:.2f})", "",
+    )
+    table.add_row(
+        "  per run, gatekeeper / floor (of it idle)",
+        f"{s['cpu_us_per_run']:,.0f} ({s['idle_cpu_us_per_run']:,.0f}) / "
+        f"{f['cpu_us_per_run']:,.0f} ({f['idle_cpu_us_per_run']:,.0f}) µs", "",
     )
     table.add_row(
         "  of it per run (busy, without idle polling) / with one token per run",

@@ -17,9 +17,16 @@ decisions and the transactions recording each run's end, and what it spends
 idle for as long (polls, heartbeats; measured over ``IDLE_S`` before the
 load) — spread over the tokens. The same runs with one token each (fresh
 topics, a fresh gatekeeper) show what a token itself costs: the difference
-of busy CPU per run, per extra token. Also run as a
-phase of ``bench.gatekeeper``; writes ``bench/results/gatekeeper_streaming.json``
-when run alone. Benchmarks print; they assert nothing.
+of busy CPU per run, per extra token. The **floor**, between the two: the
+same runs of ``--tokens`` (fresh topics, the same worker and clients) with
+``bench.gatekeeper_streaming_floor`` in the gatekeeper's place, plain
+aiokafka doing only the Kafka work the gatekeeper must do per run (a
+transaction writing the decision and dispatch, committing the request; one
+writing the thread state at the run's end, committing ``runs``), its CPU
+measured the same way: the table puts the two side by side with the ratio.
+Also run as a phase of ``bench.gatekeeper``; writes
+``bench/results/gatekeeper_streaming.json`` when run alone. Benchmarks print;
+they assert nothing.
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ import os
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -40,6 +47,7 @@ import orjson
 import uvloop
 from ag_ui.core import RunAgentInput, UserMessage
 from rich.console import Console
+from rich.table import Table
 
 from bench.broker import broker
 from bench.consumer import cpu_seconds
@@ -71,17 +79,31 @@ def run_request(thread_id: str, run_id: str, tokens: int) -> RunRequest:
 
 
 @contextlib.asynccontextmanager
+async def child_process(settings: KafkaSettings, module: str, extra_env: dict[str, str],
+                        stdout: int) -> AsyncIterator[asyncio.subprocess.Process]:
+    """``python -m module`` on ``settings``' topics; terminated on the way out."""
+    env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
+           "AGUI_TOPIC_PREFIX": settings.topic_prefix, "AGUI_PARTITIONS": str(PARTITIONS),
+           **extra_env}
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", module, cwd=ROOT, env=env,
+        stdout=stdout, stderr=asyncio.subprocess.DEVNULL)
+    try:
+        yield child
+    finally:
+        if child.returncode is None:
+            child.terminate()
+            await child.wait()
+
+
+@contextlib.asynccontextmanager
 async def gatekeeper(settings: KafkaSettings) -> AsyncIterator[int]:
     """``python -m services.gatekeeper`` on ``settings``' topics, once ready; yields its pid."""
     port = launcher.free_port()
-    env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
-           "AGUI_TOPIC_PREFIX": settings.topic_prefix, "AGUI_PARTITIONS": str(PARTITIONS),
-           "AGUI_LOG_FORMAT": "json", "AGUI_LOG_LEVEL": "WARNING",
+    env = {"AGUI_LOG_FORMAT": "json", "AGUI_LOG_LEVEL": "WARNING",
            "AGUI_HEALTH_HOST": "127.0.0.1", "AGUI_HEALTH_PORT": str(port)}
-    child = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "services.gatekeeper", cwd=ROOT, env=env,
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
-    try:
+    async with child_process(settings, "services.gatekeeper", env,
+                             asyncio.subprocess.DEVNULL) as child:
         async with httpx.AsyncClient(timeout=2.0) as http, asyncio.timeout(90):
             while True:
                 with contextlib.suppress(httpx.HTTPError):
@@ -91,10 +113,23 @@ async def gatekeeper(settings: KafkaSettings) -> AsyncIterator[int]:
                     raise RuntimeError(f"the gatekeeper exited {child.returncode}")
                 await asyncio.sleep(0.2)
         yield child.pid
-    finally:
-        if child.returncode is None:
-            child.terminate()
-            await child.wait()
+
+
+@contextlib.asynccontextmanager
+async def floor(settings: KafkaSettings) -> AsyncIterator[int]:
+    """``python -m bench.gatekeeper_streaming_floor`` in the gatekeeper's place, once its
+    partitions are assigned; yields its pid."""
+    async with child_process(settings, "bench.gatekeeper_streaming_floor", {},
+                             asyncio.subprocess.PIPE) as child:
+        assert child.stdout is not None
+        async with asyncio.timeout(90):
+            line = await child.stdout.readline()
+        if line.strip() != b"ready":
+            raise RuntimeError(f"the floor process exited {await child.wait()}")
+        yield child.pid
+
+
+Server = Callable[[KafkaSettings], contextlib.AbstractAsyncContextManager[int]]
 
 
 class Ends:
@@ -134,9 +169,10 @@ async def committed_all(settings: KafkaSettings) -> bool:
                for tp, end in ends.items() if end > 0)
 
 
-async def streaming(settings: KafkaSettings, runs: int, tokens: int,
-                    lanes: int) -> dict[str, Any]:
-    """The phase: ``runs`` runs of ``tokens`` tokens, ``lanes`` at a time; CPU per token."""
+async def streaming(settings: KafkaSettings, runs: int, tokens: int, lanes: int,
+                    server: Server = gatekeeper) -> dict[str, Any]:
+    """The phase: ``runs`` runs of ``tokens`` tokens, ``lanes`` at a time, decided by
+    ``server`` (the gatekeeper, or the floor in its place); its CPU per token."""
     await ensure_topics(settings, (AGENT,))
     producer_settings = ProducerSettings.model_validate(
         {"AGUI_AGENTS": AGENT, "AGUI_MAX_CONCURRENT_RUNS": lanes, "AGUI_LOG_FORMAT": "text"})
@@ -144,7 +180,7 @@ async def streaming(settings: KafkaSettings, runs: int, tokens: int,
     stop = asyncio.Event()
     ends = Ends(settings)
     tag = uuid.uuid4().hex[:6]
-    async with gatekeeper(settings) as pid:
+    async with server(settings) as pid:
         serving = asyncio.create_task(worker.run(stop))
         following = asyncio.create_task(ends.follow(stop))
         client = new_producer(settings, "bench-client", linger_ms=1)
@@ -194,29 +230,50 @@ async def streaming(settings: KafkaSettings, runs: int, tokens: int,
         "cpu_us_per_content_event": cpu * 1e6 / content,
         "cpu_us_per_run": cpu * 1e6 / runs,
         "idle_cpu_s_same_duration": idle_share,
+        "idle_cpu_us_per_run": idle_share * 1e6 / runs,
+        "idle_share_of_cpu": idle_share / cpu if cpu else float("nan"),
         "busy_cpu_us_per_run": (cpu - idle_share) * 1e6 / runs,
     }
 
 
 async def compare(settings: KafkaSettings, runs: int, tokens: int,
                   lanes: int) -> dict[str, Any]:
-    """``streaming`` with runs of ``tokens`` tokens, then of one token (fresh topics and
-    gatekeeper each): what a token costs the gatekeeper at the margin."""
+    """``streaming`` with runs of ``tokens`` tokens, the same with the floor in the
+    gatekeeper's place, then runs of one token (fresh topics and process each): the
+    gatekeeper against the Kafka work it cannot avoid, and what a token costs it."""
     long = await streaming(settings.with_prefix(settings.topic_prefix + "t"), runs, tokens,
                            lanes)
+    plain = await streaming(settings.with_prefix(settings.topic_prefix + "f"), runs, tokens,
+                            lanes, floor)
     short = await streaming(settings.with_prefix(settings.topic_prefix + "o"), runs, 1, lanes)
     marginal = (long["busy_cpu_us_per_run"] - short["busy_cpu_us_per_run"]) / (tokens - 1)
-    return {**long, "one_token": short, "marginal_cpu_us_per_content_event": marginal}
+    return {**long, "one_token": short, "marginal_cpu_us_per_content_event": marginal,
+            "floor": plain,
+            "ratio_to_floor": long["cpu_us_per_content_event"] / plain["cpu_us_per_content_event"],
+            "busy_ratio_to_floor": long["busy_cpu_us_per_run"] / plain["busy_cpu_us_per_run"]}
 
 
-def describe(r: dict[str, Any]) -> str:
-    short = r["one_token"]
-    return (f"gatekeeper CPU {r['cpu_us_per_content_event']:.2f} µs per content event "
-            f"over {r['runs']} runs of {r['tokens_per_run']} tokens "
-            f"({r['content_events_per_second']:,.0f} tokens/s): {r['cpu_us_per_run']:,.0f} µs "
-            f"per run, {r['busy_cpu_us_per_run']:,.0f} µs without what it spends idle as long "
-            f"(polls, heartbeats); runs of one token: {short['busy_cpu_us_per_run']:,.0f} µs "
-            f"per run; so a token costs it {r['marginal_cpu_us_per_content_event']:.2f} µs")
+def table(r: dict[str, Any]) -> Table:
+    """The gatekeeper's figures next to the floor's, and the one-token runs."""
+    short, plain = r["one_token"], r["floor"]
+    out = Table(title=f"CPU while {r['runs']} runs of {r['tokens_per_run']} tokens stream, "
+                      f"{r['lanes']} at a time (target ≤ 1 µs per content event)")
+    for column in ("process", "µs/event", "µs/run", "idle µs/run", "busy µs/run", "events/s"):
+        out.add_column(column)
+
+    def row(name: str, x: dict[str, Any], per_event: str) -> None:
+        out.add_row(name, per_event, f"{x['cpu_us_per_run']:,.0f}",
+                    f"{x['idle_cpu_us_per_run']:,.0f} ({x['idle_share_of_cpu']:.0%})",
+                    f"{x['busy_cpu_us_per_run']:,.0f}", f"{x['content_events_per_second']:,.0f}")
+
+    row("gatekeeper", r, f"{r['cpu_us_per_content_event']:.2f}")
+    row("floor (plain aiokafka)", plain, f"{plain['cpu_us_per_content_event']:.2f}")
+    out.add_row("gatekeeper / floor", f"{r['ratio_to_floor']:.2f}", "", "",
+                f"{r['busy_ratio_to_floor']:.2f}", "")
+    row("gatekeeper, 1-token runs", short, "")
+    out.add_row("a token's cost at the margin",
+                f"{r['marginal_cpu_us_per_content_event']:.2f}", "", "", "", "")
+    return out
 
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
@@ -234,7 +291,7 @@ def cli() -> None:
     results = uvloop.run(main(parser.parse_args()))
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
-    console.print(describe(results))
+    console.print(table(results))
     console.print(f"[dim]written to {RESULTS.relative_to(ROOT)}[/]")
 
 
