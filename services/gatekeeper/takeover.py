@@ -112,8 +112,6 @@ async def acquire(st: Instance, assigned: set[TopicPartition],
         st.read_again(st.owned.values())
         if st.threads is None:
             st.heap.freeze()  # the restored states stay: keep them out of every pass
-        else:  # states on disk: what the restore read is garbage, some of it cyclic
-            st.heap.collect()
         st.stats["takeovers"] += 1
         log.info(
             "assigned partitions %s: %s in %.0f ms",
@@ -197,6 +195,8 @@ async def _follow(st: Instance, numbers: list[int]) -> None:
     if numbers:
         log.info("census of partitions %s: %d threads not idle, in %.0f ms", numbers, count,
                  (time.monotonic() - began) * 1000)
+    if st.threads is not None:  # states on disk: what the restore and the census read is
+        st.heap.collect()  # garbage, some of it cyclic; collected after the first decisions
 
 
 async def revoke(st: Instance) -> None:

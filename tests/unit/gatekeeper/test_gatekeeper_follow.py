@@ -47,7 +47,7 @@ def taken_over(tmp_path: Path, name: str) -> Any:
     states.install({f"t{n}": interrupted(f"t{n}") for n in range(THREADS)}, {}, 1)
     telemetry = Telemetry(name, interval_s=1, running_limit_s=300)
     return SimpleNamespace(owned={0: SimpleNamespace(states=states)}, following={0: set()},
-                           telemetry=telemetry, expirer=None)
+                           telemetry=telemetry, expirer=None, threads=None)
 
 
 def counts(st: Any) -> Counts:
