@@ -223,10 +223,10 @@ async def streaming(settings: KafkaSettings, runs: int, tokens: int, lanes: int,
     content = runs * tokens
     idle_share = idle / IDLE_S * elapsed
     return {
-        "runs": runs, "tokens_per_run": tokens, "lanes": lanes,
+        "process": server.__name__, "runs": runs, "tokens_per_run": tokens, "lanes": lanes,
         "content_events": content, "seconds": elapsed,
         "content_events_per_second": content / elapsed,
-        "gatekeeper_cpu_s": cpu,
+        "gatekeeper_cpu_s": cpu,  # the process deciding: the gatekeeper or the floor
         "cpu_us_per_content_event": cpu * 1e6 / content,
         "cpu_us_per_run": cpu * 1e6 / runs,
         "idle_cpu_s_same_duration": idle_share,
