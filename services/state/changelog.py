@@ -31,7 +31,10 @@ from services.state.plan import Plan, plan
 
 log = logging.getLogger(__name__)
 
-POLL_MS = 200
+POLL_MS = 10
+"""``getmany`` returns as soon as records come; with none it returns at this timeout, and
+the positions tell whether the ends were reached. Short, because a store's delta is
+often only the last transaction's commit marker, which no poll returns as a record."""
 OPEN_POLL_S = 0.05
 CHUNK = 5000
 """Records written per write batch while restoring."""
