@@ -19,14 +19,21 @@
    run of every process is reported for each phase. Last, with the relay
    stopped, ``bench.relay_floor`` puts the same rate through the relay's two
    Kafka hops done in plain aiokafka with no logic and no HTTP: the floor
-   under any relay's overhead on this machine.
+   under any relay's overhead on this machine. Where the relay's time goes is
+   read from its own records afterwards (``hops``): each measured run's
+   request, decision, start marker and ``RUN_STARTED`` carry their writer's
+   CreateTime, so client send → request → decision → marker → RUN_STARTED →
+   client read splits the latency by process without instrumenting any.
 2. **Streams**: ``--streams`` runs of the ``scripted`` agent that each wait
    ``--hold`` seconds before finishing are started at ``--rate``; every one
    must get its RUN_STARTED, all must be open at once on the one consumer
    instance, and every one must end with RUN_FINISHED, with no error.
 
-Starts a local broker through the launcher when ``KAFKA_BOOTSTRAP_SERVERS``
-is unset. Prints a table and writes ``bench/results/consumer.json``.
+``--latency-only`` runs the latency phases only (baseline, relay, floor:
+the overhead and its ratio to the floor), without the consumer-alone phase and
+the streams, and writes ``bench/results/consumer-latency.json``. Starts a local
+broker through the launcher when ``KAFKA_BOOTSTRAP_SERVERS`` is unset. Prints a
+table and writes ``bench/results/consumer.json``.
 Benchmarks print; they assert nothing. Bounded: about two minutes.
 """
 
@@ -55,12 +62,16 @@ from rich.table import Table
 
 from bench.broker import broker
 from bench.relay_floor import floor
+from contracts.headers import EVENT_TYPE
 from deploy.kafka import launcher
 from services.kafka.admin import ensure_topics
+from services.kafka.reader import TopicReader
 from services.runtime.settings import KafkaSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "consumer.json"
+LATENCY_RESULTS = ROOT / "bench" / "results" / "consumer-latency.json"
+"""Where ``--latency-only`` writes (the full run's file keeps every phase)."""
 PARTITIONS = 8
 AGENTS = "scripted=services.producer.agents.scripted:agent"
 WARMUP = 40
@@ -76,6 +87,12 @@ class Sample:
     headers_ms: float | None = None
     finished: bool = False
     error: str | None = None
+    thread: str | None = None
+    sent_at: float | None = None
+    """Wall clock (s) just before the request was written: compared with record
+    CreateTimes (``hops``), which are wall clock too."""
+    started_at: float | None = None
+    """Wall clock (s) when the RUN_STARTED frame had been read."""
 
 
 @dataclass
@@ -97,11 +114,12 @@ def body_for(script: dict[str, Any]) -> bytes:
 
 async def one_run(host: str, port: int, path: str, body: bytes, load: Load) -> Sample:
     """POST one run over a fresh connection; time the RUN_STARTED frame; read to the end."""
-    sample = Sample()
+    sample = Sample(thread=orjson.loads(body).get("threadId"))
     request = (f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\n"
                "Content-Type: application/json\r\nAccept: text/event-stream\r\n"
                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode() + body
     t0 = time.perf_counter()
+    sample.sent_at = time.time()
     counted = False
     writer = None
     try:
@@ -123,6 +141,7 @@ async def one_run(host: str, port: int, path: str, body: bytes, load: Load) -> S
                         continue
                     if b'"RUN_STARTED"' in seen:
                         sample.started_ms = (time.perf_counter() - t0) * 1000
+                        sample.started_at = time.time()
                         counted = True
                         load.open_now += 1
                         load.open_peak = max(load.open_peak, load.open_now)
@@ -171,6 +190,61 @@ def percentiles(load: Load) -> dict[str, Any]:
     heads = sorted(s.headers_ms for s in load.samples if s.headers_ms is not None)
     if heads:
         out["headers_p50_ms"] = statistics.median(heads)
+    return out
+
+
+HOPS = (
+    ("client → request", "sent", "request", "consumer service: HTTP in, publish"),
+    ("request → decision", "request", "decision",
+     "gatekeeper: fetch, transaction in flight, decide"),
+    ("decision → start marker", "decision", "marker",
+     "its commit and markers, worker fetch, start"),
+    ("start marker → RUN_STARTED", "marker", "started", "marker acknowledged, run started"),
+    ("RUN_STARTED → client", "started", "read", "worker send, consumer fetch, SSE"),
+)
+"""The relay's hops as its records show them: (name, from, to, what it covers).
+
+Each record's CreateTime is its writer's wall clock when the record was queued:
+the decision's before its transaction commits (so "decision → start marker"
+holds the rest of the gatekeeper's transaction), the start marker's before the
+worker waits for its acknowledgement, RUN_STARTED's before the worker's send."""
+
+
+async def hop_stamps(kafka: KafkaSettings, threads: set[str]) -> dict[str, dict[str, float]]:
+    """Per thread of ``threads``: the CreateTime (s) of its first request, decision,
+    checkpoint (the start marker) and ``RUN_STARTED`` event, read back from the topics."""
+    topics = kafka.topics
+    wanted = {"request": (topics.requests, None), "decision": (topics.decisions, None),
+              "marker": (topics.checkpoints, None), "started": (topics.events, b"RUN_STARTED")}
+    stamps: dict[str, dict[str, float]] = {}
+    async with TopicReader(kafka, "bench-consumer-hops") as reader:
+        for name, (topic, event_type) in wanted.items():
+            for record in await reader.read_all(await reader.all_partitions(topic)):
+                thread = record.key.decode("utf-8", "replace") if record.key else None
+                if thread not in threads:
+                    continue
+                if event_type is not None and dict(record.headers).get(EVENT_TYPE) != event_type:
+                    continue
+                stamps.setdefault(thread, {}).setdefault(name, record.timestamp / 1000)
+    return stamps
+
+
+def hops(samples: list[Sample], stamps: dict[str, dict[str, float]]) -> dict[str, Any]:
+    """p50 / p90 / p99 (ms) of each of ``HOPS`` over the runs that have every stamp."""
+    spans: dict[str, list[float]] = {name: [] for name, *_ in HOPS}
+    for sample in samples:
+        at = stamps.get(sample.thread or "", {})
+        points = {**at, "sent": sample.sent_at, "read": sample.started_at}
+        if any(points.get(k) is None for _, a, b, _ in HOPS for k in (a, b)):
+            continue
+        for name, a, b, _ in HOPS:
+            spans[name].append((points[b] - points[a]) * 1000)  # type: ignore[operator]
+    out: dict[str, Any] = {}
+    for name, values in spans.items():
+        if len(values) >= 2:
+            q = statistics.quantiles(values, n=100, method="inclusive")
+            out[name] = {"p50_ms": statistics.median(values), "p90_ms": q[89],
+                         "p99_ms": q[98], "runs": len(values)}
     return out
 
 
@@ -251,25 +325,37 @@ async def bench(bootstrap: str, args: argparse.Namespace, log_dir: Path) -> dict
               {**env, "AGUI_TOPIC_PREFIX": alone.topic_prefix}),
              ("consumer-alone", ["-m", "services.consumer"],
               {**env, "AGUI_TOPIC_PREFIX": alone.topic_prefix, "AGUI_HTTP_PORT": str(alone_port)})]
+    if args.latency_only:  # no consumer-alone phase: neither it nor its stand-in runs
+        specs = specs[:4]
     results: dict[str, Any] = {"rate": args.rate, "seconds": args.seconds,
                                "partitions": PARTITIONS, "agent": "scripted"}
     script = {"text": "Hello from the benchmark."}
     count = int(args.rate * args.seconds)
+    from bench.consumer_throughput import listening_pid  # it imports this module
+
+    broker_pid = listening_pid(int(bootstrap.split(",")[0].rsplit(":", 1)[1]))
     async with processes(specs, log_dir) as children:
         pids = {name: child.pid for (name, _, _), child in zip(specs, children, strict=True)}
+        if broker_pid is not None:  # every phase's runs cost the broker: charged to each
+            pids["broker"] = broker_pid
         relay_url = f"http://127.0.0.1:{relay_port}"
         baseline_url = f"http://127.0.0.1:{baseline_port}"
         alone_url = f"http://127.0.0.1:{alone_port}"
         await wait_http(baseline_url, "/agents/scripted", log_dir)
         await wait_http(relay_url, "/readyz", log_dir)
-        await wait_http(alone_url, "/readyz", log_dir)
+        if not args.latency_only:
+            await wait_http(alone_url, "/readyz", log_dir)
         await wait_log(log_dir / "gatekeeper.log", "assigned partitions")
         await wait_log(log_dir / "producer.log", "own partitions")
         console.print(f"[dim]broker {bootstrap}; relay {relay_url}; baseline {baseline_url}[/]")
         phases = {"baseline": (baseline_url, ("baseline",)),
                   "relay": (relay_url, ("gatekeeper", "producer", "consumer")),
                   "consumer_alone": (alone_url, ("consumer-alone", "standin"))}
-        for name, (url, charged) in phases.items():
+        if args.latency_only:
+            del phases["consumer_alone"]
+        measured: list[Sample] = []
+        for name, (url, phase_charged) in phases.items():
+            charged = (*phase_charged, "broker") if "broker" in pids else phase_charged
             await offered_load(url, args.rate, WARMUP, script)
             before = {n: cpu_seconds(pids[n]) for n in charged}
             client_before = time.process_time()
@@ -279,18 +365,27 @@ async def bench(bootstrap: str, args: argparse.Namespace, log_dir: Path) -> dict
             cpu["client"] = (time.process_time() - client_before) * 1000 / count
             results[name]["cpu_ms_per_run"] = {n: round(v, 2) for n, v in cpu.items()}
             console.print(f"[dim]{name}: {results[name]}[/]")
-        streams = await offered_load(relay_url, args.rate, args.streams,
-                                     {"delayMs": int(args.hold * 1000)})
-        results["streams"] = {**percentiles(streams), "requested": args.streams,
-                              "open_peak": streams.open_peak,
-                              "finished": sum(s.finished for s in streams.samples)}
+            if name == "relay":
+                measured = load.samples
+        if not args.latency_only:
+            streams = await offered_load(relay_url, args.rate, args.streams,
+                                         {"delayMs": int(args.hold * 1000)})
+            results["streams"] = {**percentiles(streams), "requested": args.streams,
+                                  "open_peak": streams.open_peak,
+                                  "finished": sum(s.finished for s in streams.samples)}
+    threads = {s.thread for s in measured if s.thread is not None}
+    results["relay_hops"] = hops(measured, await hop_stamps(kafka, threads))
     results["kafka_floor"] = await floor(bootstrap, args.rate, args.seconds)
     console.print(f"[dim]kafka floor: {results['kafka_floor']}[/]")
     base = results["baseline"]
     for name in ("relay", "consumer_alone"):
-        if "p50_ms" in base and "p50_ms" in results[name]:
+        if name in results and "p50_ms" in base and "p50_ms" in results[name]:
             results[f"{name}_overhead"] = {k: results[name][k] - base[k]
                                            for k in ("p50_ms", "p90_ms", "p99_ms")}
+    over, kafka_floor = results.get("relay_overhead", {}), results["kafka_floor"]
+    if over:
+        results["relay_overhead_to_floor"] = {
+            k: over[k] / kafka_floor[k] for k in ("p50_ms", "p90_ms", "p99_ms")}
     results["load_average"] = os.getloadavg()
     return results
 
@@ -302,7 +397,8 @@ def report(r: dict[str, Any]) -> None:
     for name in ("baseline (no Kafka)", "relay", "overhead", "consumer alone", "its overhead",
                  "target"):
         table.add_column(name, justify="right")
-    base, relay, alone = r["baseline"], r["relay"], r["consumer_alone"]
+    empty: dict[str, Any] = {"runs": 0, "errors": 0, "cpu_ms_per_run": {}}
+    base, relay, alone = r["baseline"], r["relay"], r.get("consumer_alone", empty)
     over, alone_over = r.get("relay_overhead", {}), r.get("consumer_alone_overhead", {})
     targets = {"p50_ms": "≤ 10 ms", "p99_ms": "≤ 40 ms"}
 
@@ -323,12 +419,33 @@ def report(r: dict[str, Any]) -> None:
                   f"{f['p50_ms']:.1f} / p90 {f['p90_ms']:.1f} / p99 {f['p99_ms']:.1f} ms, "
                   f"{f['seen']} of {f['requests']} seen: no relay on these hops can have a "
                   "lower overhead")
+    ratio = r.get("relay_overhead_to_floor")
+    if ratio:
+        console.print(f"Relay overhead / floor: p50 {ratio['p50_ms']:.1f}x / p90 "
+                      f"{ratio['p90_ms']:.1f}x / p99 {ratio['p99_ms']:.1f}x (target ≤ 2x)")
+    hop_table = Table(title="Where the relay's time goes (each run's records' CreateTime, ms)")
+    for column in ("hop", "p50", "p90", "p99", "covers"):
+        hop_table.add_column(column, justify="left" if column in ("hop", "covers") else "right")
+    for name, _, _, covers in HOPS:
+        h = r.get("relay_hops", {}).get(name)
+        if h is not None:
+            hop_table.add_row(name, f"{h['p50_ms']:.1f}", f"{h['p90_ms']:.1f}",
+                              f"{h['p99_ms']:.1f}", covers)
+    console.print(hop_table)
     cpu = Table(title="CPU time per run (ms), by process")
     cpu.add_column("phase")
     cpu.add_column("processes")
     for doc_name, doc in (("baseline", base), ("relay", relay), ("consumer alone", alone)):
         cpu.add_row(doc_name, ", ".join(f"{k} {v:.2f}" for k, v in doc["cpu_ms_per_run"].items()))
+    cpu.add_row("kafka floor", ", ".join(
+        f"{k} {v:.2f}" for k, v in f.get("cpu_ms_per_request", {}).items()))
     console.print(cpu)
+    for name in ("baseline", "relay", "consumer_alone", "streams"):
+        if name in r and r[name]["errors"]:
+            console.print(f"[red]{name} errors:[/] {r[name]['first_errors']}")
+    console.print(f"[dim]load average at the end: {r['load_average']}[/]")
+    if "streams" not in r:
+        return
     s = r["streams"]
     streams = Table(title=f"{s['requested']} concurrent SSE streams on one consumer instance")
     for column in ("open at once", "finished", "errors", "RUN_STARTED p50 / p99 (ms)"):
@@ -336,10 +453,6 @@ def report(r: dict[str, Any]) -> None:
     streams.add_row(str(s["open_peak"]), str(s["finished"]), str(s["errors"]),
                     f"{s.get('p50_ms', 0):.0f} / {s.get('p99_ms', 0):.0f}")
     console.print(streams)
-    console.print(f"[dim]load average at the end: {r['load_average']}[/]")
-    for name in ("baseline", "relay", "consumer_alone", "streams"):
-        if r[name]["errors"]:
-            console.print(f"[red]{name} errors:[/] {r[name]['first_errors']}")
 
 
 def main() -> None:
@@ -349,15 +462,19 @@ def main() -> None:
     parser.add_argument("--streams", type=int, default=1000)
     parser.add_argument("--hold", type=float, default=8.0,
                         help="seconds each of the concurrent streams stays open")
+    parser.add_argument("--latency-only", action="store_true",
+                        help="only the baseline, relay and floor phases (the overhead, its "
+                             "ratio to the floor and the relay's hops)")
     args = parser.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 8192)), hard))
     with broker() as bootstrap, tempfile.TemporaryDirectory(prefix="agui-bench-logs-") as logs:
         results = asyncio.run(bench(bootstrap, args, Path(logs)))
     report(results)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
-    console.print(f"[dim]written {RESULTS.relative_to(ROOT)}[/]")
+    path = LATENCY_RESULTS if args.latency_only else RESULTS
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
+    console.print(f"[dim]written {path.relative_to(ROOT)}[/]")
 
 
 if __name__ == "__main__":
