@@ -29,10 +29,12 @@
    must get its RUN_STARTED, all must be open at once on the one consumer
    instance, and every one must end with RUN_FINISHED, with no error.
 
-``--latency-only`` runs the latency phases only (baseline, relay, floor:
-the overhead and its ratio to the floor), without the consumer-alone phase and
-the streams, and writes ``bench/results/consumer-latency.json``. Starts a local
-broker through the launcher when ``KAFKA_BOOTSTRAP_SERVERS`` is unset. Prints a
+``--relay-env KEY=VALUE`` sets a setting of the relay's services (to compare
+tunings in the same conditions). ``--latency-only`` runs the latency phases
+only (baseline, relay, floor: the overhead and its ratio to the floor),
+without the consumer-alone phase and the streams, and writes
+``bench/results/consumer-latency.json``. Starts a local broker through the
+launcher when ``KAFKA_BOOTSTRAP_SERVERS`` is unset. Prints a
 table and writes ``bench/results/consumer.json``.
 Benchmarks print; they assert nothing. Bounded: about two minutes.
 """
@@ -317,10 +319,12 @@ async def bench(bootstrap: str, args: argparse.Namespace, log_dir: Path) -> dict
                AGUI_LOG_LEVEL="WARNING", AGUI_HTTP_PORT=str(relay_port),
                AGUI_MAX_CONCURRENT_RUNS=str(max(args.streams * 2, 256)),
                PYTHONUNBUFFERED="1")
+    relay_env = {**env, **dict(kv.split("=", 1) for kv in args.relay_env)}
     specs = [("baseline", ["-m", "bench.consumer_baseline", str(baseline_port)], env),
-             ("gatekeeper", ["-m", "services.gatekeeper"], {**env, "AGUI_LOG_LEVEL": "INFO"}),
-             ("producer", ["-m", "services.producer"], {**env, "AGUI_LOG_LEVEL": "INFO"}),
-             ("consumer", ["-m", "services.consumer"], env),
+             ("gatekeeper", ["-m", "services.gatekeeper"],
+              {**relay_env, "AGUI_LOG_LEVEL": "INFO"}),
+             ("producer", ["-m", "services.producer"], {**relay_env, "AGUI_LOG_LEVEL": "INFO"}),
+             ("consumer", ["-m", "services.consumer"], relay_env),
              ("standin", ["-m", "bench.consumer_standin"],
               {**env, "AGUI_TOPIC_PREFIX": alone.topic_prefix}),
              ("consumer-alone", ["-m", "services.consumer"],
@@ -328,7 +332,8 @@ async def bench(bootstrap: str, args: argparse.Namespace, log_dir: Path) -> dict
     if args.latency_only:  # no consumer-alone phase: neither it nor its stand-in runs
         specs = specs[:4]
     results: dict[str, Any] = {"rate": args.rate, "seconds": args.seconds,
-                               "partitions": PARTITIONS, "agent": "scripted"}
+                               "partitions": PARTITIONS, "agent": "scripted",
+                               "relay_env": args.relay_env}
     script = {"text": "Hello from the benchmark."}
     count = int(args.rate * args.seconds)
     from bench.consumer_throughput import listening_pid  # it imports this module
@@ -462,6 +467,10 @@ def main() -> None:
     parser.add_argument("--streams", type=int, default=1000)
     parser.add_argument("--hold", type=float, default=8.0,
                         help="seconds each of the concurrent streams stays open")
+    parser.add_argument("--relay-env", action="append", default=[], metavar="KEY=VALUE",
+                        help="a setting for the relay's gatekeeper, worker and consumer "
+                             "service (repeatable), e.g. "
+                             "AGUI_GATEKEEPER_TRANSACTION_INTERVAL_MS=10")
     parser.add_argument("--latency-only", action="store_true",
                         help="only the baseline, relay and floor phases (the overhead, its "
                              "ratio to the floor and the relay's hops)")

@@ -29,7 +29,10 @@ Commit procedure, for each owned partition p, in every round:
    whose batch is ready, in ONE ``send_offsets_to_transaction``; commit. It
    runs in the background: polling goes on, and p's new records wait in
    ``Owned`` until the transaction carrying p's batch has ended; batches
-   that become ready meanwhile ride the next one.
+   that become ready meanwhile ride the next one, which begins no sooner
+   than ``AGUI_GATEKEEPER_TRANSACTION_INTERVAL_MS`` after the last began
+   (``pacing``; batches are then built when it may begin, so they carry
+   whatever arrived until then).
 6. Only after the commit returns: each batch's thread states replace its
    partition's committed states and the committed offsets move. With
    ``AGUI_STATE_DIR`` the states go to p's store with the offset after
@@ -57,6 +60,7 @@ import asyncio
 import logging
 import time
 
+from services.gatekeeper import pacing
 from services.gatekeeper.batch import Batch
 from services.gatekeeper.partition import Owned, outputs, start_producer
 from services.gatekeeper.refusals import set_aside
@@ -85,9 +89,31 @@ def launch(st: Instance) -> None:
     """Steps 2, 4, 5 for every partition with work and no batch in flight."""
     if st.group is None:  # refused by the group: wait for the next assignment
         return
+    if _paced(st):
+        return
     for owned in st.owned.values():
         prepare(st, owned)
     start_transaction(st)
+
+
+def _paced(st: Instance) -> bool:
+    """True while the next transaction may not begin yet (``pacing``): a timer launches
+    the batches then, so what arrives meanwhile joins them."""
+    wait = pacing.wait_s(st.transaction_began, time.monotonic(),
+                         st.settings.transaction_interval_ms / 1000)
+    if wait <= 0:
+        return False
+    if st.pacer is None:
+        st.pacer = asyncio.get_running_loop().call_later(wait, _paced_out, st)
+    return True
+
+
+def _paced_out(st: Instance) -> None:
+    """The interval has passed: launch what is ready, as a commit ending would. Left to the
+    routing loop while it holds the lock (it launches after routing), or to a rebalance."""
+    st.pacer = None
+    if st.accepting and st.transaction is None and not st.lock.locked():
+        launch(st)
 
 
 def prepare(st: Instance, owned: Owned) -> None:
@@ -127,6 +153,7 @@ def start_transaction(st: Instance) -> None:
             if st.fatal is None:
                 st.seek(share.owned)
         return
+    st.transaction_began = time.monotonic()
     st.transaction = asyncio.create_task(commit(st, shares))
 
 
@@ -220,7 +247,7 @@ async def commit(st: Instance, shares: list[Share]) -> None:
         for share in shares:
             done(share.owned)
         st.transaction = None
-    if st.accepting and st.group is not None:
+    if st.accepting and st.group is not None and not _paced(st):
         for owned in st.owned.values():
             prepare(st, owned)  # what arrived meanwhile, without waiting for a poll
     start_transaction(st)

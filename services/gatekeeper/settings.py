@@ -39,6 +39,10 @@ class GatekeeperSettings(BaseSettings):
     holds (the name is from when they were read on ``events``)."""
     linger_ms: int = Field(0, alias="AGUI_GATEKEEPER_LINGER_MS", ge=0, le=1000)
     """How long a partition lets a small backlog grow before committing it."""
+    transaction_interval_ms: int = Field(0, alias="AGUI_GATEKEEPER_TRANSACTION_INTERVAL_MS",
+                                         ge=0, le=1000)
+    """The least time between the starts of two transactions (``pacing``): batches ready
+    sooner wait and ride the next one together; 0 begins each as soon as the last ends."""
     transaction_deadline_s: float = Field(20.0, alias="AGUI_GATEKEEPER_TRANSACTION_DEADLINE_S",
                                           gt=0)
     """A transaction not ended after this long is settled by a new producer, so a request

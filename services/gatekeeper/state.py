@@ -77,6 +77,10 @@ class Instance:
     """Batches ready for the next transaction."""
     transaction: asyncio.Task[None] | None = None
     """The transaction in flight (``commit.commit``), at most one."""
+    transaction_began: float | None = None
+    """When the last transaction began (monotonic seconds), for ``pacing``."""
+    pacer: asyncio.TimerHandle | None = None
+    """The timer that launches batches once the transaction interval has passed."""
     takeover: asyncio.Task[None] | None = None
     """Partitions being taken over (``takeover.assign``), outside the rebalance callback."""
     follower: asyncio.Task[None] | None = None

@@ -10,7 +10,9 @@ read_committed then finds, for every requestId, exactly one final decision
 (after at most one ``queued``), every run admitted and dispatched exactly
 once, in order on its thread. It runs with the thread states in memory and
 in on-disk stores (``AGUI_STATE_DIR``: each restart restores only what the
-store had not installed when the process died).
+store had not installed when the process died), and with transactions paced
+(``AGUI_GATEKEEPER_TRANSACTION_INTERVAL_MS``: batches wait for the interval and
+ride one transaction together).
 """
 
 from __future__ import annotations
@@ -41,12 +43,14 @@ TOTAL = THREADS * RUNS_PER_THREAD
 KILL_AT = (0.15, 0.4, 0.65)
 
 
-@pytest.mark.parametrize("store", ["memory", "disk"])
+@pytest.mark.parametrize("store", ["memory", "disk", "paced"])
 async def test_exactly_once_while_the_gatekeeper_is_killed_and_restarted(
     kafka: KafkaSettings, topics: Topics, processes: Callable[..., GatekeeperProcess],
     store: str, tmp_path: Path,
 ) -> None:
     env = {"AGUI_STATE_DIR": str(tmp_path / "state")} if store == "disk" else {}
+    if store == "paced":  # in memory, transactions at least 20 ms apart (``pacing``)
+        env = {"AGUI_GATEKEEPER_TRANSACTION_INTERVAL_MS": "20"}
     gatekeeper = processes(kafka, AGUI_BUSY_POLICY="enqueue", **env)
     requests = [
         run_request(f"q{t}-{n}", f"t{t}", f"r{n}")
