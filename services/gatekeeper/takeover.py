@@ -33,6 +33,8 @@ log = logging.getLogger(__name__)
 
 FOLLOW_CHUNK = 256
 """Watched threads decoded between two yields to the loop (a few ms of work)."""
+FOLLOW_AFTER_S = 1.0
+"""How long after a takeover its census starts (``follow``)."""
 
 
 def assign(st: Instance, assigned: set[TopicPartition]) -> None:
@@ -71,8 +73,9 @@ async def _take_over(
     if previous is not None:
         await asyncio.gather(previous, return_exceptions=True)
     await acquire(st, assigned, group)
-    st.follower = asyncio.create_task(follow(st, sorted({tp.partition for tp in assigned})),
-                                      name="census")
+    st.follower = asyncio.create_task(
+        follow(st, sorted({tp.partition for tp in assigned}), after_s=FOLLOW_AFTER_S),
+        name="census")
 
 
 async def acquire(st: Instance, assigned: set[TopicPartition],
@@ -153,7 +156,7 @@ async def _restore(st: Instance, numbers: list[int]) -> None:
              (positioned - fenced) * 1000, (read - positioned) * 1000)
 
 
-async def follow(st: Instance, numbers: list[int]) -> None:
+async def follow(st: Instance, numbers: list[int], after_s: float = 0.0) -> None:
     """After a takeover, outside its lock: hand each partition's watched threads (not
     idle) to the census and the expiry timer, yielding to the loop as they decode.
 
@@ -162,9 +165,12 @@ async def follow(st: Instance, numbers: list[int]) -> None:
     gauges nor an expiry need them before the first decision: decisions go
     on meanwhile. A thread committed since the takeover is already counted
     with its newer state (``st.following`` names it), so what was read of it
-    is left out; a partition handed back meanwhile is left alone.
+    is left out; a partition handed back meanwhile is left alone. It starts
+    ``after_s`` after the takeover: the requests that waited while the
+    partitions had no owner are decided first, without sharing the loop.
     """
     try:
+        await asyncio.sleep(after_s)
         await _follow(st, numbers)
     except Exception:
         log.exception("census of partitions %s failed: the gauges and the expiry timer miss "
