@@ -33,7 +33,7 @@ from contracts import DecodeError, ThreadState, decode
 from services.gatekeeper.threadstore import Threads, ThreadStates, changes
 from services.kafka.clients import TopicPartition, new_consumer
 from services.runtime.settings import KafkaSettings
-from services.state.changelog import catch_up, closed_ends
+from services.state.changelog import Hanging, catch_up, closed_ends
 
 log = logging.getLogger(__name__)
 
@@ -41,13 +41,18 @@ POLL_MS = 200
 
 
 async def take_over(
-    settings: KafkaSettings, threads: Threads | None, partitions: Iterable[int], client_id: str
+    settings: KafkaSettings,
+    threads: Threads | None,
+    partitions: Iterable[int],
+    client_id: str,
+    hanging: Hanging | None = None,
 ) -> dict[int, ThreadStates]:
     """Each partition's committed thread states: its store brought up to ``threads``, or
-    (no state directory) every record read into memory."""
+    (no state directory) every record read into memory. ``hanging`` closes this writer's
+    transactions the broker left open (``closed_ends``)."""
     numbers = sorted(set(partitions))
     if threads is None:
-        restored = await restore(settings, numbers, client_id)
+        restored = await restore(settings, numbers, client_id, hanging)
         return {p: ThreadStates(p, memory=restored[p]) for p in numbers}
     opened: dict[int, tuple[ThreadStates, str | None]] = {}
     try:
@@ -56,7 +61,7 @@ async def take_over(
         done = await catch_up(settings, settings.topics.threads,
                               {p: (states.store, why) for p, (states, why) in opened.items()
                                if states.store is not None},
-                              changes, client_id)
+                              changes, client_id, hanging)
     except BaseException:
         threads.release(numbers)
         raise
@@ -78,7 +83,10 @@ async def reread(settings: KafkaSettings, states: ThreadStates, client_id: str) 
 
 
 async def restore(
-    settings: KafkaSettings, partitions: Iterable[int], client_id: str = "agui-gatekeeper-restore"
+    settings: KafkaSettings,
+    partitions: Iterable[int],
+    client_id: str = "agui-gatekeeper-restore",
+    hanging: Hanging | None = None,
 ) -> dict[int, dict[str, ThreadState]]:
     """Every thread state in ``partitions`` of ``threads``, by partition and threadId."""
     topic = settings.topics.threads
@@ -90,7 +98,7 @@ async def restore(
     await consumer.start()
     try:
         consumer.assign(tps)
-        ends = await closed_ends(settings, consumer, tps, client_id)
+        ends = await closed_ends(settings, consumer, tps, client_id, hanging)
         await consumer.seek_to_beginning(*tps)
         remaining = {tp for tp in tps if ends.get(tp, 0) > 0}
         while remaining:

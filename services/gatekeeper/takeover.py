@@ -21,12 +21,13 @@ import time
 
 from contracts import ThreadState
 from services.gatekeeper.commit import drain
-from services.gatekeeper.partition import Owned, start_producer
+from services.gatekeeper.partition import Owned, start_producer, transactional_id
 from services.gatekeeper.settle import committed_offsets
 from services.gatekeeper.state import Instance
 from services.gatekeeper.store import summary, take_over
 from services.kafka.clients import TopicPartition
 from services.kafka.fencing import FencedGroup, fenced_group
+from services.kafka.hanging import LastTransaction, close_hanging, last_transaction
 from services.kafka.transactions import commit_outputs, stop_producer
 
 log = logging.getLogger(__name__)
@@ -129,6 +130,8 @@ async def _restore(st: Instance, numbers: list[int]) -> None:
     """The producer for ``numbers`` (fencing), their committed offsets and thread states."""
     topics = st.kafka.topics
     began = time.monotonic()
+    last = await last_transaction(st.require_consumer()._client,
+                                  transactional_id(st.kafka.topic_prefix, numbers))
     st.producer = await start_producer(st.kafka, st.client_id, numbers)
     fenced = time.monotonic()
     positions = [
@@ -138,7 +141,8 @@ async def _restore(st: Instance, numbers: list[int]) -> None:
         st.require_consumer(), [tp for pair in positions for tp in pair]
     )
     positioned = time.monotonic()
-    restored = await take_over(st.kafka, st.threads, numbers, f"{st.client_id}-restore")
+    restored = await take_over(st.kafka, st.threads, numbers, f"{st.client_id}-restore",
+                               lambda open_: _close_hanging(st, last, open_))
     read = time.monotonic()
     for p, (requests, events) in zip(numbers, positions, strict=True):
         st.owned[p] = Owned(
@@ -154,6 +158,27 @@ async def _restore(st: Instance, numbers: list[int]) -> None:
     log.info("takeover of partitions %s: producer %.0f ms, committed offsets %.0f ms, thread "
              "states %.0f ms", numbers, (fenced - began) * 1000,
              (positioned - fenced) * 1000, (read - positioned) * 1000)
+
+
+async def _close_hanging(st: Instance, last: LastTransaction | None,
+                         open_: list[TopicPartition]) -> None:
+    """Close what the broker left open of this transactional id's last transaction, as it
+    ended (``services.kafka.hanging``): on ``threads`` and ``decisions`` of those partitions."""
+    committed = last.committed if last is not None else None
+    if committed is None:
+        log.warning("partitions %s of %s stay open and this transactional id's last "
+                    "transaction is unknown (%s): not closing them; an operator can with "
+                    "kafka-transactions.sh find-hanging / abort", sorted(tp.partition for tp in
+                    open_), st.kafka.topics.threads, last.state if last else "none")
+        return
+    topics = st.kafka.topics
+    partitions = sorted({tp.partition for tp in open_})
+    log.warning("closing partitions %s of %s and %s as their last transaction ended (%s)",
+                partitions, topics.threads, topics.decisions, last.state if last else "")
+    await close_hanging(st.require_producer(),
+                        [TopicPartition(t, p) for t in (topics.threads, topics.decisions)
+                         for p in partitions], commit=committed)
+    st.stats["hanging_closed"] += len(partitions)
 
 
 async def follow(st: Instance, numbers: list[int], after_s: float = 0.0) -> None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,8 +39,13 @@ OPEN_POLL_S = 0.05
 CHUNK = 5000
 """Records written per write batch while restoring."""
 
+HANGING_AFTER_S = 2.0
+"""How long a partition stays open before ``Hanging`` is asked to close it."""
+
 Changes = Callable[[int, Sequence[ConsumerRecord[Any, Any]]], Iterable[Change]]
 """What records of partition p change in its store."""
+Hanging = Callable[[list[TopicPartition]], Awaitable[None]]
+"""Closes this writer's transactions left open on these partitions (``services.kafka.hanging``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +65,7 @@ async def catch_up(
     stores: Mapping[int, tuple[PartitionStore, str | None]],
     changes: Changes,
     client_id: str,
+    hanging: Hanging | None = None,
 ) -> dict[int, Restored]:
     """Bring each partition's store (with why it was wiped, if it was) up to ``topic``."""
     tps = {p: TopicPartition(topic, p) for p in sorted(stores)}
@@ -70,7 +76,7 @@ async def catch_up(
     await consumer.start()
     try:
         consumer.assign(list(tps.values()))
-        ends = await closed_ends(settings, consumer, list(tps.values()), client_id)
+        ends = await closed_ends(settings, consumer, list(tps.values()), client_id, hanging)
         firsts: dict[TopicPartition, int] = await consumer.beginning_offsets(list(tps.values()))
         plans: dict[int, Plan] = {}
         for p, tp in tps.items():
@@ -119,11 +125,18 @@ async def _read(
 
 
 async def closed_ends(
-    settings: KafkaSettings, committed: Any, tps: list[TopicPartition], client_id: str
+    settings: KafkaSettings,
+    committed: Any,
+    tps: list[TopicPartition],
+    client_id: str,
+    hanging: Hanging | None = None,
 ) -> dict[TopicPartition, int]:
     """The partitions' last stable offsets, once each is its end (no transaction open).
 
-    ``committed`` is a started ``read_committed`` consumer.
+    ``committed`` is a started ``read_committed`` consumer. ``hanging``, given
+    by the changelog's own writer once its producer has started (nothing of
+    its own can be open then), is asked once, after ``HANGING_AFTER_S``, to
+    close what is still open: a transaction whose markers the broker skipped.
     """
     everything = new_consumer(settings, f"{client_id}-ends", group_id=None, read_committed=False)
     await everything.start()
@@ -134,6 +147,13 @@ async def closed_ends(
             ends: dict[TopicPartition, int] = await everything.end_offsets(tps)
             if stable == ends:
                 return stable
+            if hanging is not None and time.monotonic() - started > HANGING_AFTER_S:
+                still = [tp for tp in tps if stable[tp] != ends[tp]]
+                log.warning("a transaction is still open on %s after %.0f s; closing this "
+                            "writer's own, which the broker may have left hanging",
+                            sorted(tp.partition for tp in still), HANGING_AFTER_S)
+                await hanging(still)
+                hanging = None
             if time.monotonic() - warned > 5:
                 warned = time.monotonic()
                 log.warning(

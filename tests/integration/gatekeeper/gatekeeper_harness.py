@@ -250,6 +250,9 @@ class Topics:
         elif topic == self.topics.deadletter:
             self.dead_letters.append(decode(DeadLetter, record.value))
         elif topic == self.topics.threads:
+            if record.value is None:  # a tombstone: the thread is forgotten
+                self.threads.pop(record.key.decode(), None)
+                return
             state = decode(ThreadState, record.value)
             self.threads[state.thread_id] = state
             self.thread_writes[state.thread_id] += 1
