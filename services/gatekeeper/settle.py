@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -102,14 +103,17 @@ async def settle(
 
 
 async def committed_offsets(
-    consumer: AIOKafkaConsumer, partitions: list[TopicPartition]
+    consumer: AIOKafkaConsumer,
+    partitions: list[TopicPartition],
+    hanging: Callable[[], Awaitable[None]] | None = None,
 ) -> dict[TopicPartition, int]:
     """The group's committed offsets once stable, or a partition's first offset when none.
 
     Stable: an open transaction holding offsets for one of them (a dead or
     fenced owner's) has first committed, aborted or timed out (KIP-447).
+    ``hanging`` closes this producer id's own the broker left open.
     """
-    found = await stable_committed(consumer, partitions)
+    found = await stable_committed(consumer, partitions, hanging=hanging)
     missing = [tp for tp, offset in found.items() if offset is None]
     first = await consumer.beginning_offsets(missing) if missing else {}
     return {tp: int(offset if offset is not None else first[tp]) for tp, offset in found.items()}

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from dataclasses import dataclass
 
 from contracts import ThreadState
 from services.gatekeeper.commit import drain
@@ -137,12 +138,13 @@ async def _restore(st: Instance, numbers: list[int]) -> None:
     positions = [
         (TopicPartition(topics.requests, p), TopicPartition(topics.runs, p)) for p in numbers
     ]
+    hanging = _Hanging(st, last, numbers)
     committed = await committed_offsets(
-        st.require_consumer(), [tp for pair in positions for tp in pair]
+        st.require_consumer(), [tp for pair in positions for tp in pair], hanging.close_all
     )
     positioned = time.monotonic()
     restored = await take_over(st.kafka, st.threads, numbers, f"{st.client_id}-restore",
-                               lambda open_: _close_hanging(st, last, open_))
+                               hanging.close)
     read = time.monotonic()
     for p, (requests, events) in zip(numbers, positions, strict=True):
         st.owned[p] = Owned(
@@ -160,25 +162,47 @@ async def _restore(st: Instance, numbers: list[int]) -> None:
              (positioned - fenced) * 1000, (read - positioned) * 1000)
 
 
-async def _close_hanging(st: Instance, last: LastTransaction | None,
-                         open_: list[TopicPartition]) -> None:
-    """Close what the broker left open of this transactional id's last transaction, as it
-    ended (``services.kafka.hanging``): on ``threads`` and ``decisions`` of those partitions."""
-    committed = last.committed if last is not None else None
-    if committed is None:
-        log.warning("partitions %s of %s stay open and this transactional id's last "
-                    "transaction is unknown (%s): not closing them; an operator can with "
-                    "kafka-transactions.sh find-hanging / abort", sorted(tp.partition for tp in
-                    open_), st.kafka.topics.threads, last.state if last else "none")
-        return
-    topics = st.kafka.topics
-    partitions = sorted({tp.partition for tp in open_})
-    log.warning("closing partitions %s of %s and %s as their last transaction ended (%s)",
-                partitions, topics.threads, topics.decisions, last.state if last else "")
-    await close_hanging(st.require_producer(),
-                        [TopicPartition(t, p) for t in (topics.threads, topics.decisions)
-                         for p in partitions], commit=committed)
-    st.stats["hanging_closed"] += len(partitions)
+@dataclass(slots=True)
+class _Hanging:
+    """Closes, at most once per takeover, what the broker left open of this transactional
+    id's last transaction, as it ended (``services.kafka.hanging``): the ``threads`` and
+    ``decisions`` partitions and the group's offsets."""
+
+    st: Instance
+    last: LastTransaction | None
+    numbers: list[int]
+    done: bool = False
+
+    async def close_all(self) -> None:
+        """The group's offsets stay unstable: close every partition taken over."""
+        await self._close(self.numbers, "the group's offsets stay unstable")
+
+    async def close(self, open_: list[TopicPartition]) -> None:
+        """These ``threads`` partitions stay open."""
+        await self._close(sorted({tp.partition for tp in open_}),
+                          f"{self.st.kafka.topics.threads} stays open")
+
+    async def _close(self, partitions: list[int], why: str) -> None:
+        if self.done:
+            return
+        self.done = True
+        st, last = self.st, self.last
+        committed = last.committed if last is not None else None
+        if committed is None:
+            log.warning("%s on partitions %s and this transactional id's last transaction is "
+                        "unknown (%s): not closing it; an operator can, with "
+                        "kafka-transactions.sh find-hanging / abort", why, partitions,
+                        last.state if last else "none")
+            return
+        topics = st.kafka.topics
+        log.warning("closing partitions %s of %s and %s and the group's offsets as their last "
+                    "transaction ended (%s): %s", partitions, topics.threads,
+                    topics.decisions, last.state if last else "", why)
+        await close_hanging(st.require_producer(),
+                            [TopicPartition(t, p) for t in (topics.threads, topics.decisions)
+                             for p in partitions], commit=committed,
+                            group_id=str(st.group) if st.group is not None else None)
+        st.stats["hanging_closed"] += len(partitions)
 
 
 async def follow(st: Instance, numbers: list[int], after_s: float = 0.0) -> None:

@@ -36,6 +36,7 @@ import asyncio
 import collections
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -85,6 +86,8 @@ FENCED_INSTANCE_ID = 82
 STALE_MEMBER = {IllegalGenerationError.errno, UnknownMemberIdError.errno, FENCED_INSTANCE_ID}
 STABLE_POLL_S = 0.02
 """How often a fetch waiting for an open transaction's offsets asks again."""
+HANGING_AFTER_S = 2.0
+"""How long offsets stay unstable before ``stable_committed``'s ``hanging`` is asked."""
 
 
 class StaleGenerationError(KafkaError):  # type: ignore[misc]
@@ -193,20 +196,28 @@ async def stable_committed(
     partitions: list[TopicPartition],
     *,
     timeout_s: float = 120.0,
+    hanging: Callable[[], Awaitable[None]] | None = None,
 ) -> dict[TopicPartition, int | None]:
     """The group's committed offsets of ``partitions`` once no open transaction holds any.
 
     None for a partition the group has no offset for. Waits while the
     coordinator answers ``UNSTABLE_OFFSET_COMMIT`` (a transaction with
     offsets for one of them is still open: it commits, aborts, or times out).
+    ``hanging`` is awaited once after ``HANGING_AFTER_S`` of that: the
+    committer's own transaction may be one the broker left open
+    (``services.kafka.hanging``).
     """
     coordinator = _coordinator(consumer)
     topics: dict[str, list[int]] = collections.defaultdict(list)
     for tp in partitions:
         topics[tp.topic].append(tp.partition)
     request = StableOffsetFetchRequest(coordinator.group_id, sorted(topics.items()))
-    deadline = time.monotonic() + timeout_s
+    started = time.monotonic()
+    deadline = started + timeout_s
     while True:
+        if hanging is not None and time.monotonic() - started > HANGING_AFTER_S:
+            await hanging()
+            hanging = None
         await coordinator.ensure_coordinator_known()
         try:
             response = await coordinator._send_req(request)  # marks the coordinator dead on a

@@ -27,9 +27,15 @@ hanging one is the last (a coordinator that skipped the markers of a
 transaction it completed on load, then fenced the producer; a later
 transaction of the same id touching the partition would have closed it).
 
-aiokafka speaks neither request, so ``DescribeTransactions`` is declared
-here on aiokafka's protocol types, and the marker-only transaction names its
-partitions to aiokafka's transaction manager, which has no public call for it.
+The same holds for the group's offsets: an offset commit whose marker was
+skipped keeps them unstable, and the next owner's stable fetch would wait
+for ever; the marker-only transaction can span the group's offsets
+partition too.
+
+aiokafka speaks no ``DescribeTransactions``, so it is declared here on
+aiokafka's protocol types, and the marker-only transaction names its
+partitions and group to aiokafka's transaction manager and sender, which
+have no public call for either.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ from typing import Any, ClassVar
 
 from aiokafka.client import AIOKafkaClient, CoordinationType
 from aiokafka.errors import KafkaError, for_code
+from aiokafka.producer.sender import AddOffsetsToTxnHandler
 from aiokafka.protocol.api import Request, RequestStruct, Response
 from aiokafka.protocol.types import (
     CompactArray,
@@ -121,16 +128,29 @@ async def _describe(client: AIOKafkaClient, transactional_id: str) -> LastTransa
 
 
 async def close_hanging(
-    producer: AIOKafkaProducer, partitions: Iterable[TopicPartition], *, commit: bool
+    producer: AIOKafkaProducer,
+    partitions: Iterable[TopicPartition],
+    *,
+    commit: bool,
+    group_id: str | None = None,
 ) -> None:
     """One transaction over ``partitions`` with no records, committed or aborted.
 
-    ``producer`` is started, transactional and not in a transaction.
+    With ``group_id`` the transaction also spans that group's partition of
+    the offsets topic (``AddOffsetsToTxn`` and no offsets): an offset commit
+    the broker left pending holds the group's offsets unstable just as
+    records hold a partition. ``producer`` is started, transactional and not
+    in a transaction.
     """
     manager = producer._txn_manager
     await producer.begin_transaction()
     for tp in partitions:
         manager.maybe_add_partition_to_txn(tp)
+    if group_id is not None:
+        sender = producer._sender
+        node = await sender._find_coordinator(CoordinationType.TRANSACTION,
+                                              manager.transactional_id)
+        await AddOffsetsToTxnHandler(sender, group_id).do(node)  # the group joins the txn
     if commit:
         await producer.commit_transaction()
     else:

@@ -14,7 +14,8 @@ The gatekeeper closes it the way its coordinator ended that transaction:
 committed, the record hidden behind it (the thread's tombstone) counts and
 the thread is new again; aborted, it never counts and the thread's open
 interrupt still has to be answered. Either way with the on-disk store and
-without.
+without, and with the transaction's offset commit hidden the same way (the
+group's offsets stay unstable, which the takeover reads first).
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from pathlib import Path
 import pytest
 from ag_ui.core import Interrupt
 from aiokafka.errors import KafkaError
-from gatekeeper_harness import GatekeeperProcess, Topics, run_request
+from aiokafka.structs import OffsetAndMetadata
+from gatekeeper_harness import GatekeeperProcess, Topics, group_offsets, run_request
 
 from services.gatekeeper.partition import transactional_id
 from services.kafka.clients import TopicPartition, new_consumer, new_producer
@@ -37,9 +39,11 @@ pytestmark = pytest.mark.integration
 THREAD = "hung"
 
 
-async def hang_a_tombstone(kafka: KafkaSettings, thread_id: str, *, commit: bool) -> int:
+async def hang_a_tombstone(kafka: KafkaSettings, thread_id: str, *, commit: bool,
+                           offsets: bool) -> int:
     """The thread's tombstone on ``threads``, in a transaction of the gatekeeper's id whose
-    coordinator never learns of that partition; returns the partition."""
+    coordinator never learns of that partition; returns the partition. With ``offsets`` the
+    transaction also commits the group's offsets as they are, its group never added either."""
     partition = partition_for(thread_id, kafka.partitions)
     hung = TopicPartition(kafka.topics.threads, partition)
     known = TopicPartition(kafka.topics.threads, (partition + 1) % kafka.partitions)
@@ -56,6 +60,12 @@ async def hang_a_tombstone(kafka: KafkaSettings, thread_id: str, *, commit: bool
         except KafkaError as exc:
             pytest.skip(f"this broker verifies transaction partitions (KIP-890): {exc}")
         await producer.send_and_wait(known.topic, None, key=b"unrelated", partition=known.partition)
+        if offsets:
+            group = f"{kafka.topic_prefix}.gatekeeper"
+            producer._txn_manager.consumer_group_added(group)  # never AddOffsetsToTxn
+            await producer.send_offsets_to_transaction(
+                {tp: OffsetAndMetadata(o, "") for tp, o in (await group_offsets(kafka)).items()},
+                group)
         if commit:
             await producer.commit_transaction()
         else:
@@ -80,11 +90,13 @@ async def is_open(kafka: KafkaSettings, tp: TopicPartition) -> bool:
     return bool(stable < end)
 
 
-@pytest.mark.parametrize("store", [True, False], ids=["store", "memory"])
-@pytest.mark.parametrize("commit", [True, False], ids=["committed", "aborted"])
+@pytest.mark.parametrize(("commit", "store", "offsets"), [
+    (True, True, False), (False, False, False), (True, False, True), (False, True, True),
+], ids=["committed-store", "aborted-memory", "committed-memory-offsets",
+        "aborted-store-offsets"])
 async def test_a_hanging_transaction_of_its_own_id_is_closed_as_its_coordinator_ended_it(
     kafka: KafkaSettings, topics: Topics, processes: Callable[..., GatekeeperProcess],
-    tmp_path: Path, commit: bool, store: bool,
+    tmp_path: Path, commit: bool, store: bool, offsets: bool,
 ) -> None:
     env = {"AGUI_STATE_DIR": str(tmp_path / "state")} if store else {}
     gatekeeper = processes(kafka, **env)
@@ -98,16 +110,20 @@ async def test_a_hanging_transaction_of_its_own_id_is_closed_as_its_coordinator_
                        and topics.threads[THREAD].status == "interrupted", what="interrupted")
     assert gatekeeper.terminate() == 0
 
-    partition = await hang_a_tombstone(kafka, THREAD, commit=commit)
+    partition = await hang_a_tombstone(kafka, THREAD, commit=commit, offsets=offsets)
 
     gatekeeper.start()
     await gatekeeper.ready(within=30.0)  # waited for ever before
     assert not await is_open(kafka, TopicPartition(kafka.topics.threads, partition))
     closing = [line for line in gatekeeper.log_lines()
                if str(line.get("msg", "")).startswith("closing partitions")]
-    assert closing, gatekeeper.tail()
-    assert f"[{partition}]" in closing[0]["msg"]
+    assert len(closing) == 1, gatekeeper.tail()
     assert ("CompleteCommit" if commit else "CompleteAbort") in closing[0]["msg"]
+    if offsets:  # read first: every partition taken over
+        assert "[0, 1, 2, 3]" in closing[0]["msg"]
+        assert "the group's offsets stay unstable" in closing[0]["msg"]
+    else:
+        assert f"[{partition}]" in closing[0]["msg"]
 
     again = await topics.decide(run_request("h-r2", THREAD, "r2"))
     if commit:  # the tombstone counts: a new thread, nothing to answer
