@@ -195,9 +195,10 @@ class _Hanging:
                         last.state if last else "none")
             return
         topics = st.kafka.topics
-        log.warning("closing partitions %s of %s and %s and the group's offsets as their last "
-                    "transaction ended (%s): %s", partitions, topics.threads,
-                    topics.decisions, last.state if last else "", why)
+        log.warning("closing partitions %s of %s and %s and the group's offsets, in case the "
+                    "broker left this transactional id's last transaction open there, as it "
+                    "ended (%s): %s", partitions, topics.threads, topics.decisions,
+                    last.state if last else "", why)
         await close_hanging(st.require_producer(),
                             [TopicPartition(t, p) for t in (topics.threads, topics.decisions)
                              for p in partitions], commit=committed,
