@@ -250,6 +250,17 @@ def report(r: dict[str, Any]) -> None:
     )
     table.add_row("  what one more token costs it",
                   f"{s['marginal_cpu_us_per_content_event']:.2f} µs", "0")
+    bt = s["batched"]
+    table.add_row(
+        f"  batching (AGUI_GATEKEEPER_BATCH_MS={bt['batch_ms']}): CPU per content event, "
+        "gatekeeper / floor batching alike",
+        f"{bt['cpu_us_per_content_event']:.2f} / {bt['floor']['cpu_us_per_content_event']:.2f} µs",
+        "≤ 1 µs",
+    )
+    table.add_row(
+        "  request to RUN_STARTED p50, batching / not",
+        f"{bt['start_wait_ms']['p50']:.0f} / {s['start_wait_ms']['p50']:.0f} ms", "",
+    )
     for runs in HISTORIES:
         table.add_row(
             f"decide(), thread with {runs:,} earlier runs (state bytes)",

@@ -67,7 +67,9 @@ from services.runtime.settings import KafkaSettings
 RESULTS = ROOT / "bench" / "results" / "gatekeeper_streaming.json"
 AGENT = "stream"
 IDLE_S = 3.0
-console = Console()
+BATCH_MS = 100
+"""``AGUI_GATEKEEPER_BATCH_MS`` of the batched phases."""
+console = Console(width=120)
 
 
 def run_request(thread_id: str, run_id: str, tokens: int) -> RunRequest:
@@ -97,11 +99,11 @@ async def child_process(settings: KafkaSettings, module: str, extra_env: dict[st
 
 
 @contextlib.asynccontextmanager
-async def gatekeeper(settings: KafkaSettings) -> AsyncIterator[int]:
+async def gatekeeper(settings: KafkaSettings, extra_env: dict[str, str]) -> AsyncIterator[int]:
     """``python -m services.gatekeeper`` on ``settings``' topics, once ready; yields its pid."""
     port = launcher.free_port()
     env = {"AGUI_LOG_FORMAT": "json", "AGUI_LOG_LEVEL": "WARNING",
-           "AGUI_HEALTH_HOST": "127.0.0.1", "AGUI_HEALTH_PORT": str(port)}
+           "AGUI_HEALTH_HOST": "127.0.0.1", "AGUI_HEALTH_PORT": str(port), **extra_env}
     async with child_process(settings, "services.gatekeeper", env,
                              asyncio.subprocess.DEVNULL) as child:
         async with httpx.AsyncClient(timeout=2.0) as http, asyncio.timeout(90):
@@ -116,10 +118,10 @@ async def gatekeeper(settings: KafkaSettings) -> AsyncIterator[int]:
 
 
 @contextlib.asynccontextmanager
-async def floor(settings: KafkaSettings) -> AsyncIterator[int]:
+async def floor(settings: KafkaSettings, extra_env: dict[str, str]) -> AsyncIterator[int]:
     """``python -m bench.gatekeeper_streaming_floor`` in the gatekeeper's place, once its
     partitions are assigned; yields its pid."""
-    async with child_process(settings, "bench.gatekeeper_streaming_floor", {},
+    async with child_process(settings, "bench.gatekeeper_streaming_floor", extra_env,
                              asyncio.subprocess.PIPE) as child:
         assert child.stdout is not None
         async with asyncio.timeout(90):
@@ -129,15 +131,17 @@ async def floor(settings: KafkaSettings) -> AsyncIterator[int]:
         yield child.pid
 
 
-Server = Callable[[KafkaSettings], contextlib.AbstractAsyncContextManager[int]]
+Server = Callable[[KafkaSettings, dict[str, str]], contextlib.AbstractAsyncContextManager[int]]
 
 
 class Ends:
-    """Follows ``runs`` and resolves each run's future when its end is there."""
+    """Follows ``runs``: notes when each run started and resolves its future at its end."""
 
     def __init__(self, settings: KafkaSettings) -> None:
         self.settings = settings
         self.waiting: dict[str, asyncio.Future[None]] = {}
+        self.started: dict[str, float] = {}
+        """runId → when its RUN_STARTED was read (``time.perf_counter``)."""
         self.ready = asyncio.Event()
 
     async def follow(self, stop: asyncio.Event) -> None:
@@ -147,7 +151,11 @@ class Ends:
             self.ready.set()
             async for batch in reader.batches(stop=stop, poll_ms=50):
                 for record in batch:
-                    if header_value(record.headers, EVENT_TYPE) in TERMINAL_TYPES:
+                    event_type = header_value(record.headers, EVENT_TYPE)
+                    if event_type == "RUN_STARTED":
+                        self.started[header_value(record.headers, RUN_ID) or ""] = (
+                            time.perf_counter())
+                    elif event_type in TERMINAL_TYPES:
                         future = self.waiting.pop(header_value(record.headers, RUN_ID) or "",
                                                   None)
                         if future is not None and not future.done():
@@ -170,9 +178,10 @@ async def committed_all(settings: KafkaSettings) -> bool:
 
 
 async def streaming(settings: KafkaSettings, runs: int, tokens: int, lanes: int,
-                    server: Server = gatekeeper) -> dict[str, Any]:
+                    server: Server = gatekeeper, batch_ms: int = 0) -> dict[str, Any]:
     """The phase: ``runs`` runs of ``tokens`` tokens, ``lanes`` at a time, decided by
-    ``server`` (the gatekeeper, or the floor in its place); its CPU per token."""
+    ``server`` (the gatekeeper, or the floor in its place; ``AGUI_GATEKEEPER_BATCH_MS``
+    ``batch_ms``); its CPU per token, and each run's wait from request to start."""
     await ensure_topics(settings, (AGENT,))
     producer_settings = ProducerSettings.model_validate(
         {"AGUI_AGENTS": AGENT, "AGUI_MAX_CONCURRENT_RUNS": lanes, "AGUI_LOG_FORMAT": "text"})
@@ -180,7 +189,7 @@ async def streaming(settings: KafkaSettings, runs: int, tokens: int, lanes: int,
     stop = asyncio.Event()
     ends = Ends(settings)
     tag = uuid.uuid4().hex[:6]
-    async with server(settings) as pid:
+    async with server(settings, {"AGUI_GATEKEEPER_BATCH_MS": str(batch_ms)}) as pid:
         serving = asyncio.create_task(worker.run(stop))
         following = asyncio.create_task(ends.follow(stop))
         client = new_producer(settings, "bench-client", linger_ms=1)
@@ -192,26 +201,27 @@ async def streaming(settings: KafkaSettings, runs: int, tokens: int, lanes: int,
                     serving.result()
                 await asyncio.sleep(0.1)
 
-            async def lane(numbers: Iterator[int], seen: set[str]) -> None:
+            async def lane(numbers: Iterator[int], waits: list[float]) -> None:
                 for n in numbers:
                     thread_id, run_id = f"t{tag}-{n}", f"r{tag}-{n}"
-                    seen.add(thread_id)
                     done = ends.waiting[run_id] = asyncio.get_running_loop().create_future()
+                    sent = time.perf_counter()
                     await client.send_and_wait(settings.topics.requests,
                                                encode(run_request(thread_id, run_id, tokens)),
                                                key=thread_id.encode())
                     await asyncio.wait_for(done, 120)
+                    waits.append(ends.started.pop(run_id, float("nan")) - sent)
 
             # warm-up, unmeasured: one run per lane (the gatekeeper's producer has written
             # to every partition, the worker has its partitions)
             warm = iter(range(runs, runs + lanes))
-            await asyncio.gather(*(lane(warm, set()) for _ in range(lanes)))
+            await asyncio.gather(*(lane(warm, []) for _ in range(lanes)))
             idle_before = cpu_seconds(pid)
             await asyncio.sleep(IDLE_S)
             idle = cpu_seconds(pid) - idle_before
             before, started = cpu_seconds(pid), time.perf_counter()
-            numbers, measured = iter(range(runs)), set[str]()
-            await asyncio.gather(*(lane(numbers, measured) for _ in range(lanes)))
+            numbers, waits = iter(range(runs)), list[float]()
+            await asyncio.gather(*(lane(numbers, waits) for _ in range(lanes)))
             while not await committed_all(settings):  # noqa: ASYNC110 (Kafka has no event)
                 await asyncio.sleep(0.05)
             elapsed = time.perf_counter() - started
@@ -222,8 +232,12 @@ async def streaming(settings: KafkaSettings, runs: int, tokens: int, lanes: int,
             await asyncio.gather(serving, following, return_exceptions=True)
     content = runs * tokens
     idle_share = idle / IDLE_S * elapsed
+    waits_ms = sorted(w * 1000 for w in waits if w == w) or [float("nan")]  # NaN: no start
     return {
         "process": server.__name__, "runs": runs, "tokens_per_run": tokens, "lanes": lanes,
+        "batch_ms": batch_ms,
+        "start_wait_ms": {"p50": waits_ms[len(waits_ms) // 2],
+                          "p99": waits_ms[min(len(waits_ms) - 1, len(waits_ms) * 99 // 100)]},
         "content_events": content, "seconds": elapsed,
         "content_events_per_second": content / elapsed,
         "gatekeeper_cpu_s": cpu,  # the process deciding: the gatekeeper or the floor
@@ -236,43 +250,68 @@ async def streaming(settings: KafkaSettings, runs: int, tokens: int, lanes: int,
     }
 
 
-async def compare(settings: KafkaSettings, runs: int, tokens: int,
-                  lanes: int) -> dict[str, Any]:
+async def compare(settings: KafkaSettings, runs: int, tokens: int, lanes: int,
+                  batch_ms: int = BATCH_MS) -> dict[str, Any]:
     """``streaming`` with runs of ``tokens`` tokens, the same with the floor in the
-    gatekeeper's place, then runs of one token (fresh topics and process each): the
-    gatekeeper against the Kafka work it cannot avoid, and what a token costs it."""
-    long = await streaming(settings.with_prefix(settings.topic_prefix + "t"), runs, tokens,
-                           lanes)
-    plain = await streaming(settings.with_prefix(settings.topic_prefix + "f"), runs, tokens,
-                            lanes, floor)
-    short = await streaming(settings.with_prefix(settings.topic_prefix + "o"), runs, 1, lanes)
+    gatekeeper's place, both again batching (``AGUI_GATEKEEPER_BATCH_MS``), then runs of
+    one token (fresh topics and process each): the gatekeeper against the Kafka work it
+    cannot avoid, what batching buys and costs, and what a token costs it."""
+    def phase(tag: str, server: Server = gatekeeper, **kw: Any) -> Any:
+        return streaming(settings.with_prefix(settings.topic_prefix + tag), runs,
+                         kw.pop("tokens", tokens), lanes, server, **kw)
+
+    long = await phase("t")
+    plain = await phase("f", floor)
+    batched = await phase("b", batch_ms=batch_ms)
+    batched_floor = await phase("g", floor, batch_ms=batch_ms)
+    short = await phase("o", tokens=1)
     marginal = (long["busy_cpu_us_per_run"] - short["busy_cpu_us_per_run"]) / (tokens - 1)
+
+    def ratios(x: dict[str, Any], base: dict[str, Any]) -> dict[str, float]:
+        return {"ratio_to_floor": x["cpu_us_per_content_event"]
+                / base["cpu_us_per_content_event"],
+                "busy_ratio_to_floor": x["busy_cpu_us_per_run"] / base["busy_cpu_us_per_run"]}
+
     return {**long, "one_token": short, "marginal_cpu_us_per_content_event": marginal,
-            "floor": plain,
-            "ratio_to_floor": long["cpu_us_per_content_event"] / plain["cpu_us_per_content_event"],
-            "busy_ratio_to_floor": long["busy_cpu_us_per_run"] / plain["busy_cpu_us_per_run"]}
+            "floor": plain, **ratios(long, plain),
+            "batched": {**batched, "floor": batched_floor, **ratios(batched, batched_floor),
+                        "ratio_to_unbatched_floor": batched["cpu_us_per_content_event"]
+                        / plain["cpu_us_per_content_event"]}}
 
 
 def table(r: dict[str, Any]) -> Table:
-    """The gatekeeper's figures next to the floor's, and the one-token runs."""
-    short, plain = r["one_token"], r["floor"]
+    """The gatekeeper's figures next to the floor's, batching and not, and the one-token
+    runs."""
+    short, plain, batched = r["one_token"], r["floor"], r["batched"]
     out = Table(title=f"CPU while {r['runs']} runs of {r['tokens_per_run']} tokens stream, "
                       f"{r['lanes']} at a time (target ≤ 1 µs per content event)")
-    for column in ("process", "µs/event", "µs/run", "idle µs/run", "busy µs/run", "events/s"):
+    for column in ("process", "µs/event", "µs/run", "idle µs/run", "busy µs/run", "events/s",
+                   "start wait p50 / p99 ms"):
         out.add_column(column)
 
     def row(name: str, x: dict[str, Any], per_event: str) -> None:
+        wait = x["start_wait_ms"]
         out.add_row(name, per_event, f"{x['cpu_us_per_run']:,.0f}",
                     f"{x['idle_cpu_us_per_run']:,.0f} ({x['idle_share_of_cpu']:.0%})",
-                    f"{x['busy_cpu_us_per_run']:,.0f}", f"{x['content_events_per_second']:,.0f}")
+                    f"{x['busy_cpu_us_per_run']:,.0f}", f"{x['content_events_per_second']:,.0f}",
+                    f"{wait['p50']:.0f} / {wait['p99']:.0f}")
+
+    def ratio(name: str, x: dict[str, Any]) -> None:
+        out.add_row(name, f"{x['ratio_to_floor']:.2f}", "", "", f"{x['busy_ratio_to_floor']:.2f}",
+                    "", "")
 
     row("gatekeeper", r, f"{r['cpu_us_per_content_event']:.2f}")
     row("floor (plain aiokafka)", plain, f"{plain['cpu_us_per_content_event']:.2f}")
-    out.add_row("gatekeeper / floor", f"{r['ratio_to_floor']:.2f}", "", "",
-                f"{r['busy_ratio_to_floor']:.2f}", "")
+    ratio("gatekeeper / floor", r)
+    suffix = f", BATCH_MS={batched['batch_ms']}"
+    row("gatekeeper" + suffix, batched, f"{batched['cpu_us_per_content_event']:.2f}")
+    row("floor" + suffix, batched["floor"], f"{batched['floor']['cpu_us_per_content_event']:.2f}")
+    ratio("batched gatekeeper / batched floor", batched)
+    out.add_row("batched gatekeeper / floor", f"{batched['ratio_to_unbatched_floor']:.2f}",
+                "", "", "", "", "")
     row("gatekeeper, 1-token runs", short, "")
     out.add_row("a token's cost at the margin",
-                f"{r['marginal_cpu_us_per_content_event']:.2f}", "", "", "", "")
+                f"{r['marginal_cpu_us_per_content_event']:.2f}", "", "", "", "", "")
     return out
 
 

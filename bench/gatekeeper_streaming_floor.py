@@ -22,7 +22,9 @@ it, which the worker decodes and runs. Encoding through the pydantic models
 instead would add ~160 µs per run, which is logic, not Kafka.
 
 Configured from the environment like the gatekeeper (``KAFKA_BOOTSTRAP_SERVERS``,
-``AGUI_TOPIC_PREFIX``, ``AGUI_PARTITIONS``); prints ``ready`` once its
+``AGUI_TOPIC_PREFIX``, ``AGUI_PARTITIONS``, and ``AGUI_GATEKEEPER_BATCH_MS``: its
+fetches wait to fill as the gatekeeper's do, so each poll, one transaction, carries
+what arrived meanwhile); prints ``ready`` once its
 partitions are assigned; stops on SIGTERM. Like the gatekeeper it retries a
 transaction begun right after a commit 2 ms later, not 20
 (``shorten_commit_gap_backoff``, a client setting).
@@ -42,6 +44,7 @@ from aiokafka.structs import ConsumerRecord
 from contracts import SCHEMA_VERSION, header_value
 from contracts.headers import EVENT_TYPE, RUN_ID
 from contracts.topics import TERMINAL_TYPES
+from services.gatekeeper.settings import GatekeeperSettings
 from services.kafka.clients import new_consumer, new_producer
 from services.kafka.transactions import shorten_commit_gap_backoff
 from services.runtime.lifecycle import run_until_signalled
@@ -80,8 +83,11 @@ async def floor(settings: KafkaSettings, stop: asyncio.Event) -> None:
     shorten_commit_gap_backoff()
     topics = settings.topics
     group = f"{settings.topic_prefix}.gatekeeper"
+    batching = GatekeeperSettings()  # AGUI_GATEKEEPER_BATCH_MS: the gatekeeper's fetches
     consumer = new_consumer(settings, "bench-floor", topics.requests, topics.runs,
-                            group_id=group, max_poll_records=5000)
+                            group_id=group, max_poll_records=5000,
+                            fetch_min_bytes=batching.fetch_min_bytes,
+                            fetch_max_wait_ms=batching.fetch_wait_ms)
     producer = new_producer(settings, "bench-floor", transactional_id=f"{group}.floor")
     await producer.start()
     await consumer.start()

@@ -19,7 +19,7 @@ Commit procedure, for each owned partition p, in every round:
 3. When a new request is for a thread that is running, hold ``requests`` p
    until ``runs`` p has been read up to the last stable offset it had when
    they were fetched (one ListOffsets for all such partitions, ``processor``),
-   or ``events_wait_ms`` passed: a resume sent after its interrupt was
+   or ``events_wait_ms`` (plus ``batch_ms``) passed: a resume sent after its interrupt was
    published never meets the thread still running.
 4. Decide the held requests in offset order (pure ``rules``).
 5. p's batch joins the next transaction: decisions → ``decisions``,
@@ -30,7 +30,7 @@ Commit procedure, for each owned partition p, in every round:
    runs in the background: polling goes on, and p's new records wait in
    ``Owned`` until the transaction carrying p's batch has ended; batches
    that become ready meanwhile ride the next one, which begins no sooner
-   than ``AGUI_GATEKEEPER_TRANSACTION_INTERVAL_MS`` after the last began
+   than ``AGUI_GATEKEEPER_TRANSACTION_INTERVAL_MS`` (or ``_BATCH_MS``) after the last began
    (``pacing``; batches are then built when it may begin, so they carry
    whatever arrived until then).
 6. Only after the commit returns: each batch's thread states replace its
@@ -99,8 +99,7 @@ def launch(st: Instance) -> None:
 def _paced(st: Instance) -> bool:
     """True while the next transaction may not begin yet (``pacing``): a timer launches
     the batches then, so what arrives meanwhile joins them."""
-    wait = pacing.wait_s(st.transaction_began, time.monotonic(),
-                         st.settings.transaction_interval_ms / 1000)
+    wait = pacing.wait_s(st.transaction_began, time.monotonic(), st.settings.pacing_s)
     if wait <= 0:
         return False
     if st.pacer is None:
@@ -178,7 +177,7 @@ def _caught_up(st: Instance, owned: Owned) -> bool:
     if owned.barrier is None or owned.applied_event >= owned.barrier:
         return True
     waited_ms = (time.monotonic() - (owned.held_since or 0.0)) * 1000
-    if waited_ms >= st.settings.events_wait_ms:
+    if waited_ms >= st.settings.catch_up_ms:
         st.stats["events_wait_expired"] += 1
         log.warning(
             "deciding requests before runs p%d caught up (%d < %d)",

@@ -11,7 +11,10 @@ least time between the starts of two transactions: batches that become
 ready sooner wait and ride the next one together. When requests arrive
 slower than that, the last transaction began long enough ago and nothing
 waits; so the interval only takes effect where transactions would otherwise
-run back to back.
+run back to back. It takes little effect alone, though: where each fetch
+returns with the first record that arrived, the polls, not the transactions,
+are what a run costs. ``AGUI_GATEKEEPER_BATCH_MS`` batches both: each fetch
+waits that long to fill, and transactions are paced to it.
 """
 
 from __future__ import annotations

@@ -149,6 +149,8 @@ class Processor:
             max_poll_records=self.settings.max_batch,
             session_timeout_ms=self.settings.session_timeout_ms,
             group_instance_id=self.settings.instance_id,
+            fetch_min_bytes=self.settings.fetch_min_bytes,
+            fetch_max_wait_ms=self.settings.fetch_wait_ms,
         )
         consumer.subscribe([self.topics.requests, self.topics.runs], listener=_Listener(st))
         st.consumer = consumer

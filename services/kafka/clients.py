@@ -100,6 +100,8 @@ def new_consumer(
     session_timeout_ms: int = 10_000,
     assignors: tuple[Any, ...] = (RangePartitionAssignor,),
     group_instance_id: str | None = None,
+    fetch_min_bytes: int = 1,
+    fetch_max_wait_ms: int = 100,
 ) -> AIOKafkaConsumer:
     """A consumer that commits nothing by itself and sees only committed records
     (``assignors``: the group's partition assignment strategies, range by default;
@@ -117,7 +119,8 @@ def new_consumer(
         session_timeout_ms=session_timeout_ms,
         heartbeat_interval_ms=max(session_timeout_ms // 4, 500),
         max_partition_fetch_bytes=max(settings.max_record_bytes * 2, 1_048_576),
-        fetch_max_wait_ms=100,
+        fetch_min_bytes=fetch_min_bytes,
+        fetch_max_wait_ms=fetch_max_wait_ms,
     )
 
 

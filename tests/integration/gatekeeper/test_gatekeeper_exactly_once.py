@@ -10,9 +10,9 @@ read_committed then finds, for every requestId, exactly one final decision
 (after at most one ``queued``), every run admitted and dispatched exactly
 once, in order on its thread. It runs with the thread states in memory and
 in on-disk stores (``AGUI_STATE_DIR``: each restart restores only what the
-store had not installed when the process died), and with transactions paced
-(``AGUI_GATEKEEPER_TRANSACTION_INTERVAL_MS``: batches wait for the interval and
-ride one transaction together).
+store had not installed when the process died), and batching
+(``AGUI_GATEKEEPER_BATCH_MS``: each fetch waits to fill, and batches wait for
+the interval and ride one transaction together).
 """
 
 from __future__ import annotations
@@ -43,14 +43,14 @@ TOTAL = THREADS * RUNS_PER_THREAD
 KILL_AT = (0.15, 0.4, 0.65)
 
 
-@pytest.mark.parametrize("store", ["memory", "disk", "paced"])
+@pytest.mark.parametrize("store", ["memory", "disk", "batched"])
 async def test_exactly_once_while_the_gatekeeper_is_killed_and_restarted(
     kafka: KafkaSettings, topics: Topics, processes: Callable[..., GatekeeperProcess],
     store: str, tmp_path: Path,
 ) -> None:
     env = {"AGUI_STATE_DIR": str(tmp_path / "state")} if store == "disk" else {}
-    if store == "paced":  # in memory, transactions at least 20 ms apart (``pacing``)
-        env = {"AGUI_GATEKEEPER_TRANSACTION_INTERVAL_MS": "20"}
+    if store == "batched":  # in memory; fetches wait up to 50 ms to fill, transactions
+        env = {"AGUI_GATEKEEPER_BATCH_MS": "50"}  # at least 50 ms apart (``pacing``)
     gatekeeper = processes(kafka, AGUI_BUSY_POLICY="enqueue", **env)
     requests = [
         run_request(f"q{t}-{n}", f"t{t}", f"r{n}")

@@ -207,14 +207,18 @@ async def test_enqueue_and_lenient_policies_through_the_topics(
     assert "ghost" in dispatch.warnings[0]
 
 
+@pytest.mark.parametrize("batch_ms", [0, 900])
 async def test_a_resume_sent_right_after_its_interrupt_never_meets_a_busy_thread(
-    kafka: KafkaSettings, topics: Topics, processes: Callable[..., GatekeeperProcess]
+    kafka: KafkaSettings, topics: Topics, processes: Callable[..., GatekeeperProcess],
+    batch_ms: int,
 ) -> None:
     """Events can lag requests in a poll (a streaming run writes many records);
     the gatekeeper must not decide a resume before it has read the interrupt
     that was published before it. The gatekeeper is stopped while the runs
-    stream, so on restart their requests and events are all waiting at once."""
-    gatekeeper = processes(kafka)
+    stream, so on restart their requests and events are all waiting at once.
+    Batching too (``AGUI_GATEKEEPER_BATCH_MS`` 900: each fetch is held until it fills
+    or 900 ms pass, longer than the 500 ms a request waits for ``runs``)."""
+    gatekeeper = processes(kafka, AGUI_GATEKEEPER_BATCH_MS=str(batch_ms))
     gatekeeper.start()
     await gatekeeper.ready()
     threads = [f"t-burst-{n}" for n in range(4)]
