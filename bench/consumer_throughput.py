@@ -327,8 +327,11 @@ async def bench(bootstrap: str, args: argparse.Namespace, log_dir: Path) -> dict
                 "sse": sse,
                 "plain": plain,
             }
+            doc["bounds"] = machine_bounds(sse["cpu_us_per_event"])
             if "events_per_s" in plain:
                 doc["ratio"] = round(sse["events_per_s"] / max(plain["events_per_s"], 1), 3)
+                doc["bounds"]["ratio_without_service"] = round(
+                    doc["bounds"]["without_service"] / max(plain["events_per_s"], 1), 3)
                 # What one core buys each side: events/s if each had a core to itself.
                 doc["cpu_ratio"] = round(
                     plain["cpu_us_per_event"]["plain_reader"]
@@ -345,6 +348,18 @@ async def bench(bootstrap: str, args: argparse.Namespace, log_dir: Path) -> dict
         "phases": phases,
         "load_average": os.getloadavg(),
     }
+
+
+def machine_bounds(per_event: dict[str, float | None]) -> dict[str, Any]:
+    """What this machine's cores could deliver at the CPU per event measured: every process
+    of the window together, and the same if the consumer service cost nothing (the
+    broker, the stand-in and the clients alone): no service on these cores streams faster."""
+    cores = os.cpu_count() or 1
+    spent = {n: v for n, v in per_event.items() if v}
+    others = sum(v for n, v in spent.items() if n != "consumer")
+    return {"cores": cores,
+            "all": round(cores * 1e6 / max(sum(spent.values()), 1e-9)),
+            "without_service": round(cores * 1e6 / max(others, 1e-9))}
 
 
 def _us(value: float | None) -> str:
@@ -408,6 +423,14 @@ def report(r: dict[str, Any]) -> None:
         "per event over the consumer service's, the events/s ratio if each had a core of its "
         "own. Load: the load average as the window opened."
     )
+    for doc in r["phases"].values():
+        bounds = doc["bounds"]
+        console.print(
+            f"{doc['concurrency']} at a time, what {bounds['cores']} cores allow at these CPU "
+            f"costs: {bounds['all']:,} events/s with every process; {bounds['without_service']:,}"
+            f" events/s if the consumer service cost nothing (ratio "
+            f"{bounds.get('ratio_without_service', float('nan')):.2f} to the plain reader)"
+        )
     console.print(
         f"[dim]broker pid {r['broker_pid']}; load average at the end: "
         f"{', '.join(f'{v:.2f}' for v in r['load_average'])}[/]"

@@ -18,6 +18,7 @@ AG-UI clients, used by ``Last-Event-ID`` on the replay route), and
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -62,6 +63,19 @@ class Sequencer(Generic[T]):
             out.append((self.after, self._held.pop(self.after)))
         return out
 
+    def offer_all(self, items: Iterable[tuple[int, T]]) -> list[tuple[int, T]]:
+        """``offer`` each (seq, item) in turn; what can be delivered now, in order. The
+        common case, each record the next one with nothing held, takes no detour."""
+        out: list[tuple[int, T]] = []
+        for seq, item in items:
+            after = self.after
+            if not self._held and (after is None or seq == after + 1):
+                self.after = seq
+                out.append((seq, item))
+            else:
+                out += self.offer(seq, item)
+        return out
+
     def release(self) -> list[tuple[int, T]]:
         """Give up on the gap: deliver every held record in order."""
         out = sorted(self._held.items())
@@ -72,7 +86,12 @@ class Sequencer(Generic[T]):
 
 
 def data_frame(value: bytes, seq: int | None = None) -> bytes:
-    """One SSE frame carrying one event JSON object.
+    """One SSE frame carrying one event JSON object (``frame_parts`` joined)."""
+    return b"".join(frame_parts(value, seq))
+
+
+def frame_parts(value: bytes, seq: int | None = None) -> tuple[bytes, bytes, bytes]:
+    """The three pieces of one SSE frame, to be joined with others into one write.
 
     The producer's bytes are sent as they are. orjson never writes a line
     break, but a value from another writer might; such a value is compacted
@@ -80,8 +99,7 @@ def data_frame(value: bytes, seq: int | None = None) -> bytes:
     """
     if b"\n" in value or b"\r" in value:
         value = orjson.dumps(orjson.loads(value))
-    head = b"id: %d\ndata: " % seq if seq is not None else b"data: "
-    return head + value + b"\n\n"
+    return (b"id: %d\ndata: " % seq if seq is not None else b"data: "), value, b"\n\n"
 
 
 def parse_last_event_id(raw: str | None) -> int | None:

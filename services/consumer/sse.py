@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from services.consumer.ordering import KEEPALIVE, TERMINAL_TYPES, Sequencer, data_frame
+from services.consumer.ordering import KEEPALIVE, TERMINAL_TYPES, Sequencer, frame_parts
 from services.consumer.streams import Delivery, RunStream
 from services.consumer.write_idle import closed_idle
 from services.kafka.clients import KafkaError
@@ -103,9 +103,7 @@ async def run_body(
                 return
             continue
         if await buffer.wait(GAP_WAIT_S if sequencer.waiting else keepalive_s):
-            ready = []
-            for delivery in buffer.take_all():
-                ready += sequencer.offer(delivery.seq, delivery)
+            ready = sequencer.offer_all((d.seq, d) for d in buffer.take_all())
         elif not sequencer.waiting:
             yield KEEPALIVE
             continue
@@ -143,14 +141,16 @@ async def _relayed(items: AsyncIterator[Delivery | None], sequencer: Sequencer[D
 def _frames(ready: list[tuple[int, Delivery]], outcome: StreamOutcome, with_ids: bool,
             *, stop: bool) -> bytes:
     """Frame the ready deliveries; with ``stop``, nothing after the first terminal."""
-    parts = []
+    parts: list[bytes] = []
+    frames = 0
     for seq, delivery in ready:
-        parts.append(data_frame(delivery.value, seq if with_ids else None))
-        outcome.frames += 1
+        parts += frame_parts(delivery.value, seq if with_ids else None)
+        frames += 1
         if delivery.event_type in TERMINAL_TYPES:
             outcome.terminal = True
             if stop:
                 break
+    outcome.frames += frames
     return b"".join(parts)
 
 

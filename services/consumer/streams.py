@@ -36,7 +36,7 @@ import asyncio
 import logging
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, NamedTuple, TypeVar
 
 import orjson
 from pydantic import ValidationError
@@ -119,9 +119,9 @@ class LruMap(Generic[K, V]):
         return len(self._data)
 
 
-@dataclass(slots=True, frozen=True)
-class Delivery:
-    """One event record for a stream: its sequence number, type and raw value."""
+class Delivery(NamedTuple):
+    """One event record for a stream: its sequence number, type and raw value (a tuple:
+    one is made per event and stream, and a frozen dataclass costs four times as much)."""
 
     seq: int
     event_type: str
@@ -377,14 +377,16 @@ class FanOut(BackgroundReader):
             log.error("decision queue full for request %s", waiter.request_id, extra=fields)
 
     def _on_event(self, partition: int, record: ConsumerRecord) -> None:
-        headers = record.headers
-        run_id = header_value(headers, RUN_ID)
-        seq = header_value(headers, SEQ)
+        # the hot path, once per event: the headers are read in one pass (the first of
+        # each name wins, as ``header_value`` has it) and nothing is decoded twice
+        headers = dict(reversed(record.headers or ()))
+        run_id, seq = headers.get(RUN_ID), headers.get(SEQ)
         if run_id is None or seq is None or record.key is None:
             return
-        key = (record.key.decode("utf-8", "replace"), run_id)
+        key = (record.key.decode("utf-8", "replace"), run_id.decode("utf-8", "replace"))
         self.run_starts.setdefault(key, (partition, record.offset))
-        event_type = header_value(headers, EVENT_TYPE) or ""
+        kind = headers.get(EVENT_TYPE)
+        event_type = kind.decode("utf-8", "replace") if kind is not None else ""
         if event_type in TERMINAL_TYPES:
             self._ended(key, event_type, record)
         subs = self._streams.get(key)
@@ -395,7 +397,7 @@ class FanOut(BackgroundReader):
         except ValueError:
             return
         delivery = Delivery(number, event_type, record.value, record.offset)
-        for stream in list(subs):
+        for stream in tuple(subs):
             if not stream.push(delivery):
                 log.error("stream of run %s dropped: client reads too slowly "
                           "(%d events buffered)", run_id, self.stream_queue,

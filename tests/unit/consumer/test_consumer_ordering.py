@@ -80,6 +80,19 @@ def test_output_is_strictly_increasing_whatever_arrives(seqs: list[int], window:
     assert set(out) <= set(seqs)
 
 
+@given(st.lists(st.lists(st.integers(-1, 40), max_size=30), max_size=6),
+       st.one_of(st.none(), st.integers(-1, 5)), st.integers(1, 50))
+def test_offering_a_batch_is_offering_each_in_turn(batches: list[list[int]], after: int | None,
+                                                   window: int) -> None:
+    one: Sequencer[str] = Sequencer(after=after, window=window)
+    many: Sequencer[str] = Sequencer(after=after, window=window)
+    for batch in batches:
+        expected = [x for seq in batch for x in one.offer(seq, f"e{seq}")]
+        assert many.offer_all((seq, f"e{seq}") for seq in batch) == expected
+        assert (many.after, many.waiting) == (one.after, one.waiting)
+    assert many.release() == one.release()
+
+
 def test_data_frame_keeps_the_producers_bytes() -> None:
     value = b'{"type":"RUN_STARTED","threadId":"t","runId":"r"}'
     assert data_frame(value, 7) == b"id: 7\ndata: " + value + b"\n\n"
