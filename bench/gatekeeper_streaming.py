@@ -1,6 +1,7 @@
 """The gatekeeper's CPU per streamed token: it reads run boundaries, not tokens.
 
     .venv/bin/python -m bench.gatekeeper_streaming [--runs 200] [--tokens 500] [--lanes 20]
+                                                   [--batch-ms 200]
 
 The gatekeeper runs as its own process (``python -m services.gatekeeper``,
 8 partitions) beside a producer worker in this process hosting an agent that
@@ -24,6 +25,10 @@ aiokafka doing only the Kafka work the gatekeeper must do per run (a
 transaction writing the decision and dispatch, committing the request; one
 writing the thread state at the run's end, committing ``runs``), its CPU
 measured the same way: the table puts the two side by side with the ratio.
+Then both again batching (``AGUI_GATEKEEPER_BATCH_MS`` ``--batch-ms``, which the
+floor honours too: its fetches wait to fill alike, one transaction a poll), with
+each run's wait from its request to its ``RUN_STARTED`` on ``runs`` beside the
+CPU: what batching saves, and what it costs a run's start at this load.
 Also run as a phase of ``bench.gatekeeper``; writes
 ``bench/results/gatekeeper_streaming.json`` when run alone. Benchmarks print;
 they assert nothing.
@@ -67,7 +72,7 @@ from services.runtime.settings import KafkaSettings
 RESULTS = ROOT / "bench" / "results" / "gatekeeper_streaming.json"
 AGENT = "stream"
 IDLE_S = 3.0
-BATCH_MS = 100
+BATCH_MS = 200
 """``AGUI_GATEKEEPER_BATCH_MS`` of the batched phases."""
 console = Console(width=120)
 
@@ -319,7 +324,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     with broker() as bootstrap:
         settings = KafkaSettings(bootstrap_servers=bootstrap, partitions=PARTITIONS,
                                  topic_prefix=f"benchs{uuid.uuid4().hex[:6]}")
-        return await compare(settings, args.runs, args.tokens, args.lanes)
+        return await compare(settings, args.runs, args.tokens, args.lanes, args.batch_ms)
 
 
 def cli() -> None:
@@ -327,6 +332,8 @@ def cli() -> None:
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--tokens", type=int, default=500)
     parser.add_argument("--lanes", type=int, default=20)
+    parser.add_argument("--batch-ms", type=int, default=BATCH_MS,
+                        help="AGUI_GATEKEEPER_BATCH_MS of the batched phases")
     results = uvloop.run(main(parser.parse_args()))
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
