@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-Headers = Sequence[tuple[str, bytes]]
-"""aiokafka's header shape: (name, value) pairs."""
+Headers = Sequence[tuple[str, bytes | None]]
+"""aiokafka's header shape: (name, value) pairs. A value can be null: the record format
+allows it, and any client may write one."""
 
 RUN_ID = "agui-run-id"
 EVENT_TYPE = "agui-event-type"
@@ -23,14 +24,15 @@ TRACEPARENT = "traceparent"
 
 
 def header_value(headers: Headers | None, name: str) -> str | None:
-    """The first value of header ``name`` as text, or None when absent."""
+    """The first value of header ``name`` as text, or None when absent (or null)."""
     for key, value in headers or ():
         if key == name:
-            return value.decode("utf-8", "replace")
+            return value.decode("utf-8", "replace") if value is not None else None
     return None
 
 
-def with_header(headers: Headers | None, name: str, value: str | None) -> list[tuple[str, bytes]]:
+def with_header(headers: Headers | None, name: str,
+                value: str | None) -> list[tuple[str, bytes | None]]:
     """``headers`` plus ``name: value`` (unchanged when value is None)."""
     out = [(k, v) for k, v in headers or () if k != name]
     if value is not None:

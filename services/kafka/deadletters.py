@@ -138,8 +138,10 @@ def fitting(record: InRecord, code: str, reason: str, now: datetime, *, service:
     return letter
 
 
-def _headers(headers: Sequence[tuple[str, bytes]], notes: list[str]) -> dict[str, str] | None:
-    texts = [(k, v.decode("utf-8", "replace")) for k, v in headers[:DEAD_LETTER_HEADERS]]
+def _headers(headers: Sequence[tuple[str, bytes | None]],
+             notes: list[str]) -> dict[str, str] | None:
+    texts = [(k, v.decode("utf-8", "replace") if v is not None else "")
+             for k, v in headers[:DEAD_LETTER_HEADERS]]
     if len(headers) > DEAD_LETTER_HEADERS:
         notes.append(f"{DEAD_LETTER_HEADERS} of {len(headers)} headers kept")
     if any(max(len(k), len(v)) > DEAD_LETTER_HEADER_LIMIT for k, v in texts):

@@ -93,7 +93,8 @@ def from_kafka(record: Any, catalog: TopicCatalog) -> OpsRecord:
         offset=record.offset,
         timestamp_ms=record.timestamp,
         key=key.decode("utf-8", "replace") if key is not None else None,
-        headers={k: v.decode("utf-8", "replace") for k, v in record.headers or ()},
+        headers={k: v.decode("utf-8", "replace") if v is not None else ""
+                 for k, v in record.headers or ()},
         value=parse_value(record.value),
     )
 

@@ -51,6 +51,7 @@ from contracts import (  # noqa: E402
     encode_event,
 )
 from contracts.generate import SCHEMA_DIR  # noqa: E402
+from contracts.headers import header_value  # noqa: E402
 
 pytestmark = pytest.mark.unit
 
@@ -216,6 +217,15 @@ def test_event_headers_match_the_golden_pairs() -> None:
     assert headers_wire() == golden("event-headers")
     pairs = [(name, value.encode()) for name, value in orjson.loads(golden("event-headers"))]
     assert EventHeaders.decode(pairs) == HEADERS
+
+
+def test_a_null_header_value_reads_as_absent() -> None:
+    pairs: list[tuple[str, bytes | None]] = [
+        (name, None if name == "agui-seq" else value.encode())
+        for name, value in orjson.loads(golden("event-headers"))]
+    assert header_value(pairs, "agui-seq") is None
+    assert header_value(pairs, "agui-run-id") == HEADERS.run_id
+    assert EventHeaders.decode(pairs) is None
 
 
 def test_event_headers_validate_against_the_schema_in_the_event_schema() -> None:

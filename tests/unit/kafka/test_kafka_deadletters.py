@@ -55,3 +55,9 @@ def test_a_source_without_headers_has_none_in_its_letter() -> None:
 
 def _record(letter: DeadLetter) -> tuple[bytes | None, bytes]:
     return letter_key(letter), encode(letter)
+
+
+def test_a_null_header_value_is_kept_as_empty_text() -> None:
+    source = Source("t", 0, 1, b"k", b"{}", [("agui-run-id", None), ("x", b"y")])
+    letter = dead_letter(source, "c", "why", NOW, service="gatekeeper")
+    assert letter.headers == {"agui-run-id": "", "x": "y"}

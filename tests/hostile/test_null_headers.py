@@ -1,0 +1,95 @@
+"""Header values that are null: Kafka's record format allows them, and any client can write them.
+
+A record header is a name and a value, and the value may be null (length
+-1): the Java client, librdkafka and aiokafka all write one when asked. The
+relay's own writers never do, but every topic a service reads can carry a
+record from someone else. So a record with each of the relay's header names
+(and a foreign one) null is written straight onto every topic a service
+reads — ``requests``, ``runs``, ``events``, ``dispatch.scripted`` and
+``decisions`` — on one partition, and also as the stray event of a real run
+(its run id set, every other header null). Afterwards the request is decided
+or dead-lettered, the run's replay and its thread's view still answer 200,
+a normal approval flow on the same partition completes, and every service
+process is the one first started (``test_afterwards`` then finds no
+traceback in any log).
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+import pytest
+
+from contracts.headers import AGENT, EVENT_TYPE, RUN_ID, SCHEMA, SEQ, TRACEPARENT
+from hostile.client import Tenant, approval_flow
+from hostile.stack import UpStack
+from hostile.topics import answer_to, envelope, publish, thread_on
+from services.runtime.settings import KafkaSettings
+
+pytestmark = pytest.mark.hostile
+
+PARTITION = 6
+NAMES = (RUN_ID, EVENT_TYPE, AGENT, SEQ, SCHEMA, TRACEPARENT, "x-hostile")
+NULLS: list[tuple[str, Any]] = [(name, None) for name in NAMES]
+"""Every header the relay reads, null (and one it does not)."""
+
+
+def poison(settings: KafkaSettings, topic: str, thread: str) -> tuple[str, bytes]:
+    """A plausible value for ``topic`` on ``thread``: the topic and the value's bytes."""
+    topics = settings.topics
+    run_id = f"r-{uuid.uuid4().hex[:8]}"
+    ended = {"type": "RUN_FINISHED", "threadId": thread, "runId": run_id}
+    request = envelope({"threadId": thread, "runId": run_id, "state": {}, "messages": [],
+                        "tools": [], "context": [], "forwardedProps": {}})
+    now = datetime.now(UTC).isoformat()
+    values: dict[str, tuple[str, dict[str, Any]]] = {
+        "requests": (topics.requests, request),
+        "runs": (topics.runs, ended),
+        "events": (topics.events, ended),
+        "dispatch": (topics.dispatch("scripted"), {**request, "decidedAt": now}),
+        "decisions": (topics.decisions, {
+            "schemaVersion": 1, "requestId": request["requestId"], "threadId": thread,
+            "runId": run_id, "agent": "scripted", "verdict": "admitted", "message": "admitted",
+            "decidedAt": now}),
+    }
+    name, value = values[topic]
+    return name, orjson.dumps(value)
+
+
+@pytest.mark.parametrize("topic", ["requests", "runs", "events", "dispatch", "decisions"])
+async def test_null_header_values_on_a_topic_harm_no_service(
+        relay: UpStack, tenant_a: Tenant, topic: str) -> None:
+    settings = relay.settings
+    thread = thread_on(PARTITION, settings.partitions, f"null-{topic}")
+    name, value = poison(settings, topic, thread)
+    where = await publish(settings, name, thread.encode(), value, NULLS)
+    assert where[0] == PARTITION
+    await approval_flow(tenant_a, thread_on(PARTITION, settings.partitions, f"after-null-{topic}"))
+    if topic == "requests":
+        answer = await answer_to(settings, orjson.loads(value)["requestId"], where, 10.0)
+        assert answer is not None, f"requests p{where[0]}@{where[1]}: no decision, no dead letter"
+    relay.check_alive()
+
+
+async def test_a_runs_stray_event_with_null_headers_leaves_its_replay_and_view_whole(
+        relay: UpStack, tenant_a: Tenant) -> None:
+    settings = relay.settings
+    thread = thread_on(PARTITION, settings.partitions, "null-stray")
+    await approval_flow(tenant_a, thread)
+    run_id = f"{thread}-r2"
+    stray = orjson.dumps({"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "x"})
+    await publish(settings, settings.topics.events, thread.encode(), stray,
+                  [(RUN_ID, run_id.encode()), *NULLS[1:]])
+    replay = await tenant_a.get(f"/threads/{thread}/runs/{run_id}/events",
+                                headers={"accept": "text/event-stream"})
+    assert replay.status_code == 200, replay.text[:400]
+    frames = [line for line in replay.text.splitlines() if line.startswith("data: ")]
+    assert orjson.loads(frames[-1][6:])["type"] == "RUN_FINISHED", frames[-3:]
+    assert all(b'"delta":"x"' not in f.encode() for f in frames), "the stray event was relayed"
+    view = await tenant_a.get(f"/threads/{thread}")
+    assert view.status_code == 200, view.text[:400]
+    assert view.json()["status"] == "idle", view.json()
+    relay.check_alive()
