@@ -6,6 +6,8 @@ and use the range assignor so co-partitioned topics land on one instance.
 Security (SASL PLAIN/SCRAM, TLS) comes from ``KafkaSettings`` so every
 service and the CLI connect the same way; SASL clients get aiokafka's debug
 trace of the authentication exchange redacted (``services.kafka.redaction``).
+Consumers read a record whose header names are not UTF-8 instead of stopping
+at it for ever (``services.kafka.lenient_records``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from aiokafka.errors import KafkaError
 from aiokafka.helpers import create_ssl_context
 
+from services.kafka import lenient_records
 from services.kafka.redaction import redact_sasl_logging
 from services.runtime.settings import KafkaSettings
 
@@ -106,6 +109,7 @@ def new_consumer(
     """A consumer that commits nothing by itself and sees only committed records
     (``assignors``: the group's partition assignment strategies, range by default;
     ``group_instance_id``: a static member, ``services.kafka.fencing.leave_group``)."""
+    lenient_records.install()
     return AIOKafkaConsumer(
         *topics,
         **connection_options(settings, client_id),

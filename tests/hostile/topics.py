@@ -12,6 +12,7 @@ group-less and bounded by a deadline.
 
 from __future__ import annotations
 
+import struct
 import time
 import uuid
 from collections.abc import Callable
@@ -19,6 +20,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 import orjson
+from aiokafka.protocol.produce import ProduceRequest
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
+from aiokafka.record.util import calc_crc32c
 
 from contracts import DeadLetter, Decision, DecodeError, decode
 from services.kafka.clients import TopicPartition, new_producer
@@ -48,6 +52,49 @@ async def publish(settings: KafkaSettings, topic: str, key: bytes, value: bytes,
     finally:
         await producer.stop()
     return int(sent.partition), int(sent.offset)
+
+
+NOT_UTF8 = b"\xff\xfe-name"
+"""A header name no UTF-8 decoder takes (``publish_not_utf8``)."""
+
+
+def batch_with_a_name_not_utf8(records: list[tuple[bytes, bytes]], bad: int) -> bytes:
+    """One v2 record batch of ``records`` (key, value); record ``bad`` carries a header
+    whose name is ``NOT_UTF8``. aiokafka's builder takes names as text, so the batch is
+    built with a placeholder of the same length, patched and its CRC recomputed: what
+    a client writing raw bytes (librdkafka, say) would send."""
+    placeholder = "Q" * len(NOT_UTF8)
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=0,
+                                        producer_id=-1, producer_epoch=-1, base_sequence=-1,
+                                        batch_size=1 << 24)
+    for i, (key, value) in enumerate(records):
+        headers = [(placeholder, b"1")] if i == bad else [("x-hostile", b"1")]
+        builder.append(i, timestamp=None, key=key, value=value, headers=headers)
+    raw = bytearray(builder.build())
+    at = raw.find(placeholder.encode())
+    raw[at:at + len(NOT_UTF8)] = NOT_UTF8
+    struct.pack_into(">I", raw, 17, calc_crc32c(bytes(raw[21:])))  # the CRC covers from 21
+    return bytes(raw)
+
+
+async def publish_not_utf8(settings: KafkaSettings, topic: str, partition: int,
+                           records: list[tuple[bytes, bytes]], bad: int) -> int:
+    """Write ``batch_with_a_name_not_utf8`` onto ``topic`` ``partition`` with a produce
+    request of its own; the offset of its first record."""
+    producer = new_producer(settings, f"hostile-raw-{uuid.uuid4().hex[:6]}")
+    await producer.start()
+    try:
+        await producer.client.force_metadata_update()
+        node = producer.client.cluster.leader_for_partition(TopicPartition(topic, partition))
+        request = ProduceRequest(transactional_id=None, required_acks=-1, timeout=10_000,
+                                 topics=[(topic, [(partition, batch_with_a_name_not_utf8(
+                                     records, bad))])])
+        response = await producer.client.send(node, request)
+    finally:
+        await producer.stop()
+    ((_, ((_, error, offset, *_),)),) = response.topics
+    assert error == 0, f"the broker refused the batch: error {error}"
+    return int(offset)
 
 
 def thread_on(partition: int, partitions: int, tag: str) -> str:

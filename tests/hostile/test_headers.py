@@ -1,17 +1,19 @@
-"""Header values that are null: Kafka's record format allows them, and any client can write them.
+"""Headers no relay writer makes: null values, and names that are not UTF-8.
 
-A record header is a name and a value, and the value may be null (length
--1): the Java client, librdkafka and aiokafka all write one when asked. The
-relay's own writers never do, but every topic a service reads can carry a
-record from someone else. So a record with each of the relay's header names
-(and a foreign one) null is written straight onto every topic a service
-reads — ``requests``, ``runs``, ``events``, ``dispatch.scripted`` and
-``decisions`` — on one partition, and also as the stray event of a real run
-(its run id set, every other header null). Afterwards the request is decided
-or dead-lettered, the run's replay and its thread's view still answer 200,
-a normal approval flow on the same partition completes, and every service
-process is the one first started (``test_afterwards`` then finds no
-traceback in any log).
+Kafka's record format gives a header's name as bytes and lets its value be
+null (length -1); the broker stores either as given, and any client can
+write them (the Java client writes null values; librdkafka, or anyone
+writing raw batches, names in any bytes). Every topic a service reads —
+``requests``, ``runs``, ``events``, ``dispatch.scripted`` and
+``decisions`` — gets such records on one partition: a record with each of
+the relay's header names (and a foreign one) null, a stray event of a real
+run (its run id set, every other header null), and a batch of three
+records whose middle one carries a header named in bytes that are not
+UTF-8 (aiokafka used to raise on that batch at every poll, for ever).
+Afterwards each request is decided or dead-lettered, the run's replay and
+its thread's view still answer 200, a normal approval flow on the same
+partition completes, and every service process is the one first started
+(``test_afterwards`` then finds no traceback in any log).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import pytest
 from contracts.headers import AGENT, EVENT_TYPE, RUN_ID, SCHEMA, SEQ, TRACEPARENT
 from hostile.client import Tenant, approval_flow
 from hostile.stack import UpStack
-from hostile.topics import answer_to, envelope, publish, thread_on
+from hostile.topics import answer_to, envelope, publish, publish_not_utf8, thread_on
 from services.runtime.settings import KafkaSettings
 
 pytestmark = pytest.mark.hostile
@@ -92,4 +94,24 @@ async def test_a_runs_stray_event_with_null_headers_leaves_its_replay_and_view_w
     view = await tenant_a.get(f"/threads/{thread}")
     assert view.status_code == 200, view.text[:400]
     assert view.json()["status"] == "idle", view.json()
+    relay.check_alive()
+
+
+@pytest.mark.parametrize("topic", ["requests", "runs", "events", "dispatch", "decisions"])
+async def test_a_header_name_not_utf8_on_a_topic_stops_no_reader(
+        relay: UpStack, tenant_a: Tenant, topic: str) -> None:
+    settings = relay.settings
+    threads = [thread_on(PARTITION, settings.partitions, f"utf8-{topic}-{i}") for i in range(3)]
+    poisons = [poison(settings, topic, thread) for thread in threads]
+    name = poisons[0][0]
+    first = await publish_not_utf8(settings, name, PARTITION,
+                                   [(t.encode(), value) for t, (_, value) in zip(threads, poisons,
+                                                                                strict=True)],
+                                   bad=1)
+    await approval_flow(tenant_a, thread_on(PARTITION, settings.partitions, f"after-utf8-{topic}"))
+    if topic == "requests":  # the records around the odd one, and it, are each answered
+        for i, (_, value) in enumerate(poisons):
+            where = (PARTITION, first + i)
+            answer = await answer_to(settings, orjson.loads(value)["requestId"], where, 10.0)
+            assert answer is not None, f"requests p{where[0]}@{where[1]}: no answer"
     relay.check_alive()
