@@ -9,7 +9,11 @@ writing raw batches, names in any bytes). Every topic a service reads —
 the relay's header names (and a foreign one) null, a stray event of a real
 run (its run id set, every other header null), and a batch of three
 records whose middle one carries a header named in bytes that are not
-UTF-8 (aiokafka used to raise on that batch at every poll, for ever).
+UTF-8 (aiokafka used to raise on that batch at every poll, for ever). And
+each topic gets the same records compressed with every codec Kafka has
+(gzip, snappy, lz4, zstd), as a Java producer configured for it writes
+them: aiokafka reads the last three only with ``cramjam`` installed, and
+without it raised on them at every poll too.
 Afterwards each request is decided or dead-lettered, the run's replay and
 its thread's view still answer 200, a normal approval flow on the same
 partition completes, and every service process is the one first started
@@ -24,6 +28,7 @@ from typing import Any
 
 import orjson
 import pytest
+from aiokafka import AIOKafkaProducer
 
 from contracts.headers import AGENT, EVENT_TYPE, RUN_ID, SCHEMA, SEQ, TRACEPARENT
 from hostile.client import Tenant, approval_flow
@@ -112,6 +117,34 @@ async def test_a_header_name_not_utf8_on_a_topic_stops_no_reader(
     if topic == "requests":  # the records around the odd one, and it, are each answered
         for i, (_, value) in enumerate(poisons):
             where = (PARTITION, first + i)
+            answer = await answer_to(settings, orjson.loads(value)["requestId"], where, 10.0)
+            assert answer is not None, f"requests p{where[0]}@{where[1]}: no answer"
+    relay.check_alive()
+
+
+CODECS = ("gzip", "snappy", "lz4", "zstd")
+
+
+@pytest.mark.parametrize("topic", ["requests", "runs", "events", "dispatch", "decisions"])
+async def test_records_compressed_with_any_codec_are_read(
+        relay: UpStack, tenant_a: Tenant, topic: str) -> None:
+    settings = relay.settings
+    sent = []
+    for codec in CODECS:
+        thread = thread_on(PARTITION, settings.partitions, f"{codec}-{topic}")
+        name, value = poison(settings, topic, thread)
+        producer = AIOKafkaProducer(bootstrap_servers=settings.bootstrap_servers,
+                                    compression_type=codec, acks="all")
+        await producer.start()
+        try:
+            done = await (await producer.send(name, value, key=thread.encode()))
+        finally:
+            await producer.stop()
+        assert done.partition == PARTITION
+        sent.append((value, (done.partition, done.offset)))
+    await approval_flow(tenant_a, thread_on(PARTITION, settings.partitions, f"after-z-{topic}"))
+    if topic == "requests":
+        for value, where in sent:
             answer = await answer_to(settings, orjson.loads(value)["requestId"], where, 10.0)
             assert answer is not None, f"requests p{where[0]}@{where[1]}: no answer"
     relay.check_alive()
