@@ -44,8 +44,9 @@ BATCH = 500
 
 def run_delivery(record: ConsumerRecord, key: bytes, run_id: str) -> Delivery | None:
     """The record as a delivery of the run (thread ``key``, ``run_id``); None for any
-    other record (another thread or run, or no sequence number)."""
-    if record.key != key or header_value(record.headers, RUN_ID) != run_id:
+    other record (another thread or run, no sequence number, or a tombstone)."""
+    if record.key != key or record.value is None or header_value(record.headers,
+                                                                 RUN_ID) != run_id:
         return None
     seq = header_value(record.headers, SEQ)
     if seq is None or not seq.lstrip("-").isdigit():

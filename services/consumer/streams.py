@@ -381,8 +381,8 @@ class FanOut(BackgroundReader):
         # each name wins, as ``header_value`` has it) and nothing is decoded twice
         headers = dict(reversed(record.headers or ()))
         run_id, seq = headers.get(RUN_ID), headers.get(SEQ)
-        if run_id is None or seq is None or record.key is None:
-            return
+        if run_id is None or seq is None or record.key is None or record.value is None:
+            return  # not an event of a run (a tombstone is none either)
         key = (record.key.decode("utf-8", "replace"), run_id.decode("utf-8", "replace"))
         self.run_starts.setdefault(key, (partition, record.offset))
         kind = headers.get(EVENT_TYPE)

@@ -30,7 +30,15 @@ import orjson
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from contracts.headers import AGENT, EVENT_TYPE, RUN_ID, SCHEMA, SEQ, TRACEPARENT
+from contracts.headers import (
+    AGENT,
+    EVENT_TYPE,
+    RUN_ID,
+    SCHEMA,
+    SEQ,
+    TRACEPARENT,
+    EventHeaders,
+)
 from hostile.client import Tenant, approval_flow
 from hostile.stack import UpStack
 from hostile.topics import answer_to, envelope, publish, publish_not_utf8, thread_on
@@ -147,4 +155,33 @@ async def test_records_compressed_with_any_codec_are_read(
         for value, where in sent:
             answer = await answer_to(settings, orjson.loads(value)["requestId"], where, 10.0)
             assert answer is not None, f"requests p{where[0]}@{where[1]}: no answer"
+    relay.check_alive()
+
+
+@pytest.mark.parametrize("topic", ["requests", "runs", "events", "dispatch", "decisions"])
+async def test_a_tombstone_with_every_header_set_harms_no_service(
+        relay: UpStack, tenant_a: Tenant, topic: str) -> None:
+    """No value at all (a tombstone), behind headers that say it is an event of a run."""
+    settings = relay.settings
+    thread = thread_on(PARTITION, settings.partitions, f"tomb-{topic}")
+    name, _ = poison(settings, topic, thread)
+    headers = EventHeaders(f"r-{thread}", "RUN_FINISHED", "scripted", 0).encode()
+    await publish(settings, name, thread.encode(), None, headers)
+    await approval_flow(tenant_a, thread_on(PARTITION, settings.partitions, f"after-tomb-{topic}"))
+    relay.check_alive()
+
+
+async def test_a_runs_stray_tombstone_leaves_its_replay_whole(
+        relay: UpStack, tenant_a: Tenant) -> None:
+    settings = relay.settings
+    thread = thread_on(PARTITION, settings.partitions, "tomb-stray")
+    await approval_flow(tenant_a, thread)
+    run_id = f"{thread}-r2"
+    await publish(settings, settings.topics.events, thread.encode(), None,
+                  EventHeaders(run_id, "TEXT_MESSAGE_CONTENT", "approval", 2).encode())
+    replay = await tenant_a.get(f"/threads/{thread}/runs/{run_id}/events",
+                                headers={"accept": "text/event-stream"})
+    assert replay.status_code == 200, replay.text[:400]
+    frames = [line for line in replay.text.splitlines() if line.startswith("data: ")]
+    assert orjson.loads(frames[-1][6:])["type"] == "RUN_FINISHED", frames[-3:]
     relay.check_alive()

@@ -42,9 +42,9 @@ def envelope(wire_input: dict[str, Any], agent: str = "scripted",
     return doc
 
 
-async def publish(settings: KafkaSettings, topic: str, key: bytes, value: bytes,
+async def publish(settings: KafkaSettings, topic: str, key: bytes, value: bytes | None,
                   headers: list[tuple[str, bytes]] | None = None) -> tuple[int, int]:
-    """Write one record; its (partition, offset)."""
+    """Write one record (``value`` None: a tombstone); its (partition, offset)."""
     producer = new_producer(settings, f"hostile-{uuid.uuid4().hex[:6]}")
     await producer.start()
     try:
