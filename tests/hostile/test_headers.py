@@ -89,27 +89,6 @@ async def test_null_header_values_on_a_topic_harm_no_service(
     relay.check_alive()
 
 
-async def test_a_runs_stray_event_with_null_headers_leaves_its_replay_and_view_whole(
-        relay: UpStack, tenant_a: Tenant) -> None:
-    settings = relay.settings
-    thread = thread_on(PARTITION, settings.partitions, "null-stray")
-    await approval_flow(tenant_a, thread)
-    run_id = f"{thread}-r2"
-    stray = orjson.dumps({"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "x"})
-    await publish(settings, settings.topics.events, thread.encode(), stray,
-                  [(RUN_ID, run_id.encode()), *NULLS[1:]])
-    replay = await tenant_a.get(f"/threads/{thread}/runs/{run_id}/events",
-                                headers={"accept": "text/event-stream"})
-    assert replay.status_code == 200, replay.text[:400]
-    frames = [line for line in replay.text.splitlines() if line.startswith("data: ")]
-    assert orjson.loads(frames[-1][6:])["type"] == "RUN_FINISHED", frames[-3:]
-    assert all(b'"delta":"x"' not in f.encode() for f in frames), "the stray event was relayed"
-    view = await tenant_a.get(f"/threads/{thread}")
-    assert view.status_code == 200, view.text[:400]
-    assert view.json()["status"] == "idle", view.json()
-    relay.check_alive()
-
-
 @pytest.mark.parametrize("topic", ["requests", "runs", "events", "dispatch", "decisions"])
 async def test_a_header_name_not_utf8_on_a_topic_stops_no_reader(
         relay: UpStack, tenant_a: Tenant, topic: str) -> None:
@@ -171,17 +150,30 @@ async def test_a_tombstone_with_every_header_set_harms_no_service(
     relay.check_alive()
 
 
-async def test_a_runs_stray_tombstone_leaves_its_replay_whole(
-        relay: UpStack, tenant_a: Tenant) -> None:
+
+@pytest.mark.parametrize("stray", ["null headers", "tombstone"])
+async def test_a_runs_stray_record_leaves_its_replay_and_view_whole(
+        relay: UpStack, tenant_a: Tenant, stray: str) -> None:
+    """A record on a finished run's thread, with its run id: every other header null, or
+    no value behind a full set of headers (a sequence number the run has)."""
     settings = relay.settings
-    thread = thread_on(PARTITION, settings.partitions, "tomb-stray")
+    thread = thread_on(PARTITION, settings.partitions, f"stray-{stray[:4]}")
     await approval_flow(tenant_a, thread)
     run_id = f"{thread}-r2"
-    await publish(settings, settings.topics.events, thread.encode(), None,
-                  EventHeaders(run_id, "TEXT_MESSAGE_CONTENT", "approval", 2).encode())
+    if stray == "tombstone":
+        value, headers = None, EventHeaders(run_id, "TEXT_MESSAGE_CONTENT", "approval",
+                                            2).encode()
+    else:
+        value = orjson.dumps({"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "x"})
+        headers = [(RUN_ID, run_id.encode()), *NULLS[1:]]
+    await publish(settings, settings.topics.events, thread.encode(), value, headers)
     replay = await tenant_a.get(f"/threads/{thread}/runs/{run_id}/events",
                                 headers={"accept": "text/event-stream"})
     assert replay.status_code == 200, replay.text[:400]
     frames = [line for line in replay.text.splitlines() if line.startswith("data: ")]
     assert orjson.loads(frames[-1][6:])["type"] == "RUN_FINISHED", frames[-3:]
+    assert all('"delta":"x"' not in f for f in frames), "the stray event was relayed"
+    view = await tenant_a.get(f"/threads/{thread}")
+    assert view.status_code == 200, view.text[:400]
+    assert view.json()["status"] == "idle", view.json()
     relay.check_alive()
