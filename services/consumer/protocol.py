@@ -12,7 +12,10 @@ request cycle and adds, per connection:
   usual form; the blank line ending the head is not counted), and the bytes
   received while a head is incomplete are counted as they arrive, so a single
   header that never ends is refused before it can grow the process. Over
-  either limit: ``431 headers_too_large``;
+  either limit: ``431 headers_too_large``. A head that another instance
+  forwarded (it carries ``agui-forwarded-by``) may be ``FORWARDED_SLACK``
+  bytes longer: the forward adds headers of its own to a head the first
+  instance held to the limit, and what is served there must be served here;
 - a clock for the head (``AGUI_HTTP_HEADER_TIMEOUT_S``, from a request's
   first byte until its head is complete) and one for the body
   (``AGUI_HTTP_BODY_TIMEOUT_S``, from the complete head until the complete
@@ -61,6 +64,11 @@ HEADER_LINE_EXTRA = len(b": \r\n")
 RAW_SLACK = 1024
 """Bytes of an incomplete head allowed past the limit before the raw count refuses it
 (room for the whitespace and line ends the measured count leaves out)."""
+FORWARDED_SLACK = 1024
+"""Bytes a forwarded head may exceed the limit by: the lines the forward adds to the
+client's (``Host``, ``Connection``, ``Content-Length`` and the ``agui-*`` headers, two of
+them advertised URLs of at most 255 characters) come to under 700 bytes."""
+FORWARDED_NAME = b"agui-forwarded-by"
 LINGER_S = 2.0
 """How long a refused connection keeps reading (and discarding) before it closes."""
 
@@ -101,6 +109,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         self._raw_head = 0
         self._head_bytes = 0
         self._header_count = 0
+        self._forwarded = False
         self._head_timer: asyncio.TimerHandle | None = None
         self._body_timer: asyncio.TimerHandle | None = None
         self._answered = False
@@ -149,7 +158,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             return
         limits = self.limits
         if self._in_head:
-            if self._raw_head > limits.max_header_bytes + RAW_SLACK:
+            if self._raw_head > limits.max_header_bytes + RAW_SLACK + FORWARDED_SLACK:
                 self._refuse(self._too_large())
             elif self._head_timer is None and (self._raw_head or self._receiving):
                 self._head_timer = self.loop.call_later(limits.header_timeout_s,
@@ -166,6 +175,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         self._receiving = True
         self._head_bytes = 0
         self._header_count = 0
+        self._forwarded = False
 
     def on_url(self, url: bytes) -> None:
         self._head_bytes += len(url)
@@ -177,16 +187,19 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     def on_header(self, name: bytes, value: bytes) -> None:
         self._header_count += 1
         self._head_bytes += len(name) + len(value) + HEADER_LINE_EXTRA
+        if len(name) == len(FORWARDED_NAME) and name.lower() == FORWARDED_NAME:
+            self._forwarded = True
         limits = self.limits
-        if (self._header_count > limits.max_headers
-                or self._head_bytes + REQUEST_LINE_EXTRA > limits.max_header_bytes):
+        if (self._header_count > limits.max_headers  # whether forwarded is known at the end
+                or self._head_bytes + REQUEST_LINE_EXTRA > limits.max_header_bytes
+                + FORWARDED_SLACK):
             self._refuse(self._too_large())
             raise _Refused
         super().on_header(name, value)
 
     def on_headers_complete(self) -> None:
         size = self._head_bytes + len(self.parser.get_method()) + REQUEST_LINE_EXTRA
-        if size > self.limits.max_header_bytes:
+        if size > self.limits.max_header_bytes + (FORWARDED_SLACK if self._forwarded else 0):
             self._refuse(self._too_large())
             raise _Refused
         self._in_head = False

@@ -22,9 +22,11 @@ class ConsumerSettings(BaseSettings):
 
     http_host: str = Field("127.0.0.1", alias="AGUI_HTTP_HOST")
     http_port: int = Field(8000, alias="AGUI_HTTP_PORT", ge=0, le=65535)
-    advertised_url: str | None = Field(None, alias="AGUI_ADVERTISED_URL")
+    advertised_url: str | None = Field(None, alias="AGUI_ADVERTISED_URL", max_length=255)
     """The URL other instances reach this one at (``http://host:port``); unset: the
-    listen address (the host name when listening on every interface)."""
+    listen address (the host name when listening on every interface). At most 255
+    characters: forwarded heads carry it and are allowed only so much past the limit
+    (``protocol.FORWARDED_SLACK``)."""
     forward_settle_s: float = Field(15.0, alias="AGUI_FORWARD_SETTLE_S", gt=0, le=300)
     """How long a request for another instance's thread waits for ownership to settle (a
     rebalance, a dead owner's partitions handed on) before a ``503 owner_unavailable``."""

@@ -57,12 +57,12 @@ async def assert_too_large(relay: UpStack, data: bytes) -> None:
         await conn.close()
 
 
-def padded_head(relay: UpStack, size: int) -> bytes:
+def padded_head(relay: UpStack, size: int, *extra: tuple[str, str]) -> bytes:
     """A GET /healthz head of exactly ``size`` bytes (request line, headers, blank line)."""
-    bare = head("GET", "/healthz", [host(relay), ("X-Pad", "")])
+    bare = head("GET", "/healthz", [host(relay), *extra, ("X-Pad", "")])
     missing = size - len(bare)
     assert missing >= 0
-    return head("GET", "/healthz", [host(relay), ("X-Pad", "p" * missing)])
+    return head("GET", "/healthz", [host(relay), *extra, ("X-Pad", "p" * missing)])
 
 
 async def test_a_head_at_the_byte_limit_is_served_one_past_it_is_refused(
@@ -70,6 +70,17 @@ async def test_a_head_at_the_byte_limit_is_served_one_past_it_is_refused(
     below = await exchange(relay, padded_head(relay, MAX_HEADER_BYTES - 64))
     assert below.status == 200, below
     await assert_too_large(relay, padded_head(relay, MAX_HEADER_BYTES + 64))
+
+
+async def test_a_forwarded_head_may_carry_the_forwards_own_lines_past_the_limit(
+        relay: UpStack) -> None:
+    """An instance forwarding a client's head held to the limit adds lines of its own
+    (``FORWARDED_SLACK``, under 700 bytes): the owner serves that, and no more."""
+    forwarded = ("agui-forwarded-by", "http://127.0.0.1:1")
+    served = await exchange(relay, padded_head(relay, MAX_HEADER_BYTES + 700, forwarded))
+    assert served.status == 200, served
+    await assert_too_large(relay, padded_head(relay, MAX_HEADER_BYTES + 1024 + 64, forwarded))
+    await assert_too_large(relay, padded_head(relay, MAX_HEADER_BYTES + 700))
 
 
 async def test_a_hundred_headers_are_served_a_hundred_and_one_refused(relay: UpStack) -> None:

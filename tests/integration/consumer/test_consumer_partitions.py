@@ -39,6 +39,8 @@ from consumer_harness import (
 from contracts import ThreadState
 from deploy.kafka import launcher
 from services.consumer.forward import FORWARDED_BY
+from services.consumer.protocol import HEADER_LINE_EXTRA, REQUEST_LINE_EXTRA
+from services.consumer.settings import ConsumerSettings
 from services.kafka.partitioning import partition_for
 from services.runtime.settings import KafkaSettings
 
@@ -349,3 +351,52 @@ async def test_a_forward_to_an_owner_gone_is_retried_once_ownership_moves_on(
     assert response.status_code == 200, response.text
     assert len(data_values(response.content)) == 2
     assert retried == 1
+
+
+async def raw_status(instance: Served, method: str, path: str,
+                     headers: Sequence[tuple[str, str]]) -> tuple[int, bytes]:
+    """Send one request head exactly as given (no client adds a header) and read the answer."""
+    host, port = instance.url.removeprefix("http://").rsplit(":", 1)
+    reader, writer = await asyncio.open_connection(host, int(port))
+    try:
+        lines = [f"{method} {path} HTTP/1.1", *(f"{k}: {v}" for k, v in headers), "", ""]
+        writer.write("\r\n".join(lines).encode("latin-1"))
+        await writer.drain()
+        async with asyncio.timeout(WAIT_S):
+            answer = await reader.read()  # Connection: close: the server ends it
+        status_line, _, rest = answer.partition(b"\r\n")
+        return int(status_line.split()[1]), rest.partition(b"\r\n\r\n")[2]
+    finally:
+        writer.close()
+
+
+def head_of(size: int, method: str, path: str, host: str) -> list[tuple[str, str]]:
+    """Headers making the request's head ``size`` bytes as the server counts it, the bulk in
+    ``tracestate`` (a header the forward passes on)."""
+    fixed = [("Host", host), ("Connection", "close"),
+             *([("Content-Length", "0")] if method == "POST" else [])]
+    counted = len(method) + len(path) + REQUEST_LINE_EXTRA + sum(
+        len(k) + len(v) + HEADER_LINE_EXTRA for k, v in [*fixed, ("tracestate", "")])
+    return [*fixed, ("tracestate", "v=" + "x" * (size - counted - 2))]
+
+
+@pytest.mark.parametrize(("method", "route"), [("GET", "/threads/{t}"),
+                                               ("POST", "/threads/{t}/runs/r1/cancel")])
+async def test_a_head_at_the_limit_is_served_through_a_forward_as_by_the_owner(
+        kafka: KafkaSettings, backstage: Backstage, method: str, route: str) -> None:
+    """The forward adds headers of its own (the loop guard, the owner's Host, the attempt):
+    a client's head at the byte limit must not become one past it on the way to the owner."""
+    async with three(kafka) as instances:
+        thread, home, away = placed(kafka, instances)
+        limit = ConsumerSettings().http_max_header_bytes
+        path = route.format(t=thread)
+
+        async def through(instance: Served, size: int) -> tuple[int, bytes]:
+            host = instance.url.removeprefix("http://")
+            return await raw_status(instance, method, path, head_of(size, method, path, host))
+
+        local = await through(home, limit)
+        assert local[0] == 404, local  # served: no such thread
+        assert (await through(home, limit + 1))[0] == 431
+        assert await through(away, limit) == local
+        assert (await through(away, limit + 1))[0] == 431  # refused at the first hop
