@@ -8,7 +8,8 @@ test that stops iterating stops reading, and the server's writes back up.
 reading as fast as the test asks (``read_until``) or with a pause between
 reads (``read_to_end``); a connection the server cut ends the read quietly
 (``cut``). ``emit_pads`` writes a run's events as a producer would, many at
-once, each padded to a size that fills socket buffers quickly.
+once, each padded to a size that fills socket buffers quickly; ``open_run`` starts the run
+they stream into without reading its body.
 """
 
 from __future__ import annotations
@@ -16,12 +17,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx
 import orjson
-from consumer_harness import AGENT, Backstage
+from consumer_harness import AGENT, Backstage, run_input, started
 
 from contracts import EventHeaders
 from services.consumer.relay import Relay
@@ -146,3 +148,17 @@ class BufferPeak:
             self.waiting_peak = max(self.waiting_peak, counter(
                 self.relay, "agui_consumer_stream_log_waiting"))
             await asyncio.sleep(0.005)
+
+
+async def open_run(http: httpx.AsyncClient, backstage: Backstage,
+                   thread_id: str | None = None) -> tuple[str, str, SseReader]:
+    """POST a run, admit it, write its RUN_STARTED; the body is not read yet."""
+    body = run_input(thread_id or f"slow-{uuid.uuid4().hex[:8]}")
+    thread_id, run_id = str(body["threadId"]), str(body["runId"])
+    post = asyncio.create_task(http.send(
+        http.build_request("POST", f"/agents/{AGENT}", json=body), stream=True))
+    await backstage.decide(await backstage.next_request())
+    response = await post
+    assert response.status_code == 200
+    await backstage.emit(thread_id, run_id, [started(thread_id, run_id)])
+    return thread_id, run_id, SseReader(response)

@@ -35,7 +35,7 @@ from consumer_harness import (
     sse_frames,
     started,
 )
-from slow_sse import SseReader, counter, emit_pads, slow_http, until
+from slow_sse import counter, emit_pads, open_run, slow_http, until
 
 from contracts import ThreadState
 from deploy.kafka import launcher
@@ -416,23 +416,15 @@ async def test_a_slow_client_through_a_forward_slows_the_owners_stream_and_loses
     owner's stream goes on from the log, and the client gets every event once, in order."""
     async with three(kafka, stream_queue=SLOW_QUEUE) as instances:
         thread, home, away = placed(kafka, instances)
-        body = run_input(thread_id=thread)
-        run_id = str(body["runId"])
         async with slow_http(away.url) as http:
-            post = asyncio.create_task(http.send(
-                http.build_request("POST", f"/agents/{AGENT}", json=body), stream=True))
-            await backstage.decide(await backstage.next_request())
-            response = await post
-            assert response.status_code == 200
-            await backstage.emit(thread, run_id, [started(thread, run_id)])
-            reader = SseReader(response)
+            _, run_id, reader = await open_run(http, backstage, thread)
             await emit_pads(backstage, thread, run_id, 1, SLOW_PADS, 4096)
             await until(lambda: counter(home.relay, "agui_consumer_streams_to_log_total") >= 1,
                         "the owner never met the slow client behind the forward")
             await backstage.emit(thread, run_id, [finished(thread, run_id)],
                                  seqs=[SLOW_PADS + 1])
             await reader.read_to_end()
-            await response.aclose()
+            await reader.response.aclose()
         dropped = counter(home.relay, "agui_consumer_streams_dropped_total", reason="slow_client")
     assert [seq for seq, _ in reader.frames] == list(range(SLOW_PADS + 2))
     assert reader.frames[-1][1] == "RUN_FINISHED"

@@ -13,12 +13,10 @@ a reader and are all served in the end.
 from __future__ import annotations
 
 import asyncio
-import uuid
 
-import httpx
 import pytest
-from consumer_harness import AGENT, Backstage, finished, run_input, serving, started
-from slow_sse import BufferPeak, SseReader, counter, emit_pads, slow_http, until
+from consumer_harness import Backstage, finished, serving
+from slow_sse import BufferPeak, SseReader, counter, emit_pads, open_run, slow_http, until
 
 from services.consumer.relay import Relay
 from services.runtime.settings import KafkaSettings
@@ -29,19 +27,6 @@ QUEUE = 16
 PAD = 4096
 HALF = 1500
 """Events of 4 KiB per burst: 6 MB, more than the sockets between server and client hold."""
-
-
-async def open_run(http: httpx.AsyncClient, backstage: Backstage) -> tuple[str, str, SseReader]:
-    """POST a run, admit it, write its RUN_STARTED; the body is not read yet."""
-    body = run_input(f"slow-{uuid.uuid4().hex[:8]}")
-    thread_id, run_id = str(body["threadId"]), str(body["runId"])
-    post = asyncio.create_task(http.send(
-        http.build_request("POST", f"/agents/{AGENT}", json=body), stream=True))
-    await backstage.decide(await backstage.next_request())
-    response = await post
-    assert response.status_code == 200
-    await backstage.emit(thread_id, run_id, [started(thread_id, run_id)])
-    return thread_id, run_id, SseReader(response)
 
 
 def sample(relay: Relay, name: str, **labels: str) -> float:
