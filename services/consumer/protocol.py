@@ -47,6 +47,7 @@ from typing import Any, ClassVar, cast
 import httptools
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
+from services.consumer.forward import FORWARDED_BY
 from services.consumer.problems import (
     PROBLEM_TYPE,
     HeadersTooLarge,
@@ -68,7 +69,7 @@ FORWARDED_SLACK = 1024
 """Bytes a forwarded head may exceed the limit by: the lines the forward adds to the
 client's (``Host``, ``Connection``, ``Content-Length`` and the ``agui-*`` headers, two of
 them advertised URLs of at most 255 characters) come to under 700 bytes."""
-FORWARDED_NAME = b"agui-forwarded-by"
+FORWARDED_NAME = FORWARDED_BY.encode()
 LINGER_S = 2.0
 """How long a refused connection keeps reading (and discarding) before it closes."""
 
@@ -190,7 +191,9 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         if len(name) == len(FORWARDED_NAME) and name.lower() == FORWARDED_NAME:
             self._forwarded = True
         limits = self.limits
-        if (self._header_count > limits.max_headers  # whether forwarded is known at the end
+        # past anything any head may be: refused now; the exact byte limit, which depends
+        # on whether the head was forwarded, is applied once the head is complete
+        if (self._header_count > limits.max_headers
                 or self._head_bytes + REQUEST_LINE_EXTRA > limits.max_header_bytes
                 + FORWARDED_SLACK):
             self._refuse(self._too_large())
