@@ -77,6 +77,10 @@ class Envelope(ConfiguredBaseModel):
     schema_version: Literal[1] = SCHEMA_VERSION
 
 
+REQUEST_ID_MAX_LENGTH = 200
+"""The longest ``RunRequest.request_id`` (an instance's own are uuid4 strings, 36)."""
+
+
 class RunRequest(Envelope):
     """A consumer's request to run ``agent`` with ``input`` (topic ``requests``).
 
@@ -84,7 +88,7 @@ class RunRequest(Envelope):
     request id with the decision it already made, and never dispatches twice.
     """
 
-    request_id: str = Field(min_length=1, max_length=200)
+    request_id: str = Field(min_length=1, max_length=REQUEST_ID_MAX_LENGTH)
     agent: str = Field(min_length=1, max_length=200)
     input: RunAgentInput
     submitted_at: AwareDatetime

@@ -54,10 +54,12 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
+from contracts.limits import LimitExceeded
+from contracts.records import REQUEST_ID_MAX_LENGTH
 from services.consumer import owner_http
 from services.consumer.metrics import ConsumerMetrics
 from services.consumer.ownership import Ownership
-from services.consumer.problems import PROBLEM_TYPE, OwnerUnavailable
+from services.consumer.problems import PROBLEM_TYPE, OwnerUnavailable, limit_problem
 from services.consumer.sse import EventStreamResponse
 
 log = logging.getLogger(__name__)
@@ -92,10 +94,18 @@ def forwarded(request: Request) -> bool:
 
 
 def arrived_as(request: Request) -> Here:
-    """What a request forwarded here says about itself (``Here()`` for a client's own)."""
+    """What a request forwarded here says about itself (``Here()`` for a client's own).
+
+    Raises the 400 ``id_too_long`` for an ``agui-request-id`` no RunRequest can carry: the
+    headers are trusted from whoever sends them, and a request id is published as is.
+    """
     if not forwarded(request):
         return Here()
-    return Here(request.headers.get(REQUEST_ID) or None, request.headers.get(ATTEMPT) == "2")
+    request_id = request.headers.get(REQUEST_ID) or None
+    if request_id is not None and len(request_id) > REQUEST_ID_MAX_LENGTH:
+        raise limit_problem(LimitExceeded("id_too_long", REQUEST_ID, len(request_id),
+                                          REQUEST_ID_MAX_LENGTH))
+    return Here(request_id, request.headers.get(ATTEMPT) == "2")
 
 
 class Forwarder:

@@ -67,18 +67,21 @@ class Tenant:
         await self.client.aclose()
 
     async def run(self, agent: str, wire: dict[str, Any] | bytes, *,
-                  content_type: str | None = JSON, timeout_s: float = 30.0) -> HttpRun:
-        """POST ``/agents/{agent}`` and read the answer to its end, within ``timeout_s``
-        in all (keep-alive comments would reset a read timeout for ever)."""
+                  content_type: str | None = JSON, timeout_s: float = 30.0,
+                  headers: dict[str, str] | None = None) -> HttpRun:
+        """POST ``/agents/{agent}`` (with ``headers`` besides its own) and read the answer
+        to its end, within ``timeout_s`` in all (keep-alive comments would reset a read
+        timeout for ever)."""
         try:
             async with asyncio.timeout(timeout_s):
-                return await self._run(agent, body_of(wire), content_type, timeout_s)
+                return await self._run(agent, body_of(wire), content_type, timeout_s,
+                                       headers or {})
         except TimeoutError:
             return HttpRun(0, error=f"no answer to its end within {timeout_s:.0f} s")
 
     async def _run(self, agent: str, body: bytes, content_type: str | None,
-                   timeout_s: float) -> HttpRun:
-        headers = {"accept": "text/event-stream"}
+                   timeout_s: float, extra: dict[str, str]) -> HttpRun:
+        headers = {"accept": "text/event-stream", **extra}
         if content_type is not None:
             headers["content-type"] = content_type
         async with self.client.stream("POST", f"/agents/{agent}", content=body,

@@ -25,6 +25,7 @@ import pytest
 from faults.load import resume_all, run_input
 
 from contracts import Decision
+from contracts.records import REQUEST_ID_MAX_LENGTH
 from hostile.client import (
     Tenant,
     approval_flow,
@@ -43,6 +44,7 @@ from hostile.topics import (
     run_ending,
     thread_on,
 )
+from services.consumer.forward import FORWARDED_BY, REQUEST_ID
 from services.kafka.partitioning import partition_for
 
 pytestmark = pytest.mark.hostile
@@ -119,6 +121,23 @@ async def test_a_resume_entry_id_past_the_limit_is_refused(tenant_a: Tenant) -> 
                      resume=[{"interruptId": sized("e", LIMIT + 1), "status": "resolved"}])
     problem = refused(await tenant_a.run("scripted", past), 400, "id_too_long")
     assert problem.get("field") == "resume/0/interruptId", problem
+
+
+async def test_a_request_id_header_past_the_limit_is_refused_at_once(
+        tenant_a: Tenant) -> None:
+    """``agui-request-id`` names the RunRequest of a forwarded POST. Whoever sends it (the
+    forwarding module says to strip it at the proxy), one past what a RunRequest carries
+    (200 characters) is the edge's 400 naming the header (it was a 500 with a traceback)."""
+    thread, run = fresh("reqid")
+    forwarded = {FORWARDED_BY: "http://127.0.0.1:1"}
+    at = await tenant_a.run("scripted", run_input(thread, run),
+                            headers={**forwarded, REQUEST_ID: sized("q", REQUEST_ID_MAX_LENGTH)})
+    assert (at.status, (at.ending or {}).get("type")) == (200, "RUN_FINISHED"), at
+    past = await tenant_a.run("scripted", run_input(thread, f"{run}-2"),
+                              headers={**forwarded,
+                                       REQUEST_ID: sized("q", REQUEST_ID_MAX_LENGTH + 1)})
+    problem = refused(past, 400, "id_too_long")
+    assert (problem.get("field"), problem.get("limit")) == (REQUEST_ID, REQUEST_ID_MAX_LENGTH)
 
 
 async def test_an_agent_name_past_the_limit_is_refused(tenant_a: Tenant) -> None:
