@@ -12,6 +12,7 @@ import logging
 
 import typer
 
+from services.cli.settings_errors import reporting_settings
 from services.consumer.server import serve
 from services.consumer.settings import ConsumerSettings
 from services.runtime.lifecycle import run_until_signalled
@@ -44,4 +45,4 @@ def consumer(
 
 def main() -> None:
     """Run ``consumer`` with its options parsed from the command line."""
-    typer.run(consumer)
+    reporting_settings(lambda: typer.run(consumer))

@@ -16,6 +16,7 @@ import logging
 
 import typer
 
+from services.cli.settings_errors import reporting_settings
 from services.gatekeeper.processor import Processor
 from services.gatekeeper.settings import GatekeeperSettings
 from services.runtime.health import HealthSettings, serving_health
@@ -52,4 +53,4 @@ def gatekeeper() -> None:
 
 def main() -> None:
     """Run ``gatekeeper`` with its (absent) options parsed from the command line."""
-    typer.run(gatekeeper)
+    reporting_settings(lambda: typer.run(gatekeeper))

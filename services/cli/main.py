@@ -10,6 +10,7 @@ import typer
 
 from services.cli import broker, consumer, gatekeeper, notifier, producer, topics, up
 from services.cli.ops import app as ops
+from services.cli.settings_errors import reporting_settings
 
 app = typer.Typer(
     name="agui-relay",
@@ -28,8 +29,8 @@ ops.register(app)
 
 
 def main() -> None:
-    """Console-script entry point."""
-    app()
+    """Console-script entry point (a setting the environment gets wrong: exit 2, explained)."""
+    reporting_settings(app)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ import logging
 import typer
 from pydantic import ValidationError
 
+from services.cli.settings_errors import reporting_settings
 from services.notifier.service import Notifier
 from services.notifier.settings import NotifierSettings, safe_url
 from services.runtime.health import HealthSettings, serving_health
@@ -54,4 +55,4 @@ def notifier() -> None:
 
 def main() -> None:
     """Run ``notifier`` with its (absent) options parsed from the command line."""
-    typer.run(notifier)
+    reporting_settings(lambda: typer.run(notifier))

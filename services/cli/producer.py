@@ -22,6 +22,7 @@ import typer
 from pydantic import ValidationError
 
 from contracts.codec import validation_detail
+from services.cli.settings_errors import reporting_settings
 from services.producer.agent import load_agents
 from services.producer.errors import AgentLoadError
 from services.producer.settings import ProducerSettings
@@ -102,4 +103,4 @@ def producer(
 
 def main() -> None:
     """Run ``producer`` with its options parsed from the command line."""
-    typer.run(producer)
+    reporting_settings(lambda: typer.run(producer))

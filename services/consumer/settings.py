@@ -22,11 +22,13 @@ class ConsumerSettings(BaseSettings):
 
     http_host: str = Field("127.0.0.1", alias="AGUI_HTTP_HOST")
     http_port: int = Field(8000, alias="AGUI_HTTP_PORT", ge=0, le=65535)
-    advertised_url: str | None = Field(None, alias="AGUI_ADVERTISED_URL", max_length=255)
+    advertised_url: str | None = Field(None, alias="AGUI_ADVERTISED_URL", max_length=255,
+                                       pattern=r"^http://[^\s/?#@]+/?$")
     """The URL other instances reach this one at (``http://host:port``); unset: the
-    listen address (the host name when listening on every interface). At most 255
-    characters: forwarded heads carry it and are allowed only so much past the limit
-    (``protocol.FORWARDED_SLACK``)."""
+    listen address (the host name when listening on every interface). Plain HTTP and no
+    path (instances speak HTTP/1.1 to each other), at most 255 characters: forwarded heads
+    carry it and are allowed only so much past the limit (``protocol.FORWARDED_SLACK``).
+    Anything else is refused at start, not found out at the first forward."""
     forward_settle_s: float = Field(15.0, alias="AGUI_FORWARD_SETTLE_S", gt=0, le=300)
     """How long a request for another instance's thread waits for ownership to settle (a
     rebalance, a dead owner's partitions handed on) before a ``503 owner_unavailable``."""

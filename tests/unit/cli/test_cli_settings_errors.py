@@ -1,0 +1,59 @@
+"""A setting the environment gets wrong: exit 2 and the variable named, no traceback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from pydantic import BaseModel, ValidationError
+
+from services.cli.settings_errors import USAGE_ERROR, reporting_settings
+
+pytestmark = pytest.mark.unit
+
+SECRET = "s3cr3t-do-not-print"
+
+
+@pytest.mark.parametrize(("module", "env", "named"), [
+    ("services.consumer", {"AGUI_ADVERTISED_URL": f"https://{SECRET}:1"}, "AGUI_ADVERTISED_URL"),
+    ("services.consumer", {"AGUI_HTTP_PORT": SECRET}, "AGUI_HTTP_PORT"),
+    ("services.gatekeeper", {"AGUI_BUSY_POLICY": SECRET}, "AGUI_BUSY_POLICY"),
+    ("services.gatekeeper", {"AGUI_GATEKEEPER_BATCH_MS": "1001"}, "AGUI_GATEKEEPER_BATCH_MS"),
+])
+def test_a_service_refusing_its_environment_says_which_variable_and_exits_2(
+        module: str, env: dict[str, str], named: str) -> None:
+    done = subprocess.run([sys.executable, "-m", module], env={**os.environ, **env},
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == USAGE_ERROR, done.stderr
+    assert "invalid configuration" in done.stderr
+    assert named in done.stderr
+    assert "Traceback" not in done.stderr + done.stdout
+    assert SECRET not in done.stderr + done.stdout  # a value may be a key: never echoed
+
+
+def test_the_root_command_reports_the_same_way() -> None:
+    done = subprocess.run([sys.executable, "-m", "services.cli.main", "consumer"],
+                          env={**os.environ, "AGUI_ADVERTISED_URL": "consumer-1:8000"},
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == USAGE_ERROR, done.stderr
+    assert "AGUI_ADVERTISED_URL" in done.stderr
+
+
+class _Record(BaseModel):
+    count: int
+
+
+def test_a_validation_error_that_is_not_configuration_is_left_whole() -> None:
+    def defect() -> None:
+        _Record.model_validate({"count": "many"})
+
+    with pytest.raises(ValidationError):
+        reporting_settings(defect)
+
+
+def test_a_command_that_succeeds_returns() -> None:
+    ran: list[bool] = []
+    reporting_settings(lambda: ran.append(True))
+    assert ran == [True]
