@@ -31,8 +31,12 @@ from rich.text import Text
 
 from deploy.kafka import launcher
 from services.cli import childlog
+from services.consumer.settings import ConsumerSettings
+from services.gatekeeper.settings import GatekeeperSettings
 from services.kafka.admin import ensure_topics
-from services.runtime.settings import KafkaSettings
+from services.notifier.settings import NotifierSettings
+from services.producer.settings import ProducerSettings
+from services.runtime.settings import KafkaSettings, LimitSettings
 
 console = Console(stderr=True, highlight=False)
 LOG_DIR = launcher.REPO_ROOT / ".run" / "logs"
@@ -63,6 +67,18 @@ class Child:
 def agent_names(agents: str) -> tuple[str, ...]:
     """The names in an ``AGUI_AGENTS`` string (``name=module:object,...``)."""
     return tuple(part.split("=", 1)[0].strip() for part in agents.split(",") if part.strip())
+
+
+def check_settings(agents: str) -> None:
+    """Read every child's settings here first: a variable one of them would refuse stops
+    ``up`` before the broker starts (``settings_errors`` reports it), not one child later."""
+    KafkaSettings()
+    LimitSettings()
+    GatekeeperSettings()
+    ProducerSettings(agents=agents)
+    ConsumerSettings()
+    if os.environ.get("AGUI_WEBHOOK_URL"):
+        NotifierSettings()
 
 
 def ensure_broker() -> tuple[str, launcher.Broker | None]:
@@ -233,6 +249,7 @@ def up(
     and runs the gatekeeper, a producer worker hosting the sample agents, and the HTTP
     service on AGUI_HTTP_HOST:AGUI_HTTP_PORT (127.0.0.1:8000).
     """
+    check_settings(agents)
     try:
         bootstrap, broker = ensure_broker()
     except launcher.LauncherError as exc:

@@ -57,3 +57,13 @@ def test_a_command_that_succeeds_returns() -> None:
     ran: list[bool] = []
     reporting_settings(lambda: ran.append(True))
     assert ran == [True]
+
+
+def test_up_refuses_a_childs_setting_before_it_starts_anything() -> None:
+    done = subprocess.run([sys.executable, "-m", "services.cli.main", "up"],
+                          env={**os.environ, "AGUI_GATEKEEPER_BATCH_MS": "-1",
+                               "KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:1"},
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == USAGE_ERROR, done.stderr
+    assert "AGUI_GATEKEEPER_BATCH_MS" in done.stderr
+    assert "Kafka" not in done.stderr  # no broker asked for, no topic created
