@@ -68,6 +68,10 @@ class ConsumerMetrics:
         self.records_routed = Counter(
             "agui_consumer_records_routed", "Records read by the fan-out, by topic role",
             ["role"], registry=r)
+        self.log_records_scanned = Counter(
+            "agui_consumer_log_records_scanned",
+            "Records read from the events topic to answer a replay or a retried forward",
+            ["reason"], registry=r)
         self.forwards = Counter(
             "agui_consumer_forwards",
             "Requests for another instance's thread, by outcome (forwarded, "

@@ -11,6 +11,13 @@ scan is bounded by the topic's retention (7 days), not by anything smaller:
 a persistent run index would be a topic of its own, which is not worth it
 for a recovery route. The scan stops at the partition's end offset taken
 when it started; anything later reaches the client through the live stream.
+A retried forward's POST (``runs.from_log``) is the exception: its run cannot
+have started before the first attempt was sent, so its scan begins at the
+first record written since then (``since_ms``, by the records' timestamps)
+whatever the partition holds before; the headers that make a POST a retried
+one can come from any client, and a full scan per request would let each
+of them make the instance read the whole partition. Records every scan
+reads are counted (``agui_consumer_log_records_scanned``, by reason).
 
 A reconnecting client sends the last sequence number it saw
 (``Last-Event-ID``): ``first_after`` skips what it has, and tells the route
@@ -48,11 +55,14 @@ TICK_S = 1.0
 """A long scan yields ``None`` at least this often, so the body can keep alive."""
 
 
-async def scan_run(kafka: KafkaSettings, fanout: FanOut, thread_id: str,
-                   run_id: str) -> AsyncGenerator[Delivery | None, None]:
+async def scan_run(kafka: KafkaSettings, fanout: FanOut, thread_id: str, run_id: str, *,
+                   reason: str = "replay",
+                   since_ms: int | None = None) -> AsyncGenerator[Delivery | None, None]:
     """Every record of the run up to the current end, in partition order.
 
-    Yields ``None`` now and then while scanning (a keep-alive tick).
+    ``since_ms``: the run started no earlier than this (epoch ms), so where its start is
+    not remembered the scan begins at the first record of that time, not at the
+    partition's beginning. Yields ``None`` now and then while scanning (a keep-alive tick).
     """
     topic = kafka.topics.events
     count = fanout.partitions.get(topic) or kafka.partitions
@@ -66,13 +76,19 @@ async def scan_run(kafka: KafkaSettings, fanout: FanOut, thread_id: str,
         start = fanout.run_starts.get((thread_id, run_id))
         if start is not None and start[0] == tp.partition:
             consumer.seek(tp, start[1])
+        elif since_ms is not None:
+            found = (await consumer.offsets_for_times({tp: since_ms}))[tp]
+            consumer.seek(tp, end if found is None else found.offset)
         else:
             await consumer.seek_to_beginning(tp)
         key = thread_id.encode("utf-8")
         tick = time.monotonic()
+        scanned = fanout.metrics.log_records_scanned.labels(reason)
         while await consumer.position(tp) < end:
             batch = await consumer.getmany(tp, timeout_ms=500, max_records=2000)
-            for record in batch.get(tp, ()):
+            records = batch.get(tp, ())
+            scanned.inc(len(records))
+            for record in records:
                 if record.offset >= end:
                     return
                 delivery = run_delivery(record, key, run_id)

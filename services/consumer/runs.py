@@ -77,6 +77,8 @@ from services.runtime.settings import KafkaSettings
 log = logging.getLogger(__name__)
 
 Spawn = Callable[[Coroutine[Any, Any, Any]], None]
+CLOCK_SKEW_S = 60.0
+"""How far a worker's clock (its records' timestamps) may be behind this host's."""
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -202,10 +204,21 @@ class RunService:
 
     def from_log(self, run_input: RunAgentInput) -> AsyncIterator[Delivery | None]:
         """The run's records already on the topic: a retried forward's run may have
-        started from the first attempt (``forward``)."""
+        started from the first attempt (``forward``), no longer ago than that attempt
+        can have waited (``retry_lookback_s``), so only records since then are read."""
         from services.consumer.replay import scan_run  # replay builds on this module
 
-        return scan_run(self.kafka, self.fanout, run_input.thread_id, run_input.run_id)
+        since_ms = int((time.time() - self.retry_lookback_s) * 1000)
+        return scan_run(self.kafka, self.fanout, run_input.thread_id, run_input.run_id,
+                        reason="retried_forward", since_ms=since_ms)
+
+    @property
+    def retry_lookback_s(self) -> float:
+        """How long before its retry a retried forward's run can have started: the first
+        attempt's wait for an answer, the wait for ownership to move on, and
+        ``CLOCK_SKEW_S`` between the worker that stamped the records and this host."""
+        s = self.settings
+        return s.decision_timeout_s + s.queued_timeout_s + s.forward_settle_s + CLOCK_SKEW_S
 
     async def _decide(self, run_request: RunRequest, value: bytes,
                       headers: list[tuple[str, bytes]], unseen: bool) -> Decision:

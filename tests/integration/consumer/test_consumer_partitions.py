@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -37,9 +38,9 @@ from consumer_harness import (
 )
 from slow_sse import counter, emit_pads, open_run, slow_http, until
 
-from contracts import ThreadState
+from contracts import EventHeaders, ThreadState
 from deploy.kafka import launcher
-from services.consumer.forward import FORWARDED_BY
+from services.consumer.forward import ATTEMPT, FORWARDED_BY, REQUEST_ID
 from services.consumer.protocol import HEADER_LINE_EXTRA, REQUEST_LINE_EXTRA
 from services.consumer.settings import ConsumerSettings
 from services.kafka.partitioning import partition_for
@@ -430,3 +431,40 @@ async def test_a_slow_client_through_a_forward_slows_the_owners_stream_and_loses
     assert reader.frames[-1][1] == "RUN_FINISHED"
     assert not reader.cut
     assert dropped == 0
+
+
+OLD_RECORDS = 3000
+
+
+async def test_a_retried_forward_reads_the_log_only_since_its_first_attempt(
+        kafka: KafkaSettings, backstage: Backstage) -> None:
+    """A retried forward's POST reads its run's records already written (the first attempt
+    may have started it, through an owner this instance never heard from), but not the
+    partition's history: any client can send the headers of a retried forward, and each
+    would otherwise make the instance read the whole partition."""
+    thread = threads_on_every_partition(kafka, 1)[0]
+    an_hour_ago = int((time.time() - 3600) * 1000)
+    sent = [await backstage.producer.send(
+        kafka.topics.events, b'{"type":"CUSTOM","name":"old","value":0}',
+        key=thread.encode(), headers=EventHeaders("old-run", "CUSTOM", AGENT, i).encode(),
+        timestamp_ms=an_hour_ago) for i in range(OLD_RECORDS)]
+    await asyncio.gather(*sent)
+    body = run_input(thread_id=thread)
+    t, r = thread, str(body["runId"])
+    await backstage.emit(t, r, [started(t, r)])  # the first attempt's run, begun elsewhere
+    # no replay index: where the run began is not remembered (as for a start another
+    # instance routed, or one the index has let go)
+    async with serving(kafka, replay_index_size=0) as one:
+        await settled([one])
+        retried = {FORWARDED_BY: "http://elsewhere", ATTEMPT: "2", REQUEST_ID: uuid.uuid4().hex}
+        post = asyncio.create_task(one.http.post(f"/agents/{AGENT}", json=body, headers=retried))
+        request = await backstage.next_request()
+        assert request.request_id == retried[REQUEST_ID]
+        await backstage.decide(request)
+        await backstage.emit(t, r, [finished(t, r)], seqs=[1])
+        response = await post
+        scanned = one.relay.metrics.log_records_scanned.labels("retried_forward")._value.get()
+    assert response.status_code == 200, response.text
+    assert [orjson.loads(v)["type"] for v in data_values(response.content)] == \
+        ["RUN_STARTED", "RUN_FINISHED"]
+    assert 1 <= scanned <= 2, f"the retried POST read {scanned:.0f} records of the partition"
