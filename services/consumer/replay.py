@@ -12,9 +12,9 @@ a persistent run index would be a topic of its own, which is not worth it
 for a recovery route. The scan stops at the partition's end offset taken
 when it started; anything later reaches the client through the live stream.
 A retried forward's POST (``runs.from_log``) is the exception: its run cannot
-have started before the first attempt was sent, so its scan begins at the
-first record written since then (``since_ms``, by the records' timestamps)
-whatever the partition holds before; the headers that make a POST a retried
+have begun before its admission, nor before the first attempt was sent, so its
+scan begins at the first record written since then (``since_ms``, by the
+records' timestamps) whatever the partition holds before; the headers that make a POST a retried
 one can come from any client, and a full scan per request would let each
 of them make the instance read the whole partition. Records every scan
 reads are counted (``agui_consumer_log_records_scanned``, by reason).

@@ -78,7 +78,8 @@ log = logging.getLogger(__name__)
 
 Spawn = Callable[[Coroutine[Any, Any, Any]], None]
 CLOCK_SKEW_S = 60.0
-"""How far a worker's clock (its records' timestamps) may be behind this host's."""
+"""How far a worker's clock (its records' timestamps) may be behind this host's or the
+gatekeeper's."""
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -195,22 +196,27 @@ class RunService:
         bind_run(run_input.thread_id, run_input.run_id, run_request.request_id, trace.trace_id)
         stream = self.fanout.subscribe(run_input.thread_id, run_input.run_id)
         try:
-            await self._decide(run_request, value, headers, unseen)
+            decision = await self._decide(run_request, value, headers, unseen)
         except BaseException:
             self.fanout.unsubscribe(stream)
             raise
+        preface = self.from_log(run_input, decision.decided_at) if here.retried else None
         return self.respond(stream, identity(principal, key_name) or principal,
-                            preface=self.from_log(run_input) if here.retried else None)
+                            preface=preface)
 
-    def from_log(self, run_input: RunAgentInput) -> AsyncIterator[Delivery | None]:
+    def from_log(self, run_input: RunAgentInput,
+                 admitted_at: datetime) -> AsyncIterator[Delivery | None]:
         """The run's records already on the topic: a retried forward's run may have
-        started from the first attempt (``forward``), no longer ago than that attempt
-        can have waited (``retry_lookback_s``), so only records since then are read."""
+        started from the first attempt (``forward``). Only records since the run can have
+        begun are read: not before its admission (``admitted_at``, the decision's time,
+        kept when the gatekeeper answers a repeated requestId), less ``CLOCK_SKEW_S``
+        between the gatekeeper's clock and the worker's, nor longer ago than the first
+        attempt can have waited (``retry_lookback_s``)."""
         from services.consumer.replay import scan_run  # replay builds on this module
 
-        since_ms = int((time.time() - self.retry_lookback_s) * 1000)
+        since = max(admitted_at.timestamp() - CLOCK_SKEW_S, time.time() - self.retry_lookback_s)
         return scan_run(self.kafka, self.fanout, run_input.thread_id, run_input.run_id,
-                        reason="retried_forward", since_ms=since_ms)
+                        reason="retried_forward", since_ms=int(since * 1000))
 
     @property
     def retry_lookback_s(self) -> float:
