@@ -53,14 +53,16 @@ def load_json(data: bytes | str) -> Any:
         raise DecodeError("invalid_json", detail=str(exc)) from exc
 
 
+def validation_lines(exc: ValidationError) -> list[str]:
+    """Each error of a pydantic validation error as ``where: what`` (no input values)."""
+    return [f"{'.'.join(str(p) for p in err['loc']) or '(root)'}: {err['msg']}"
+            for err in exc.errors()]
+
+
 def validation_detail(exc: ValidationError, limit: int = 3) -> str:
     """A short, human-readable summary of a pydantic validation error."""
-    parts = []
-    for err in exc.errors()[:limit]:
-        where = ".".join(str(p) for p in err["loc"]) or "(root)"
-        parts.append(f"{where}: {err['msg']}")
     more = exc.error_count() - limit
-    return "; ".join(parts) + (f" (+{more} more)" if more > 0 else "")
+    return "; ".join(validation_lines(exc)[:limit]) + (f" (+{more} more)" if more > 0 else "")
 
 
 def decode(model: type[M], data: bytes | str) -> M:

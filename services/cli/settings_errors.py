@@ -16,6 +16,8 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 
+from contracts.codec import validation_lines
+
 USAGE_ERROR = 2
 
 
@@ -28,7 +30,6 @@ def reporting_settings(command: Callable[[], object]) -> None:
             raise
         console = Console(stderr=True, soft_wrap=True)
         console.print(f"[bold red]agui-relay: invalid configuration[/] ({exc.title})")
-        for error in exc.errors():
-            name = ".".join(str(part) for part in error["loc"]) or "(settings)"
-            console.print(f"  [bold]{escape(name)}[/]: {escape(error['msg'])}")
+        for line in validation_lines(exc):
+            console.print(f"  {escape(line)}")
         raise SystemExit(USAGE_ERROR) from None

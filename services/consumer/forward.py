@@ -120,6 +120,12 @@ class Forwarder:
         """Longer than any silence an answer may have (a queued decision, the keep-alive
         period), so a dead owner still cannot hang a client for ever."""
 
+    @property
+    def attempt_span_s(self) -> float:
+        """The longest a retry can come after its first attempt was sent: that attempt's
+        wait for an answer, then the wait for ownership to move on."""
+        return self.read_s + self.settle_s
+
     async def aclose(self) -> None:
         """Nothing to close: a forward's connection lives as long as its request."""
 

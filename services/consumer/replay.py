@@ -14,10 +14,11 @@ when it started; anything later reaches the client through the live stream.
 A retried forward's POST (``runs.from_log``) is the exception: its run cannot
 have begun before its admission, nor before the first attempt was sent, so its
 scan begins at the first record written since then (``since_ms``, by the
-records' timestamps) whatever the partition holds before; the headers that make a POST a retried
-one can come from any client, and a full scan per request would let each
-of them make the instance read the whole partition. Records every scan
-reads are counted (``agui_consumer_log_records_scanned``, by reason).
+records' timestamps) whatever the partition holds before; the headers that
+make a POST a retried one can come from any client, and a full scan per
+request would let each of them make the instance read the whole partition.
+Records every scan reads are counted (``agui_consumer_log_records_scanned``,
+by reason).
 
 A reconnecting client sends the last sequence number it saw
 (``Last-Event-ID``): ``first_after`` skips what it has, and tells the route

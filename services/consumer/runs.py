@@ -209,22 +209,15 @@ class RunService:
         """The run's records already on the topic: a retried forward's run may have
         started from the first attempt (``forward``). Only records since the run can have
         begun are read: not before its admission (``admitted_at``, the decision's time,
-        kept when the gatekeeper answers a repeated requestId), less ``CLOCK_SKEW_S``
-        between the gatekeeper's clock and the worker's, nor longer ago than the first
-        attempt can have waited (``retry_lookback_s``)."""
+        kept when the gatekeeper answers a repeated requestId), nor longer ago than the
+        first attempt can have been sent (``Forwarder.attempt_span_s``), each less
+        ``CLOCK_SKEW_S`` between those clocks and the worker's."""
         from services.consumer.replay import scan_run  # replay builds on this module
 
-        since = max(admitted_at.timestamp() - CLOCK_SKEW_S, time.time() - self.retry_lookback_s)
+        span = self.forwarder.attempt_span_s if self.forwarder is not None else 0.0
+        since = max(admitted_at.timestamp(), time.time() - span) - CLOCK_SKEW_S
         return scan_run(self.kafka, self.fanout, run_input.thread_id, run_input.run_id,
                         reason="retried_forward", since_ms=int(since * 1000))
-
-    @property
-    def retry_lookback_s(self) -> float:
-        """How long before its retry a retried forward's run can have started: the first
-        attempt's wait for an answer, the wait for ownership to move on, and
-        ``CLOCK_SKEW_S`` between the worker that stamped the records and this host."""
-        s = self.settings
-        return s.decision_timeout_s + s.queued_timeout_s + s.forward_settle_s + CLOCK_SKEW_S
 
     async def _decide(self, run_request: RunRequest, value: bytes,
                       headers: list[tuple[str, bytes]], unseen: bool) -> Decision:
