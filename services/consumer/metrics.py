@@ -70,7 +70,8 @@ class ConsumerMetrics:
             ["role"], registry=r)
         self.log_records_scanned = Counter(
             "agui_consumer_log_records_scanned",
-            "Records read from the events topic to answer a replay or a retried forward",
+            "Records read from the events topic to answer a replay (replay_full: from the "
+            "partition's beginning) or a retried forward",
             ["reason"], registry=r)
         self.forwards = Counter(
             "agui_consumer_forwards",

@@ -20,7 +20,8 @@ answers itself (431, 408) from the same classes. The tree::
     ├── UnsupportedMediaType      415 unsupported_media_type
     ├── HeadersTooLarge           431 headers_too_large
     ├── Unavailable               503 not_ready / too_many_streams / broker_unavailable
-    │   └── OwnerUnavailable      503 owner_unavailable (with ``Retry-After``)
+    │   └── RetryLater            503 replay_busy (with ``Retry-After``)
+    │       └── OwnerUnavailable  503 owner_unavailable
     └── DecisionTimeout           504 decision_timeout
 
 FastAPI's own request validation errors (path/query parameters) become 400
@@ -175,18 +176,25 @@ class Unavailable(Problem):
     title = "Service unavailable"
 
 
-class OwnerUnavailable(Unavailable):
-    """The thread's partition has no reachable owner now (a rebalance, a dead instance):
-    ``Retry-After`` says when to ask again (``forward``)."""
+class RetryLater(Unavailable):
+    """Unavailable for a while: ``Retry-After`` says when to ask again."""
 
-    def __init__(self, detail: str, retry_after_s: int = 1) -> None:
-        super().__init__("owner_unavailable", detail)
+    def __init__(self, code: str, detail: str, retry_after_s: int = 1) -> None:
+        super().__init__(code, detail)
         self.retry_after = str(max(1, retry_after_s))
 
     def response(self) -> Response:
         response = super().response()
         response.headers["Retry-After"] = self.retry_after
         return response
+
+
+class OwnerUnavailable(RetryLater):
+    """The thread's partition has no reachable owner now (a rebalance, a dead instance;
+    ``forward``)."""
+
+    def __init__(self, detail: str, retry_after_s: int = 1) -> None:
+        super().__init__("owner_unavailable", detail, retry_after_s)
 
 
 class DecisionTimeout(Problem):

@@ -24,6 +24,7 @@ from services.consumer.forward import Forwarder
 from services.consumer.freshness import Freshness
 from services.consumer.limits import EdgeLimits
 from services.consumer.log_tail import LogTail
+from services.consumer.lookback import FullScans
 from services.consumer.metrics import ConsumerMetrics
 from services.consumer.publisher import Publisher
 from services.consumer.runs import RunService, spawner
@@ -73,6 +74,8 @@ class Relay:
             + 2 * settings.keepalive_s)
         """Requests for a thread another instance owns go there (``forward``)."""
         self.fanout.tail = LogTail(kafka, self.metrics, settings.stream_log_readers)
+        self.full_scans = FullScans(settings.replay_full_scans)
+        """Replays reading a partition from its beginning (``replay``)."""
         self.threads = ThreadView(kafka, ThreadStore(
             settings.state_dir, kafka.topics.threads, instance_name(url),
             settings.state_cache_mb)

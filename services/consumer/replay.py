@@ -1,24 +1,35 @@
 """Replay: the records of one run already on the ``events`` topic, and the route's answer.
 
 A run's records all sit in its thread's partition (murmur2 of the threadId).
-Where the scan starts is the one design choice here: the fan-out remembers,
-in a bounded LRU (``AGUI_REPLAY_INDEX_SIZE`` runs), the offset of each
-RUN_STARTED it routed, so replaying any run started since this instance
-came up seeks straight to it; an older run (or one this instance never saw)
-is found by scanning the thread's partition from its beginning, filtering on
-the record key and the ``agui-run-id`` header without decoding values. That
-scan is bounded by the topic's retention (7 days), not by anything smaller:
-a persistent run index would be a topic of its own, which is not worth it
-for a recovery route. The scan stops at the partition's end offset taken
-when it started; anything later reaches the client through the live stream.
-A retried forward's POST (``runs.from_log``) is the exception: its run cannot
-have begun before its admission, nor before the first attempt was sent, so its
-scan begins at the first record written since then (``since_ms``, by the
-records' timestamps) whatever the partition holds before; the headers that
-make a POST a retried one can come from any client, and a full scan per
-request would let each of them make the instance read the whole partition.
-Records every scan reads are counted (``agui_consumer_log_records_scanned``,
-by reason).
+Where the scan starts is the one design choice here, and each choice bounds
+what one request can make the instance read:
+
+- the fan-out remembers, in a bounded LRU (``AGUI_REPLAY_INDEX_SIZE`` runs),
+  the offset of each RUN_STARTED it routed: replaying any run started since
+  this instance came up seeks straight to it;
+- else, when the run's admission is known (a decision its thread remembers,
+  its current run's start, or the admission this instance routed:
+  ``lookback``), the scan begins at the first record written since then, by
+  the records' timestamps;
+- else (a run older than its thread's memory, or a runId no run ever had)
+  the thread's partition is scanned from its beginning, bounded by the
+  topic's retention (7 days) and nothing smaller. A persistent run index
+  would be a topic of its own, not worth it for a recovery route; instead at
+  most ``AGUI_REPLAY_FULL_SCANS`` such scans run at once on an instance, and
+  one more is answered ``503 replay_busy`` with ``Retry-After``: a tenant
+  asking for runIds at random can make the instance read its partitions,
+  but never more of them at once than that, and live streams keep the rest.
+
+Scans filter on the record key and the ``agui-run-id`` header without
+decoding values, and stop at the partition's end offset taken when they
+started; anything later reaches the client through the live stream.
+A retried forward's POST (``runs.from_log``) scans too: its run cannot have
+begun before its admission, nor before the first attempt was sent, so its
+scan begins at the first record written since then (``since_ms``) whatever
+the partition holds before; the headers that make a POST a retried one can
+come from any client. Records every scan reads are counted
+(``agui_consumer_log_records_scanned``, by reason: ``replay``,
+``replay_full``, ``retried_forward``).
 
 A reconnecting client sends the last sequence number it saw
 (``Last-Event-ID``): ``first_after`` skips what it has, and tells the route
@@ -41,6 +52,7 @@ from collections.abc import AsyncGenerator, AsyncIterator
 
 from starlette.responses import Response
 
+from services.consumer import lookback
 from services.consumer.log_tail import run_delivery
 from services.consumer.ordering import TERMINAL_TYPES, parse_last_event_id
 from services.consumer.problems import InvalidInput, NotFound, Unavailable
@@ -54,52 +66,63 @@ log = logging.getLogger(__name__)
 
 TICK_S = 1.0
 """A long scan yields ``None`` at least this often, so the body can keep alive."""
-
-
 async def scan_run(kafka: KafkaSettings, fanout: FanOut, thread_id: str, run_id: str, *,
-                   reason: str = "replay",
-                   since_ms: int | None = None) -> AsyncGenerator[Delivery | None, None]:
+                   reason: str = "replay", since_ms: int | None = None,
+                   full_scans: lookback.FullScans | None = None,
+                   ) -> AsyncGenerator[Delivery | None, None]:
     """Every record of the run up to the current end, in partition order.
 
     ``since_ms``: the run started no earlier than this (epoch ms), so where its start is
     not remembered the scan begins at the first record of that time, not at the
-    partition's beginning. Yields ``None`` now and then while scanning (a keep-alive tick).
+    partition's beginning. A scan from the beginning takes one of ``full_scans`` for its
+    life (raising ``503 replay_busy`` on its first step when none is free) and counts as
+    ``<reason>_full``. Yields ``None`` now and then while scanning (a keep-alive tick).
     """
     topic = kafka.topics.events
     count = fanout.partitions.get(topic) or kafka.partitions
     tp = TopicPartition(topic, partition_for(thread_id, count))
-    consumer = new_consumer(kafka, "agui-consumer-replay", group_id=None,
-                            auto_offset_reset="earliest", max_poll_records=2000)
-    await consumer.start()
+    start = fanout.run_starts.get((thread_id, run_id))
+    if start is not None and start[0] != tp.partition:
+        start = None
+    slot = full_scans if start is None and since_ms is None else None
+    if slot is not None:
+        slot.take()
+        reason += "_full"
     try:
-        consumer.assign([tp])
-        end = (await consumer.end_offsets([tp]))[tp]
-        start = fanout.run_starts.get((thread_id, run_id))
-        if start is not None and start[0] == tp.partition:
-            consumer.seek(tp, start[1])
-        elif since_ms is not None:
-            found = (await consumer.offsets_for_times({tp: since_ms}))[tp]
-            consumer.seek(tp, end if found is None else found.offset)
-        else:
-            await consumer.seek_to_beginning(tp)
-        key = thread_id.encode("utf-8")
-        tick = time.monotonic()
-        scanned = fanout.metrics.log_records_scanned.labels(reason)
-        while await consumer.position(tp) < end:
-            batch = await consumer.getmany(tp, timeout_ms=500, max_records=2000)
-            records = batch.get(tp, ())
-            scanned.inc(len(records))
-            for record in records:
-                if record.offset >= end:
-                    return
-                delivery = run_delivery(record, key, run_id)
-                if delivery is not None:
-                    yield delivery
-            if time.monotonic() - tick >= TICK_S:
-                tick = time.monotonic()
-                yield None
+        consumer = new_consumer(kafka, "agui-consumer-replay", group_id=None,
+                                auto_offset_reset="earliest", max_poll_records=2000)
+        await consumer.start()
+        try:
+            consumer.assign([tp])
+            end = (await consumer.end_offsets([tp]))[tp]
+            if start is not None:
+                consumer.seek(tp, start[1])
+            elif since_ms is not None:
+                found = (await consumer.offsets_for_times({tp: since_ms}))[tp]
+                consumer.seek(tp, end if found is None else found.offset)
+            else:
+                await consumer.seek_to_beginning(tp)
+            key = thread_id.encode("utf-8")
+            tick = time.monotonic()
+            scanned = fanout.metrics.log_records_scanned.labels(reason)
+            while await consumer.position(tp) < end:
+                batch = await consumer.getmany(tp, timeout_ms=500, max_records=2000)
+                records = batch.get(tp, ())
+                scanned.inc(len(records))
+                for record in records:
+                    if record.offset >= end:
+                        return
+                    delivery = run_delivery(record, key, run_id)
+                    if delivery is not None:
+                        yield delivery
+                if time.monotonic() - tick >= TICK_S:
+                    tick = time.monotonic()
+                    yield None
+        finally:
+            await consumer.stop()
     finally:
-        await consumer.stop()
+        if slot is not None:
+            slot.give()
 
 
 async def first_after(scan: AsyncIterator[Delivery | None],
@@ -141,9 +164,13 @@ async def replay(relay: Relay, thread_id: str, run_id: str, principal: str,
     admitted = (thread_id, run_id) in relay.fanout.admitted
     if state is None and not admitted and relay.threads.caught_up.is_set():
         raise NotFound("unknown_thread", f"no thread {thread_id!r} is known")
+    routed = relay.fanout.admitted.get((thread_id, run_id))
+    admitted_ms = lookback.admitted_ms(state, run_id, routed)
+    since = None if admitted_ms is None else lookback.since_ms(admitted_ms / 1000)
     stream = relay.fanout.subscribe(thread_id, run_id)
+    scan = scan_run(relay.kafka, relay.fanout, thread_id, run_id, since_ms=since,
+                    full_scans=relay.full_scans)
     try:
-        scan = scan_run(relay.kafka, relay.fanout, thread_id, run_id)
         first, ended = await first_after(scan, after)
         if first is None:
             await scan.aclose()
@@ -157,6 +184,7 @@ async def replay(relay: Relay, thread_id: str, run_id: str, principal: str,
             return relay.runs.respond(stream, "replay", after=after, owns_run=False)
     except BaseException:
         relay.fanout.unsubscribe(stream)
+        await scan.aclose()
         raise
     return relay.runs.respond(stream, "replay", after=after, preface=prefixed(first, scan),
                               owns_run=False)

@@ -49,6 +49,7 @@ from contracts.codec import validation_detail
 from contracts.headers import TRACEPARENT
 from contracts.limits import InputLimits, bracket_count, check_run_input
 from contracts.records import identity
+from services.consumer import lookback
 from services.consumer.agents import AgentDirectory
 from services.consumer.forward import Forwarder, Here
 from services.consumer.headers import require_json
@@ -77,9 +78,6 @@ from services.runtime.settings import KafkaSettings
 log = logging.getLogger(__name__)
 
 Spawn = Callable[[Coroutine[Any, Any, Any]], None]
-CLOCK_SKEW_S = 60.0
-"""How far a worker's clock (its records' timestamps) may be behind this host's or the
-gatekeeper's."""
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -211,13 +209,13 @@ class RunService:
         begun are read: not before its admission (``admitted_at``, the decision's time,
         kept when the gatekeeper answers a repeated requestId), nor longer ago than the
         first attempt can have been sent (``Forwarder.attempt_span_s``), each less
-        ``CLOCK_SKEW_S`` between those clocks and the worker's."""
+        ``lookback.CLOCK_SKEW_S`` between those clocks and the worker's."""
         from services.consumer.replay import scan_run  # replay builds on this module
 
         span = self.forwarder.attempt_span_s if self.forwarder is not None else 0.0
-        since = max(admitted_at.timestamp(), time.time() - span) - CLOCK_SKEW_S
+        since = lookback.since_ms(max(admitted_at.timestamp(), time.time() - span))
         return scan_run(self.kafka, self.fanout, run_input.thread_id, run_input.run_id,
-                        reason="retried_forward", since_ms=int(since * 1000))
+                        reason="retried_forward", since_ms=since)
 
     async def _decide(self, run_request: RunRequest, value: bytes,
                       headers: list[tuple[str, bytes]], unseen: bool) -> Decision:

@@ -66,6 +66,9 @@ class ConsumerSettings(BaseSettings):
     agent_refresh_s: float = Field(30.0, alias="AGUI_AGENT_REFRESH_S", gt=0)
     replay_index_size: int = Field(100_000, alias="AGUI_REPLAY_INDEX_SIZE", ge=0)
     """Runs whose first offset the instance remembers, so a replay seeks instead of scanning."""
+    replay_full_scans: int = Field(2, alias="AGUI_REPLAY_FULL_SCANS", ge=1, le=1000)
+    """Replays reading a partition from its beginning (a run neither indexed nor remembered
+    by its thread) at once on one instance; one more: 503 ``replay_busy``."""
     startup_timeout_s: float = Field(30.0, alias="AGUI_STARTUP_TIMEOUT_S", ge=0)
     """How long startup waits for the Kafka readers before serving anyway (not ready)."""
     read_your_writes_s: float = Field(2.0, alias="AGUI_READ_YOUR_WRITES_S", ge=0, le=60)

@@ -196,8 +196,9 @@ class FanOut(BackgroundReader):
         self.stream_queue = stream_queue
         self.run_starts: LruMap[RunKey, tuple[int, int]] = LruMap(index_size)
         """(threadId, runId) → (partition, offset) of the first record seen of that run."""
-        self.admitted: LruMap[RunKey, str] = LruMap(max(index_size, 1024))
-        """(threadId, runId) → agent, for runs this instance saw admitted."""
+        self.admitted: LruMap[RunKey, int] = LruMap(max(index_size, 1024))
+        """(threadId, runId) → when its admission was written (the decision record's
+        timestamp, epoch ms), for runs this instance saw admitted."""
         self.ended: LruMap[RunKey, Ending] = LruMap(ENDINGS_KEPT)
         """(threadId, runId) → the run's terminal event, for runs this instance saw end."""
         self.last_ended: LruMap[str, str] = LruMap(ENDINGS_KEPT)
@@ -361,7 +362,7 @@ class FanOut(BackgroundReader):
         if raw.get("verdict") == "admitted":
             thread_id, run_id = raw.get("threadId"), raw.get("runId")
             if isinstance(thread_id, str) and isinstance(run_id, str):
-                self.admitted.put((thread_id, run_id), str(raw.get("agent") or ""))
+                self.admitted.put((thread_id, run_id), record.timestamp)
         waiter = self._waiters.get(raw.get("requestId"))  # type: ignore[arg-type]
         if waiter is None:
             return
