@@ -44,7 +44,8 @@ from services.consumer.inbox_feed import (
     wall_ms,
 )
 from services.consumer.interrupts import Filters, tool_calls_of
-from services.consumer.problems import InvalidInput, Unavailable
+from services.consumer.lookback import BUSY_RETRY_AFTER_S
+from services.consumer.problems import InvalidInput, RetryLater, Unavailable
 from services.consumer.relay import Relay
 from services.consumer.routes import _ids, _principal, _problems, _relay
 from services.consumer.sse import EventStreamResponse
@@ -162,8 +163,8 @@ async def read_history(request: Request, thread_id: str
     state = await relay.tenancy.readable(thread_id, _principal(request))
     slots = feed(request).history_slots
     if slots.locked():
-        raise Unavailable("busy", f"{HISTORY_READS} thread histories are being read; "
-                                  "try again in a moment")
+        raise RetryLater("busy", f"{HISTORY_READS} thread histories are being read; "
+                                 "try again in a moment", BUSY_RETRY_AFTER_S)
     async with slots:
         found = await read_thread(relay.kafka, thread_id, decisions=True)
     return state, found

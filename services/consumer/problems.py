@@ -20,7 +20,7 @@ answers itself (431, 408) from the same classes. The tree::
     ├── UnsupportedMediaType      415 unsupported_media_type
     ├── HeadersTooLarge           431 headers_too_large
     ├── Unavailable               503 not_ready / too_many_streams / broker_unavailable
-    │   └── RetryLater            503 replay_busy (with ``Retry-After``)
+    │   └── RetryLater            503 replay_busy / busy (with ``Retry-After``)
     │       └── OwnerUnavailable  503 owner_unavailable
     └── DecisionTimeout           504 decision_timeout
 

@@ -12,6 +12,7 @@ import pytest
 from services.consumer import inbox_static, interrupt_routes
 from services.consumer.app import create_app
 from services.consumer.inbox_static import InboxStatic, resolve
+from services.consumer.lookback import BUSY_RETRY_AFTER_S
 from services.consumer.settings import ConsumerSettings
 from services.kafka.thread_log import ThreadRecords
 from services.runtime.settings import KafkaSettings
@@ -92,4 +93,5 @@ async def test_thread_histories_read_at_once_are_bounded(
         release.set()
         answered = await asyncio.gather(*held)
     assert (refused.status_code, refused.json()["code"]) == (503, "busy")
+    assert refused.headers["retry-after"] == str(BUSY_RETRY_AFTER_S)
     assert [a.status_code for a in answered] == [200] * interrupt_routes.HISTORY_READS
