@@ -55,6 +55,7 @@ from services.kafka.clients import (
     new_consumer,
 )
 from services.kafka.fencing import leave_group
+from services.kafka.polling import Records, poll_until
 from services.kafka.sizing import RecordLimit
 from services.kafka.transactions import shorten_commit_gap_backoff
 from services.runtime.settings import KafkaSettings, LimitSettings
@@ -62,7 +63,12 @@ from services.runtime.tracing import Entropy
 
 log = logging.getLogger(__name__)
 
-Records = dict[TopicPartition, list[ConsumerRecord[Any, Any]]]
+BUSY_POLL_MS = 5
+"""How long a poll waits while routed records wait for their turn (``_busy``)."""
+IDLE_POLL_MS = 1000
+"""How long a poll waits otherwise: records end it at once, and so does the stop
+(``polling``); what the loop does besides routing (the agents' refresh, gauges, stall
+checks) needs a turn a second at most, and every empty turn costs CPU."""
 
 
 def utcnow() -> datetime:
@@ -162,9 +168,11 @@ class Processor:
             while not stop.is_set():
                 generation = st.generation
                 epochs = {p: o.epoch for p, o in st.owned.items()}
-                got = await consumer.getmany(
-                    timeout_ms=5 if self._busy() else 100, max_records=self.settings.max_batch
-                )
+                got = await (
+                    consumer.getmany(timeout_ms=BUSY_POLL_MS, max_records=self.settings.max_batch)
+                    if self._busy() else
+                    poll_until(consumer, stop, timeout_ms=IDLE_POLL_MS,
+                               max_records=self.settings.max_batch))
                 async with st.lock:
                     st.raise_if_fatal()
                     if generation != st.generation:
@@ -198,12 +206,17 @@ class Processor:
             log.info("gatekeeper stopped", extra={"stats": dict(st.stats)})
 
     def _busy(self) -> bool:
-        """True when routed records wait for a barrier or a linger: poll again soon.
+        """True when routed records wait for a barrier or a linger, or a partition is paused
+        until its backlog shrinks (``_apply_backpressure``): poll again soon.
 
         A partition whose only work is a commit in flight needs no polling: the
         commit launches the partition's next batch itself when it ends.
         """
-        return any(o.held or o.inbox for o in self.state.owned.values())
+        owned = self.state.owned.values()
+        if any(o.held or o.inbox for o in owned):
+            return True
+        paused = self.state.require_consumer().paused()
+        return bool(paused) and any(o.requests in paused or o.runs in paused for o in owned)
 
     async def _route(self, got: Records, epochs: dict[int, int]) -> None:
         """Steps 1 and 3: file the polled records with their partitions, with barriers.
