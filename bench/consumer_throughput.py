@@ -51,7 +51,10 @@ one concurrency; this one compares one instance against a floor at two
 concurrencies and needs the broker's CPU and a reader process, and
 ``make bench`` keeps each benchmark in its own process and result file.
 
-Starts a local broker when ``KAFKA_BOOTSTRAP_SERVERS`` is unset. Writes
+Before the first window, ``bench.consumer.BROKER_WARMUP_S`` of the lowest
+concurrency's load warm the broker's JVM up, unmeasured (its JIT compilers
+otherwise take a core's share of the first windows). Starts a local broker
+when ``KAFKA_BOOTSTRAP_SERVERS`` is unset. Writes
 ``bench/results/consumer_throughput.json``. Benchmarks print; they assert
 nothing. Bounded: every run, window and read has a timeout; about two minutes.
 """
@@ -74,7 +77,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bench.broker import broker
-from bench.consumer import cpu_seconds, processes, wait_http
+from bench.consumer import BROKER_WARMUP_S, cpu_seconds, processes, wait_http
 from bench.consumer_scaling import load
 from deploy.kafka import launcher
 from services.kafka.admin import ensure_topics
@@ -303,7 +306,9 @@ async def bench(bootstrap: str, args: argparse.Namespace, log_dir: Path) -> dict
         pids: dict[str, int | None] = {"broker": broker_pid}
         pids.update((name, child.pid) for (name, _, _), child in zip(specs, children, strict=True))
         await wait_http(url, "/readyz", log_dir)
-        await load([url], min(args.concurrency), min(args.concurrency))  # warm up
+        warm_until = time.monotonic() + BROKER_WARMUP_S  # the broker's JIT too
+        while time.monotonic() < warm_until:
+            await load([url], min(args.concurrency), min(args.concurrency))
         console.print(f"[dim]broker {bootstrap} (pid {broker_pid}); consumer {url}[/]")
         for concurrency in args.concurrency:
             runs = max(args.runs, 3 * concurrency)
