@@ -112,7 +112,7 @@ async def test_an_idle_thread_this_instance_saw_run_again_waits_for_the_view() -
                          recent_run_ids=["r1"], open_interrupts=[
                              OpenInterrupt(run_id="r1", interrupt=Interrupt(id="i", reason="r"))])
     put(threads, before)
-    fanout.admitted.put(("t1", "r2"), "a")
+    fanout.admitted.put(("t1", "r2"), 1_796_284_800_000)
     fanout.ended.put(("t1", "r2"), ending({"type": "RUN_FINISHED"}))
     fanout.last_ended.put("t1", "r2")
     fresh = Freshness(threads, fanout, LIMITS, 5.0)

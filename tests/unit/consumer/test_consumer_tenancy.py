@@ -122,7 +122,7 @@ async def test_without_authentication_unknown_and_unowned_threads_pass_through()
 
 async def test_a_run_seen_admitted_waits_for_its_thread_state() -> None:
     checks, threads, fanout = tenancy(enforced=True, settle_s=5.0)
-    fanout.admitted.put(("t1", "r1"), "scripted")
+    fanout.admitted.put(("t1", "r1"), 1_796_284_800_000)
 
     async def later() -> None:
         await asyncio.sleep(0.1)
@@ -132,7 +132,7 @@ async def test_a_run_seen_admitted_waits_for_its_thread_state() -> None:
     assert (await checks.readable("t1", A, "r1")) == state(A)
     await writer
     quick, _, fanout2 = tenancy(enforced=True, settle_s=0.05)
-    fanout2.admitted.put(("t9", "r1"), "scripted")
+    fanout2.admitted.put(("t9", "r1"), 1_796_284_800_000)
     with pytest.raises(NotFound):  # never shows up: no owner, no access
         await quick.readable("t9", A, "r1")
 
