@@ -143,12 +143,16 @@ async def first_after(scan: AsyncIterator[Delivery | None],
     return None, ended
 
 
-async def prefixed(first: Delivery,
-                   rest: AsyncIterator[Delivery | None]) -> AsyncIterator[Delivery | None]:
-    """``first`` followed by the rest of the scan."""
-    yield first
-    async for item in rest:
-        yield item
+async def prefixed(first: Delivery, rest: AsyncGenerator[Delivery | None, None]
+                   ) -> AsyncIterator[Delivery | None]:
+    """``first`` followed by the rest of the scan, closed with this (its reader and its
+    full-scan slot go when the body does, not when the collector gets to them)."""
+    try:
+        yield first
+        async for item in rest:
+            yield item
+    finally:
+        await rest.aclose()
 
 
 async def replay(relay: Relay, thread_id: str, run_id: str, principal: str,
