@@ -66,6 +66,9 @@ class CheckpointStore:
         self.guard = RecordGuard.of(settings.max_record_bytes)
         self._threads: dict[str, cp.ThreadCheckpoint] = {}
         self._partition_of: dict[str, int] = {}
+        self._offset_of: dict[str, float] = {}
+        """Where each cached checkpoint stands in its partition (inf: this worker's write,
+        not acknowledged yet), so a partition read again keeps only what is newer."""
         self._owners: dict[int, set[str]] = {}
         self._loading: dict[int, asyncio.Future[int]] = {}
         """Partitions being read, by the read (other owners wait for it)."""
@@ -96,6 +99,7 @@ class CheckpointStore:
         owner is still loading (their reading is awaited, not repeated).
         """
         todo: list[int] = []
+        fresh_owner: list[int] = []
         pending: set[asyncio.Future[int]] = set()
         for p in sorted(set(partitions)):
             holders = self._owners.setdefault(p, set())
@@ -103,6 +107,8 @@ class CheckpointStore:
                 todo.append(p)
             elif (loading := self._loading.get(p)) is not None:
                 pending.add(loading)
+            elif owner not in holders:
+                fresh_owner.append(p)
             holders.add(owner)
         read = 0
         if todo:
@@ -117,7 +123,28 @@ class CheckpointStore:
                         del self._loading[p]
         for loading in pending:
             await asyncio.shield(loading)
+        if fresh_owner and self.disk is None:
+            read += await self._catch_up(fresh_owner)
         return read
+
+    async def _catch_up(self, partitions: list[int]) -> int:
+        """Read ``partitions`` again for an owner that joins those already loaded: another
+        worker may have written checkpoints there since (its agent's partitions are
+        assigned apart from this worker's agents'), and a takeover must see them. The
+        newer of the record and the cached value wins, by offset."""
+        records, _ = await self._read(partitions)
+        for record in records:
+            try:
+                value = cp.from_bytes(record.value)
+            except DecodeError:
+                continue
+            if record.offset > self._offset_of.get(value.thread_id, -1):
+                self._threads[value.thread_id] = value
+                self._partition_of[value.thread_id] = record.partition
+                self._offset_of[value.thread_id] = record.offset
+        log.info("read %d checkpoint records again from partitions %s of %s for a new owner",
+                 len(records), partitions, self.topic)
+        return len(records)
 
     async def _load(self, todo: list[int]) -> int:
         """Read partitions ``todo`` of the topic into the cache; returns records read."""
@@ -135,6 +162,7 @@ class CheckpointStore:
                 continue
             self._threads[value.thread_id] = value
             self._partition_of[value.thread_id] = record.partition
+            self._offset_of[value.thread_id] = record.offset
         log.info("restored %d checkpoint records from partitions %s of %s (%d partitions)",
                  len(records), todo, self.topic, count)
         return len(records)
@@ -163,6 +191,7 @@ class CheckpointStore:
         for thread_id in [t for t, p in self._partition_of.items() if p in dropped]:
             self._threads.pop(thread_id, None)
             self._partition_of.pop(thread_id, None)
+            self._offset_of.pop(thread_id, None)
 
     async def update(self, thread_id: str, change: Change) -> cp.ThreadCheckpoint:
         """Apply ``change`` to the thread's checkpoint and write it; returns once durable."""
@@ -196,10 +225,19 @@ class CheckpointStore:
             if self.disk is not None:
                 return await self._write_through(value, key, data)
             self._threads[thread_id] = value
+            self._offset_of[thread_id] = float("inf")
             # The thread's partition once known (the key's, as the broker placed it): the
             # producer need not hash the key again.
-            return await self.producer.send(self.topic, data,  # type: ignore[no-any-return]
-                                            key=key, partition=self._partition_of.get(thread_id))
+            sent: asyncio.Future[Any] = await self.producer.send(
+                self.topic, data, key=key, partition=self._partition_of.get(thread_id))
+
+            def acknowledged(done: asyncio.Future[Any]) -> None:
+                if (not done.cancelled() and done.exception() is None
+                        and self._threads.get(thread_id) is value):
+                    self._offset_of[thread_id] = done.result().offset
+
+            sent.add_done_callback(acknowledged)
+            return sent
 
     async def _write_through(self, value: cp.ThreadCheckpoint, key: bytes,
                              data: bytes) -> asyncio.Future[Any]:

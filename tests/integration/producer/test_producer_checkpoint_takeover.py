@@ -1,0 +1,81 @@
+"""A worker taking a partition over for one agent sees what another worker checkpointed there.
+
+Every agent's checkpoints share the ``producer-checkpoints`` partitions, and
+each agent's dispatch partitions are assigned apart. A worker that already
+read a checkpoint partition for one agent, then takes the same partition
+over for another agent from a worker that died, must read the partition
+again: the dead worker's checkpoints there (a run it left open) were written
+after the first read. It did not (``fault: kill at terminal`` failed when the
+thread fell on such a partition); now it does, keeping its own newer writes.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+
+import pytest
+
+from services.kafka.admin import ensure_topics
+from services.kafka.clients import AIOKafkaProducer, new_producer
+from services.kafka.partitioning import partition_for
+from services.producer import checkpoint as cp
+from services.producer.store import CheckpointStore
+from services.runtime.settings import KafkaSettings
+
+pytestmark = pytest.mark.integration
+
+NOW = datetime(2026, 12, 3, 10, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def kafka(kafka_bootstrap: str, topic_prefix: str) -> KafkaSettings:
+    return KafkaSettings(bootstrap_servers=kafka_bootstrap, topic_prefix=topic_prefix,
+                         partitions=4)
+
+
+@pytest.fixture
+async def producers(kafka: KafkaSettings) -> AsyncIterator[list[AIOKafkaProducer]]:
+    await ensure_topics(kafka, ())
+    made = [new_producer(kafka, f"worker-{i}") for i in range(2)]
+    for p in made:
+        await p.start()
+    try:
+        yield made
+    finally:
+        for p in made:
+            await p.stop()
+
+
+def begun(thread_id: str, run_id: str, agent: str) -> cp.ThreadCheckpoint:
+    return cp.begin_run(cp.fresh(thread_id), run_id=run_id, request_id=f"q-{run_id}",
+                        agent=agent, worker="w", still_open=[], now=NOW)
+
+
+async def test_a_takeover_reads_the_partition_again_and_keeps_its_own_newer_writes(
+        kafka: KafkaSettings, producers: list[AIOKafkaProducer]) -> None:
+    survivor = CheckpointStore(kafka, producers[0], clock=lambda: NOW)
+    dead = CheckpointStore(kafka, producers[1], clock=lambda: NOW)
+    theirs = f"t-theirs-{uuid.uuid4().hex[:8]}"
+    p = partition_for(theirs, kafka.partitions)
+    ours = next(t for t in (f"t-ours-{uuid.uuid4().hex[:8]}" for _ in range(1000))
+                if partition_for(t, kafka.partitions) == p)
+
+    await survivor.restore([p], "approval")  # before the other worker wrote anything
+    await dead.restore([p], "scripted")
+    await dead.update(theirs, lambda c: begun(theirs, "run-left-open", "scripted"))
+    await survivor.update(ours, lambda c: begun(ours, "run-of-ours", "approval"))
+    assert survivor.known(theirs) is None  # not read yet: the partition was read before
+
+    await survivor.restore([p], "scripted")  # the takeover, for the other agent
+
+    found = survivor.known(theirs)
+    assert found is not None, "the dead worker's checkpoint was not read on takeover"
+    assert found.active is not None
+    assert found.active.run_id == "run-left-open"
+    mine = survivor.known(ours)
+    assert mine is not None
+    assert mine.active is not None
+    assert mine.active.run_id == "run-of-ours"
+    assert theirs in {c.thread_id for c in survivor.threads([p])}
