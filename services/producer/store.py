@@ -133,15 +133,7 @@ class CheckpointStore:
         assigned apart from this worker's agents'), and a takeover must see them. The
         newer of the record and the cached value wins, by offset."""
         records, _ = await self._read(partitions)
-        for record in records:
-            try:
-                value = cp.from_bytes(record.value)
-            except DecodeError:
-                continue
-            if record.offset > self._offset_of.get(value.thread_id, -1):
-                self._threads[value.thread_id] = value
-                self._partition_of[value.thread_id] = record.partition
-                self._offset_of[value.thread_id] = record.offset
+        self._cache(records, newer_only=True)
         log.info("read %d checkpoint records again from partitions %s of %s for a new owner",
                  len(records), partitions, self.topic)
         return len(records)
@@ -153,6 +145,13 @@ class CheckpointStore:
                 count = await reader.partition_count(self.topic)
             return await self.disk.restore(self.settings, self.topic, todo, count)
         records, count = await self._read(todo)
+        self._cache(records, newer_only=False)
+        log.info("restored %d checkpoint records from partitions %s of %s (%d partitions)",
+                 len(records), todo, self.topic, count)
+        return len(records)
+
+    def _cache(self, records: list[ConsumerRecord[Any, Any]], *, newer_only: bool) -> None:
+        """Keep each record's checkpoint (``newer_only``: unless the cache holds a later one)."""
         for record in records:
             try:
                 value = cp.from_bytes(record.value)
@@ -160,12 +159,11 @@ class CheckpointStore:
                 log.warning("skipping unreadable checkpoint at %s/%d@%d: %s", record.topic,
                             record.partition, record.offset, exc)
                 continue
+            if newer_only and record.offset <= self._offset_of.get(value.thread_id, -1):
+                continue
             self._threads[value.thread_id] = value
             self._partition_of[value.thread_id] = record.partition
             self._offset_of[value.thread_id] = record.offset
-        log.info("restored %d checkpoint records from partitions %s of %s (%d partitions)",
-                 len(records), todo, self.topic, count)
-        return len(records)
 
     async def _read(self, todo: list[int]) -> tuple[list[ConsumerRecord[Any, Any]], int]:
         """Every record of partitions ``todo`` up to their current ends, and the partition
