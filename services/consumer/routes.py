@@ -151,8 +151,9 @@ async def cancel_run(thread_id: str, run_id: str, request: Request) -> Response:
         return owner
     tenant = _principal(request)
     requested_by = identity(tenant, _key_name(request)) or tenant
+    admitted = await relay.fanout.decided((thread_id, run_id), relay.tenancy.settle_s)
     state = await relay.tenancy.readable(thread_id, tenant, run_id)
-    if (thread_id, run_id) not in relay.fanout.admitted:
+    if not admitted:
         if state is None:
             raise NotFound("unknown_thread", f"no thread {thread_id!r} is known")
         known = {state.run_id, state.interrupted_run_id, *state.recent_run_ids}

@@ -222,7 +222,8 @@ class RunService:
         """Publish and wait for the final decision; raise its problem unless admitted."""
         fields = run_fields(run_request.input.thread_id, run_request.input.run_id,
                             run_request.request_id)
-        waiter = self.fanout.expect(run_request.request_id, run_request.input.thread_id)
+        waiter = self.fanout.expect(run_request.request_id, run_request.input.thread_id,
+                                    run_request.input.run_id)
         started = time.monotonic()
         try:
             try:

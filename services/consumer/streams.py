@@ -34,7 +34,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import OrderedDict
+import time
+from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Generic, NamedTuple, TypeVar
 
@@ -75,6 +76,8 @@ state for it is in the view, a few tens of milliseconds: thousands of runs endin
 POSITION_POLL_S = 0.01
 """``reach_end`` looks at the reader's position at least this often (it can pass a
 transaction marker without handing over a batch)."""
+DECIDED_POLL_S = 0.01
+"""How often ``decided`` looks again for a pending run's admission."""
 SESSION_TIMEOUT_MS = 6_000
 """How long the group waits for a silent instance before handing its partitions on (the
 broker's lowest default; a killed instance's threads wait this long for a new owner)."""
@@ -172,6 +175,7 @@ class DecisionWaiter:
     request_id: str
     decisions: Mailbox[Decision] = field(default_factory=lambda: Mailbox(16))
     partition: int = -1
+    run: RunKey | None = None
 
     async def next(self, within_s: float) -> Decision:
         """The next decision; TimeoutError after ``within_s`` seconds."""
@@ -209,6 +213,8 @@ class FanOut(BackgroundReader):
         self._streams: dict[RunKey, set[RunStream]] = {}
         self._stream_count = 0
         self._waiters: dict[str, DecisionWaiter] = {}
+        self._deciding: Counter[RunKey] = Counter()
+        """(threadId, runId) → requests of that run this instance awaits a decision for."""
         self.ownership = Ownership(url)
         """What this instance owns and who owns the rest (``url``: its advertised URL)."""
         self.positions: dict[TopicPartition, int] = {}
@@ -248,16 +254,34 @@ class FanOut(BackgroundReader):
         self._stream_count -= 1
         self.metrics.streams_open.dec()
 
-    def expect(self, request_id: str, thread_id: str = "") -> DecisionWaiter:
+    def expect(self, request_id: str, thread_id: str = "", run_id: str = "") -> DecisionWaiter:
         """Register a waiter for ``request_id``'s decisions (on ``thread_id``'s partition)."""
-        waiter = DecisionWaiter(request_id, partition=self._hold(thread_id))
+        run = (thread_id, run_id) if run_id else None
+        waiter = DecisionWaiter(request_id, partition=self._hold(thread_id), run=run)
         self._waiters[request_id] = waiter
+        if run is not None:
+            self._deciding[run] += 1
         return waiter
 
     def forget(self, waiter: DecisionWaiter) -> None:
         if self._waiters.get(waiter.request_id) is waiter:
             del self._waiters[waiter.request_id]
             self._release(waiter.partition)
+            if waiter.run is not None:
+                self._deciding[waiter.run] -= 1
+                if self._deciding[waiter.run] <= 0:
+                    del self._deciding[waiter.run]
+
+    async def decided(self, key: RunKey, within_s: float) -> bool:
+        """Whether the run is known admitted here, waiting up to ``within_s`` while a
+        request of it posted to this instance still awaits its decision (a cancel
+        sent right after the run, before the decision is read, is then not a 404)."""
+        deadline = time.monotonic() + within_s
+        while key not in self.admitted and key in self._deciding:
+            if time.monotonic() >= deadline:
+                break
+            await asyncio.sleep(DECIDED_POLL_S)
+        return key in self.admitted
 
     def partition_of(self, thread_id: str) -> int:
         """The thread's partition of ``events`` (and of ``decisions``: co-partitioned)."""

@@ -171,6 +171,28 @@ async def test_cancel_publishes_a_control_command_for_known_runs_only(
     assert (unknown_thread.status_code, unknown_thread.json()["code"]) == (404, "unknown_thread")
 
 
+async def test_cancel_sent_while_the_run_awaits_its_decision_waits_for_the_admission(
+        kafka: KafkaSettings, backstage: Backstage) -> None:
+    async with serving(kafka) as app:
+        body = run_input()
+        thread, run = body["threadId"], body["runId"]
+        post = asyncio.create_task(app.http.post(f"/agents/{AGENT}", json=body))
+        request = await backstage.next_request()
+        cancel = asyncio.create_task(app.http.post(f"/threads/{thread}/runs/{run}/cancel"))
+        await asyncio.sleep(0.3)  # the cancel is in, the decision is not yet written
+        assert not cancel.done()
+        await backstage.decide(request)
+        accepted = await cancel
+        (command,) = await backstage.control_commands(1)
+        await backstage.emit(thread, run, [started(thread, run),
+                                           finished(thread, run, outcome={"type": "cancelled"})])
+        await post
+        unknown = await app.http.post(f"/threads/{thread}/runs/run-never-posted/cancel")
+    assert accepted.status_code == 202
+    assert (command.thread_id, command.run_id, command.kind) == (thread, run, "cancel")
+    assert (unknown.status_code, unknown.json()["code"]) == (404, "unknown_thread")
+
+
 async def test_cancel_of_a_just_admitted_run_is_accepted_before_the_view_catches_up(
         kafka: KafkaSettings, backstage: Backstage) -> None:
     async with serving(kafka) as app:
