@@ -7,13 +7,19 @@ dict, read in full on every assignment. With one, each owned partition's
 checkpoints live in its RocksDB store (``services.state``): a lookup reads
 what the worker wrote and is not durable yet (``pending``), then the cache
 of decoded checkpoints (``AGUI_STATE_CACHE_MB``), then the store; the
-store learns a checkpoint once the broker has acknowledged its record,
-together with the offset after it, in one write batch (records of a
-partition are acknowledged in order: the offset never runs ahead of the
-values). A restore reads only the records after that offset, or all of
-them when the store cannot be trusted (``services.state.changelog``), and
-checkpoints with a run still active are marked, so recovery finds the runs
-a dead worker left open without a scan. A failed store write keeps the
+store learns a checkpoint once the broker has acknowledged its record. The
+store's offset says that every record before it is applied, so it moves
+past an acknowledged record only when that record is the next one
+(records of a partition are acknowledged in order): other workers' agents
+write the same partitions, and their records between two of ours are not
+in the store. A restore reads only the records after that offset, or all
+of them when the store cannot be trusted (``services.state.changelog``),
+and checkpoints with a run still active are marked, so recovery finds the
+runs a dead worker left open without a scan. A partition this worker
+already holds for one agent and now takes over for another is read again
+from that offset (``read_again``) while it stays in use: what the read
+brings is applied except for the threads this worker itself writes
+meanwhile, whose own records are newer. A failed store write keeps the
 checkpoint in ``pending`` (it is on the topic) and is retried with the
 next one.
 """
@@ -33,7 +39,7 @@ from services.producer import checkpoint as cp
 from services.runtime.settings import KafkaSettings
 from services.state import metrics
 from services.state.cache import ByteLRU
-from services.state.changelog import Restored, catch_up
+from services.state.changelog import Restored, catch_up, read_again
 from services.state.dirs import StateDir
 from services.state.disk import Change, PartitionStore, StoreError
 
@@ -89,6 +95,8 @@ class CheckpointDisk:
         self.restored: dict[int, Restored] = {}
         self.partitions = 0
         """The checkpoints topic's partition count (known once a restore ran)."""
+        self.rereading: dict[int, set[bytes]] = {}
+        """Partitions being read again, with the threads written here meanwhile."""
         self._started = False
         metrics.watch(self)
 
@@ -114,6 +122,29 @@ class CheckpointDisk:
             self.cache.drop_partition(p)
         self.restored.update(done)
         return sum(r.records for r in done.values())
+
+    async def read_again(self, settings: KafkaSettings, topic: str,
+                         partitions: list[int]) -> int:
+        """Bring held partitions up to ``topic`` for a new owner; returns records read."""
+        held = {p: self.stores[p] for p in partitions if p in self.stores}
+        for p in held:
+            self.rereading[p] = {t.encode() for t in self.pending if self.partition(t) == p}
+        try:
+            counts = await read_again(settings, topic, held, self._unless_written_here,
+                                      "agui-relay-producer-restore")
+        finally:
+            for p in held:
+                self.rereading.pop(p, None)
+        return sum(counts.values())
+
+    def _unless_written_here(self, p: int, records: Sequence[Any]) -> list[Change]:
+        """``changes`` for a partition read again: not for threads written here since the
+        read began (their own record is newer), and each applied one leaves the cache."""
+        skipped = self.rereading.get(p, set())
+        out = [c for c in changes(p, records) if c[0] not in skipped]
+        for key, _, _ in out:
+            self.cache.drop((p, key.decode()))
+        return out
 
     def get(self, thread_id: str) -> cp.ThreadCheckpoint | None:
         found = self.pending.get(thread_id)
@@ -157,10 +188,13 @@ class CheckpointDisk:
     def written(self, value: cp.ThreadCheckpoint) -> None:
         """A checkpoint sent (not durable yet): read from memory until it is."""
         self.pending[value.thread_id] = value
+        if self.rereading and (p := self.partition(value.thread_id)) in self.rereading:
+            self.rereading[p].add(value.thread_id.encode())
 
     def durable(self, value: cp.ThreadCheckpoint, data: bytes, partition: int,
                 offset: int) -> None:
-        """Its record is acknowledged at ``offset``: into the store, with the offset after."""
+        """Its record is acknowledged at ``offset``: into the store, with the offset after
+        when no other writer's record came between."""
         if self.pending.get(value.thread_id) is value:
             del self.pending[value.thread_id]
         store = self.stores.get(partition)
@@ -170,7 +204,8 @@ class CheckpointDisk:
         waiting = self.unwritten.setdefault(partition, {})
         waiting[value.thread_id.encode()] = (data, ACTIVE if value.active is not None else None)
         try:
-            store.write([(k, v, m) for k, (v, m) in waiting.items()], offset + 1)
+            store.write([(k, v, m) for k, (v, m) in waiting.items()],
+                        offset + 1 if store.checkpoint == offset else None)
         except StoreError as exc:
             log.error("checkpoint store of partition %d cannot be written (%d checkpoints "
                       "kept in memory): %s", partition, len(waiting), exc)

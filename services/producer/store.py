@@ -123,7 +123,7 @@ class CheckpointStore:
                         del self._loading[p]
         for loading in pending:
             await asyncio.shield(loading)
-        if fresh_owner and self.disk is None:
+        if fresh_owner:
             read += await self._catch_up(fresh_owner)
         return read
 
@@ -131,7 +131,13 @@ class CheckpointStore:
         """Read ``partitions`` again for an owner that joins those already loaded: another
         worker may have written checkpoints there since (its agent's partitions are
         assigned apart from this worker's agents'), and a takeover must see them. The
-        newer of the record and the cached value wins, by offset."""
+        newer of the record and the cached value wins, by offset (with a store: the
+        threads this worker writes during the read keep their own)."""
+        if self.disk is not None:
+            read = await self.disk.read_again(self.settings, self.topic, partitions)
+            log.info("read %d checkpoint records again from partitions %s of %s for a new "
+                     "owner", read, partitions, self.topic)
+            return read
         records, _ = await self._read(partitions)
         self._cache(records, newer_only=True)
         log.info("read %d checkpoint records again from partitions %s of %s for a new owner",

@@ -103,6 +103,37 @@ async def catch_up(
     return {p: Restored(p, plans[p], counts[p], seconds) for p in tps}
 
 
+async def read_again(
+    settings: KafkaSettings,
+    topic: str,
+    stores: Mapping[int, PartitionStore],
+    changes: Changes,
+    client_id: str,
+) -> dict[int, int]:
+    """Bring stores already in use up to ``topic`` without wiping them (another owner in
+    this process still serves them): from each checkpoint, or the first offset when the
+    topic cannot account for it, to the end. Returns the records read per partition."""
+    tps = {p: TopicPartition(topic, p) for p in sorted(stores)}
+    if not tps:
+        return {}
+    consumer = new_consumer(settings, client_id, group_id=None, max_poll_records=CHUNK)
+    await consumer.start()
+    try:
+        consumer.assign(list(tps.values()))
+        ends = await closed_ends(settings, consumer, list(tps.values()), client_id)
+        firsts: dict[TopicPartition, int] = await consumer.beginning_offsets(list(tps.values()))
+        for p, tp in tps.items():
+            chosen = plan(stores[p].checkpoint, "no checkpoint", firsts[tp], ends[tp])
+            consumer.seek(tp, chosen.start)
+        counts = await _read(consumer, tps, ends, {p: (s, None) for p, s in stores.items()},
+                             changes)
+        for p, tp in tps.items():
+            stores[p].write((), ends[tp])
+    finally:
+        await consumer.stop()
+    return counts
+
+
 async def _read(
     consumer: Any,
     tps: dict[int, TopicPartition],

@@ -1,5 +1,7 @@
 """``CheckpointDisk`` on real store files: a checkpoint is read from memory until its record
-is acknowledged, then from the store with the offset after it; runs active are marked."""
+is acknowledged, then from the store with the offset after it (only when no other writer's
+record came between); runs active are marked; a partition read again keeps the threads
+written here meanwhile."""
 
 from __future__ import annotations
 
@@ -36,6 +38,7 @@ def test_a_checkpoint_is_read_from_memory_until_acknowledged_then_from_the_store
     disk = owning(tmp_path, *range(PARTITIONS))
     value = began("t1", "r1")
     p = partition_for("t1", PARTITIONS)
+    disk.stores[p].write((), 41)  # restored up to 41
     disk.written(value)
     assert disk.get("t1") is value
     assert disk.stores[p].get(b"t1") is None
@@ -49,6 +52,32 @@ def test_a_checkpoint_is_read_from_memory_until_acknowledged_then_from_the_store
     disk.written(ended)
     disk.durable(ended, cp.to_bytes(ended), p, 43)
     assert disk.active([p]) == []
+    disk.close()
+
+
+def test_the_offset_stays_before_another_writers_records(tmp_path: Path) -> None:
+    disk = owning(tmp_path, *range(PARTITIONS))
+    p = partition_for("t1", PARTITIONS)
+    disk.stores[p].write((), 10)
+    value = began("t1", "r1")
+    disk.written(value)
+    disk.durable(value, cp.to_bytes(value), p, 14)  # 10..13: another worker's agents'
+    assert disk.stores[p].checkpoint == 10
+    disk.cache.drop_partition(p)
+    assert disk.get("t1") == value  # the value is stored all the same
+    disk.close()
+
+
+def test_a_partition_read_again_keeps_the_threads_written_here_meanwhile(
+        tmp_path: Path) -> None:
+    p = partition_for("t1", PARTITIONS)
+    mine, theirs = [t for t in (f"t{i}" for i in range(2, 200))
+                    if partition_for(t, PARTITIONS) == p][:2]
+    disk = owning(tmp_path, p)
+    disk.rereading[p] = {b"t1"}  # in flight when the read began
+    disk.written(began(mine, "r-new"))  # written during the read
+    read = [Rec(key.encode(), cp.to_bytes(began(key, "r-old"))) for key in ("t1", mine, theirs)]
+    assert [key for key, _, _ in disk._unless_written_here(p, read)] == [theirs.encode()]
     disk.close()
 
 
