@@ -164,8 +164,8 @@ async def replay(relay: Relay, thread_id: str, run_id: str, principal: str,
         raise InvalidInput("invalid_header", "Last-Event-ID must be a sequence number") from None
     if not relay.fanout.ready.is_set():
         raise Unavailable("not_ready", "the service is still connecting to Kafka")
+    admitted = await relay.fanout.decided((thread_id, run_id), relay.tenancy.settle_s)
     state = await relay.tenancy.readable(thread_id, principal, run_id)
-    admitted = (thread_id, run_id) in relay.fanout.admitted
     if state is None and not admitted and relay.threads.caught_up.is_set():
         raise NotFound("unknown_thread", f"no thread {thread_id!r} is known")
     routed = relay.fanout.admitted.get((thread_id, run_id))

@@ -193,6 +193,25 @@ async def test_cancel_sent_while_the_run_awaits_its_decision_waits_for_the_admis
     assert (unknown.status_code, unknown.json()["code"]) == (404, "unknown_thread")
 
 
+async def test_a_replay_asked_while_the_run_awaits_its_decision_streams_the_run(
+        kafka: KafkaSettings, backstage: Backstage) -> None:
+    async with serving(kafka) as app:
+        body = run_input()
+        thread, run = body["threadId"], body["runId"]
+        post = asyncio.create_task(app.http.post(f"/agents/{AGENT}", json=body))
+        request = await backstage.next_request()
+        replay = asyncio.create_task(app.http.get(f"/threads/{thread}/runs/{run}/events"))
+        await asyncio.sleep(0.3)
+        assert not replay.done()
+        await backstage.decide(request)
+        await backstage.emit(thread, run, [started(thread, run), finished(thread, run)])
+        replayed, posted = await replay, await post
+    assert replayed.status_code == 200
+    assert [orjson.loads(d)["type"] for d in data_values(replayed.content)] == [
+        orjson.loads(d)["type"] for d in data_values(posted.content)] == [
+        "RUN_STARTED", "RUN_FINISHED"]
+
+
 async def test_cancel_of_a_just_admitted_run_is_accepted_before_the_view_catches_up(
         kafka: KafkaSettings, backstage: Backstage) -> None:
     async with serving(kafka) as app:
