@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime
+from typing import Any
 
 import orjson
 import pytest
@@ -31,6 +32,14 @@ async def until_thread(relay: Relay, thread_id: str, present: bool = True) -> No
     async with asyncio.timeout(20):
         while (relay.threads.get(thread_id) is not None) != present:
             await asyncio.sleep(0.05)
+
+
+async def posted_undecided(app: Any, backstage: Backstage
+                           ) -> tuple[str, str, asyncio.Task[Any], Any]:
+    """A run posted whose request the gatekeeper (the backstage) has not decided yet."""
+    body = run_input()
+    post = asyncio.create_task(app.http.post(f"/agents/{AGENT}", json=body))
+    return body["threadId"], body["runId"], post, await backstage.next_request()
 
 
 def interrupted_state(thread: str, run: str) -> ThreadState:
@@ -174,10 +183,7 @@ async def test_cancel_publishes_a_control_command_for_known_runs_only(
 async def test_cancel_sent_while_the_run_awaits_its_decision_waits_for_the_admission(
         kafka: KafkaSettings, backstage: Backstage) -> None:
     async with serving(kafka) as app:
-        body = run_input()
-        thread, run = body["threadId"], body["runId"]
-        post = asyncio.create_task(app.http.post(f"/agents/{AGENT}", json=body))
-        request = await backstage.next_request()
+        thread, run, post, request = await posted_undecided(app, backstage)
         cancel = asyncio.create_task(app.http.post(f"/threads/{thread}/runs/{run}/cancel"))
         await asyncio.sleep(0.3)  # the cancel is in, the decision is not yet written
         assert not cancel.done()
@@ -196,10 +202,7 @@ async def test_cancel_sent_while_the_run_awaits_its_decision_waits_for_the_admis
 async def test_a_replay_asked_while_the_run_awaits_its_decision_streams_the_run(
         kafka: KafkaSettings, backstage: Backstage) -> None:
     async with serving(kafka) as app:
-        body = run_input()
-        thread, run = body["threadId"], body["runId"]
-        post = asyncio.create_task(app.http.post(f"/agents/{AGENT}", json=body))
-        request = await backstage.next_request()
+        thread, run, post, request = await posted_undecided(app, backstage)
         replay = asyncio.create_task(app.http.get(f"/threads/{thread}/runs/{run}/events"))
         await asyncio.sleep(0.3)
         assert not replay.done()
