@@ -52,6 +52,7 @@ class StackConfig:
     consumers: int = 1
     env: dict[str, str] = field(default_factory=dict)
     role_env: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Per role; ``{index}`` in a value becomes the instance's number (a directory each)."""
 
 
 def _clean_environ() -> dict[str, str]:
@@ -93,7 +94,8 @@ class Stack:
             "AGUI_APPROVAL_LEDGER": str(self.ledger),
             "PYTHONUNBUFFERED": "1",
             **self.config.env,
-            **self.config.role_env.get(role, {}),
+            **{k: v.replace("{index}", str(index))
+               for k, v in self.config.role_env.get(role, {}).items()},
         }
         health = None
         if role == "consumer":

@@ -8,7 +8,12 @@ very end to ``events`` (not close the run as lost), so both topics hold one
 and the same end; the gatekeeper, which reads only ``runs``, has the thread
 interrupted, and a resume answering the interrupt is admitted and runs.
 The checker (invariant 7: a run's end is on ``runs`` if and only if it is
-on ``events``) then judges everything the deployment wrote.
+on ``events``) then judges everything the deployment wrote. Both with the
+checkpoints in memory and in on-disk stores (``AGUI_STATE_DIR``, one per
+worker). Every agent's checkpoints share the partitions, so the survivor
+may hold the dead worker's partition already, for another agent; whether it
+does depends on where the thread falls, which
+``tests/integration/producer/test_producer_checkpoint_takeover.py`` pins.
 """
 
 from __future__ import annotations
@@ -90,14 +95,16 @@ async def status(settings: KafkaSettings, thread_id: str) -> str | None:
     return states[-1].status if states else None
 
 
+@pytest.mark.parametrize("stores", ["memory", "disk"])
 async def test_a_worker_killed_between_the_two_writes_of_a_run_end(
-    kafka_bootstrap: str, tmp_path: Path, summary: Callable[[str], None]
+    kafka_bootstrap: str, tmp_path: Path, summary: Callable[[str], None], stores: str
 ) -> None:
     dying = AGENT_SPECS.replace("services.producer.agents.scripted:agent",
                                 "faults.dying_worker:agent")
+    on_disk = {"AGUI_STATE_DIR": str(tmp_path / "state-{index}")} if stores == "disk" else {}
     config = StackConfig(gatekeepers=1, producers=2, consumers=0,
                          role_env={"producer": {"AGUI_AGENTS": dying,
-                                                "PYTHONPATH": str(TESTS)}})
+                                                "PYTHONPATH": str(TESTS), **on_disk}})
     async with Stack(kafka_bootstrap, unique_prefix("kt"), tmp_path, config) as stack:
         settings = stack.settings
         tag = uuid.uuid4().hex[:8]
