@@ -33,8 +33,8 @@ Requests for a thread whose partition another instance owns never get here:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-import time
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Generic, NamedTuple, TypeVar
@@ -76,8 +76,6 @@ state for it is in the view, a few tens of milliseconds: thousands of runs endin
 POSITION_POLL_S = 0.01
 """``reach_end`` looks at the reader's position at least this often (it can pass a
 transaction marker without handing over a batch)."""
-DECIDED_POLL_S = 0.01
-"""How often ``decided`` looks again for a pending run's admission."""
 SESSION_TIMEOUT_MS = 6_000
 """How long the group waits for a silent instance before handing its partitions on (the
 broker's lowest default; a killed instance's threads wait this long for a new owner)."""
@@ -215,6 +213,9 @@ class FanOut(BackgroundReader):
         self._waiters: dict[str, DecisionWaiter] = {}
         self._deciding: Counter[RunKey] = Counter()
         """(threadId, runId) → requests of that run this instance awaits a decision for."""
+        self._decided: dict[RunKey, asyncio.Event] = {}
+        """Set once such a run is admitted or no request of it awaits a decision any more
+        (``decided`` waits on it: no polling, however many wait)."""
         self.ownership = Ownership(url)
         """What this instance owns and who owns the rest (``url``: its advertised URL)."""
         self.positions: dict[TopicPartition, int] = {}
@@ -261,6 +262,7 @@ class FanOut(BackgroundReader):
         self._waiters[request_id] = waiter
         if run is not None:
             self._deciding[run] += 1
+            self._decided.setdefault(run, asyncio.Event())
         return waiter
 
     def forget(self, waiter: DecisionWaiter) -> None:
@@ -271,16 +273,16 @@ class FanOut(BackgroundReader):
                 self._deciding[waiter.run] -= 1
                 if self._deciding[waiter.run] <= 0:
                     del self._deciding[waiter.run]
+                    self._decided.pop(waiter.run).set()
 
     async def decided(self, key: RunKey, within_s: float) -> bool:
         """Whether the run is known admitted here, waiting up to ``within_s`` while a
         request of it posted to this instance still awaits its decision (a cancel
         sent right after the run, before the decision is read, is then not a 404)."""
-        deadline = time.monotonic() + within_s
-        while key not in self.admitted and key in self._deciding:
-            if time.monotonic() >= deadline:
-                break
-            await asyncio.sleep(DECIDED_POLL_S)
+        settled = self._decided.get(key)
+        if settled is not None and key not in self.admitted:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(settled.wait(), within_s)
         return key in self.admitted
 
     def partition_of(self, thread_id: str) -> int:
@@ -387,6 +389,8 @@ class FanOut(BackgroundReader):
             thread_id, run_id = raw.get("threadId"), raw.get("runId")
             if isinstance(thread_id, str) and isinstance(run_id, str):
                 self.admitted.put((thread_id, run_id), record.timestamp)
+                if (settled := self._decided.get((thread_id, run_id))) is not None:
+                    settled.set()
         waiter = self._waiters.get(raw.get("requestId"))  # type: ignore[arg-type]
         if waiter is None:
             return
