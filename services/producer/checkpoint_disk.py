@@ -127,8 +127,9 @@ class CheckpointDisk:
                          partitions: list[int]) -> int:
         """Bring held partitions up to ``topic`` for a new owner; returns records read."""
         held = {p: self.stores[p] for p in partitions if p in self.stores}
-        for p in held:
+        for p in held:  # in flight, or acknowledged but not stored yet: newer than the topic's
             self.rereading[p] = {t.encode() for t in self.pending if self.partition(t) == p}
+            self.rereading[p].update(self.unwritten.get(p, {}))
         try:
             counts = await read_again(settings, topic, held, self._unless_written_here,
                                       "agui-relay-producer-restore")
