@@ -173,7 +173,7 @@ class DecisionWaiter:
     request_id: str
     decisions: Mailbox[Decision] = field(default_factory=lambda: Mailbox(16))
     partition: int = -1
-    run: RunKey | None = None
+    run: RunKey = ("", "")
 
     async def next(self, within_s: float) -> Decision:
         """The next decision; TimeoutError after ``within_s`` seconds."""
@@ -255,25 +255,23 @@ class FanOut(BackgroundReader):
         self._stream_count -= 1
         self.metrics.streams_open.dec()
 
-    def expect(self, request_id: str, thread_id: str = "", run_id: str = "") -> DecisionWaiter:
+    def expect(self, request_id: str, thread_id: str, run_id: str) -> DecisionWaiter:
         """Register a waiter for ``request_id``'s decisions (on ``thread_id``'s partition)."""
-        run = (thread_id, run_id) if run_id else None
+        run = (thread_id, run_id)
         waiter = DecisionWaiter(request_id, partition=self._hold(thread_id), run=run)
         self._waiters[request_id] = waiter
-        if run is not None:
-            self._deciding[run] += 1
-            self._decided.setdefault(run, asyncio.Event())
+        self._deciding[run] += 1
+        self._decided.setdefault(run, asyncio.Event())
         return waiter
 
     def forget(self, waiter: DecisionWaiter) -> None:
         if self._waiters.get(waiter.request_id) is waiter:
             del self._waiters[waiter.request_id]
             self._release(waiter.partition)
-            if waiter.run is not None:
-                self._deciding[waiter.run] -= 1
-                if self._deciding[waiter.run] <= 0:
-                    del self._deciding[waiter.run]
-                    self._decided.pop(waiter.run).set()
+            self._deciding[waiter.run] -= 1
+            if self._deciding[waiter.run] <= 0:
+                del self._deciding[waiter.run]
+                self._decided.pop(waiter.run).set()
 
     async def decided(self, key: RunKey, within_s: float) -> bool:
         """Whether the run is known admitted here, waiting up to ``within_s`` while a
