@@ -34,12 +34,19 @@ async def until_thread(relay: Relay, thread_id: str, present: bool = True) -> No
             await asyncio.sleep(0.05)
 
 
-async def posted_undecided(app: Any, backstage: Backstage
-                           ) -> tuple[str, str, asyncio.Task[Any], Any]:
-    """A run posted whose request the gatekeeper (the backstage) has not decided yet."""
+async def asked_while_undecided(app: Any, backstage: Backstage, method: str, path: str
+                                ) -> tuple[str, str, asyncio.Task[Any], asyncio.Task[Any]]:
+    """Post a run, ask ``method path`` (``{thread}`` and ``{run}`` filled in) before the
+    gatekeeper (the backstage) decides it, check the answer waits, then admit the run."""
     body = run_input()
+    thread, run = body["threadId"], body["runId"]
     post = asyncio.create_task(app.http.post(f"/agents/{AGENT}", json=body))
-    return body["threadId"], body["runId"], post, await backstage.next_request()
+    request = await backstage.next_request()
+    asked = asyncio.create_task(app.http.request(method, path.format(thread=thread, run=run)))
+    await asyncio.sleep(0.3)  # the question is in, the decision is not yet written
+    assert not asked.done()
+    await backstage.decide(request)
+    return thread, run, post, asked
 
 
 def interrupted_state(thread: str, run: str) -> ThreadState:
@@ -183,11 +190,8 @@ async def test_cancel_publishes_a_control_command_for_known_runs_only(
 async def test_cancel_sent_while_the_run_awaits_its_decision_waits_for_the_admission(
         kafka: KafkaSettings, backstage: Backstage) -> None:
     async with serving(kafka) as app:
-        thread, run, post, request = await posted_undecided(app, backstage)
-        cancel = asyncio.create_task(app.http.post(f"/threads/{thread}/runs/{run}/cancel"))
-        await asyncio.sleep(0.3)  # the cancel is in, the decision is not yet written
-        assert not cancel.done()
-        await backstage.decide(request)
+        thread, run, post, cancel = await asked_while_undecided(
+            app, backstage, "POST", "/threads/{thread}/runs/{run}/cancel")
         accepted = await cancel
         (command,) = await backstage.control_commands(1)
         await backstage.emit(thread, run, [started(thread, run),
@@ -202,11 +206,8 @@ async def test_cancel_sent_while_the_run_awaits_its_decision_waits_for_the_admis
 async def test_a_replay_asked_while_the_run_awaits_its_decision_streams_the_run(
         kafka: KafkaSettings, backstage: Backstage) -> None:
     async with serving(kafka) as app:
-        thread, run, post, request = await posted_undecided(app, backstage)
-        replay = asyncio.create_task(app.http.get(f"/threads/{thread}/runs/{run}/events"))
-        await asyncio.sleep(0.3)
-        assert not replay.done()
-        await backstage.decide(request)
+        thread, run, post, replay = await asked_while_undecided(
+            app, backstage, "GET", "/threads/{thread}/runs/{run}/events")
         await backstage.emit(thread, run, [started(thread, run), finished(thread, run)])
         replayed, posted = await replay, await post
     assert replayed.status_code == 200
