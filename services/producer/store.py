@@ -135,14 +135,13 @@ class CheckpointStore:
         threads this worker writes during the read keep their own)."""
         if self.disk is not None:
             read = await self.disk.read_again(self.settings, self.topic, partitions)
-            log.info("read %d checkpoint records again from partitions %s of %s for a new "
-                     "owner", read, partitions, self.topic)
-            return read
-        records, _ = await self._read(partitions)
-        self._cache(records, newer_only=True)
+        else:
+            records, _ = await self._read(partitions)
+            self._cache(records, newer_only=True)
+            read = len(records)
         log.info("read %d checkpoint records again from partitions %s of %s for a new owner",
-                 len(records), partitions, self.topic)
-        return len(records)
+                 read, partitions, self.topic)
+        return read
 
     async def _load(self, todo: list[int]) -> int:
         """Read partitions ``todo`` of the topic into the cache; returns records read."""
