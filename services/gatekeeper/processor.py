@@ -204,6 +204,7 @@ class Processor:
                 st.threads.close()
             st.telemetry.stopped()
             log.info("gatekeeper stopped", extra={"stats": dict(st.stats)})
+        st.raise_if_fatal()  # a failure the last round or the drain met is no clean stop
 
     def _busy(self) -> bool:
         """True when routed records wait for a barrier or a linger, or a partition is paused

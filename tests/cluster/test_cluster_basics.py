@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 import pytest
 
 from deploy.kafka import launcher
-from services.kafka.admin import describe_catalog, ensure_topics
+from services.kafka.admin import TopicState, describe_catalog, ensure_topics
 from services.kafka.clients import (
     AIOKafkaProducer,
     ConsumerRecord,
@@ -78,6 +78,21 @@ async def eventually(check: Callable[[], bool], within_s: float = 20.0) -> None:
             await asyncio.sleep(0.2)
 
 
+async def described(settings: KafkaSettings, within_s: float = 20.0) -> list[TopicState]:
+    """The catalog as soon as the answering node knows every topic.
+
+    Creation waits for leaders on one node; the node a fresh admin client
+    asks may learn of the topics from the controller a moment later, and
+    until then reports them missing.
+    """
+    async with asyncio.timeout(within_s):
+        while True:
+            states = await describe_catalog(settings, AGENTS)
+            if all(s.exists and s.replicas for s in states):
+                return states
+            await asyncio.sleep(0.2)
+
+
 def phase(name: str, n: int) -> list[str]:
     return [f"{name}-{i}" for i in range(n)]
 
@@ -93,7 +108,7 @@ async def test_three_nodes_replicate_and_a_killed_leader_loses_nothing(
     reports = await ensure_topics(settings, AGENTS)
     assert reports
     assert all(r.created for r in reports)
-    states = await describe_catalog(settings, AGENTS)
+    states = await described(settings)
     assert {s.spec.name: s.replicas for s in states} == {s.spec.name: 3 for s in states}
     assert {s.configs.get("min.insync.replicas") for s in states} == {"2"}
     ours = [p for p in cluster.metadata().partitions if p.topic.startswith(topic_prefix)]
