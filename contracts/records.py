@@ -102,11 +102,22 @@ class RunRequest(Envelope):
     a thread's expired interrupts); its principal is then the thread's owner."""
 
 
+class Handover(Envelope):
+    """The thread's previous run, when another agent ran it (``Dispatch.handover``)."""
+
+    run_id: str
+    agent: str
+
+
 class Dispatch(RunRequest):
     """An admitted request on its way to the agent's workers (``dispatch.<agent>``)."""
 
     warnings: list[str] | None = None
     """Policy warnings the producer should surface (e.g. lenient resume entries)."""
+    handover: Handover | None = None
+    """Set when the thread's previous run went to another agent, whose workers write
+    the thread's checkpoint too: the worker reads what that run left there before
+    this one starts (``CheckpointStore.handover``)."""
     decided_at: AwareDatetime
 
 

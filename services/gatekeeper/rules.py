@@ -37,7 +37,8 @@ interruption it names once all of it has expired, else rejected, never
 queued behind a run nor forwarded leniently (``expiry_policy.refusal``).
 
 Admission marks the thread running at once, so two resumes racing for the
-same interrupts can never both pass. ``on_boundary`` applies a run boundary
+same interrupts can never both pass; a dispatch names the thread's previous
+run when another agent ran it (``Dispatch.handover``). ``on_boundary`` applies a run boundary
 from ``events`` and, when it closes the running run, decides the queued
 requests in arrival order. Expiry is read exactly as ``@ag-ui/client`` reads
 it (``services.agui.expiry``): ``expiresAt <= now`` is expired, an unparseable value never
@@ -59,6 +60,7 @@ from contracts import (
     Decision,
     Dispatch,
     EventHeaders,
+    Handover,
     OpenInterrupt,
     RejectionCode,
     RunRequest,
@@ -379,9 +381,18 @@ def _admit(state: ThreadState, request: RunRequest, now: datetime, verdict: _Ver
         key_name=request.key_name,
         policy=request.policy,
         warnings=list(verdict.warnings) or None,
+        handover=_handover(state, request),
         decided_at=now,
     )
     return Outcome(new_state, decision, dispatch)
+
+
+def _handover(state: ThreadState, request: RunRequest) -> Handover | None:
+    """The thread's previous run when another agent ran it (its workers wrote the
+    thread's checkpoint last, and may be other processes than this run's)."""
+    if state.run_id is None or state.agent is None or state.agent == request.agent:
+        return None
+    return Handover(run_id=state.run_id, agent=state.agent)
 
 
 def _reject(state: ThreadState, request: RunRequest, now: datetime, verdict: _Verdict) -> Outcome:

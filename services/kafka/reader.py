@@ -42,8 +42,9 @@ class UnknownTopicError(LookupError):
 class Start:
     """Where to begin reading each assigned partition."""
 
-    kind: Literal["beginning", "end", "time"]
+    kind: Literal["beginning", "end", "time", "offsets"]
     timestamp_ms: int | None = None
+    offsets: Mapping[TopicPartition, int] | None = None
 
     @classmethod
     def beginning(cls) -> Start:
@@ -57,6 +58,11 @@ class Start:
     def at(cls, timestamp_ms: int) -> Start:
         """The first record whose timestamp is at or after ``timestamp_ms``."""
         return cls("time", timestamp_ms)
+
+    @classmethod
+    def after(cls, offsets: Mapping[TopicPartition, int]) -> Start:
+        """Each partition at its offset in ``offsets`` (its beginning when absent)."""
+        return cls("offsets", offsets=dict(offsets))
 
 
 class TopicReader:
@@ -119,6 +125,14 @@ class TopicReader:
         elif start.kind == "end":
             for tp in self._assigned:
                 self._consumer.seek(tp, ends[tp])
+        elif start.kind == "offsets":
+            assert start.offsets is not None
+            unknown = [tp for tp in self._assigned if tp not in start.offsets]
+            if unknown:  # (no argument would mean every assigned partition)
+                await self._consumer.seek_to_beginning(*unknown)
+            for tp in self._assigned:
+                if tp in start.offsets:
+                    self._consumer.seek(tp, start.offsets[tp])
         else:
             assert start.timestamp_ms is not None
             found = await self._consumer.offsets_for_times(

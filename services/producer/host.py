@@ -195,6 +195,10 @@ class AgentHost:
         run_input = dispatch.input
         with bound_run(run_input.thread_id, run_input.run_id, dispatch.request_id,
                        trace.trace_id), tracing.within(trace):
+            if dispatch.handover is not None:
+                await self.executor.store.handover(
+                    run_input.thread_id, dispatch.handover.run_id, dispatch.handover.agent,
+                    self.settings.handover_wait_s)
             prepared = self.executor.prepare(self.name, self.definition, dispatch,
                                              trace.header(), input_wire=work.input_wire(),
                                              size_hint=bracket_count(work.value))

@@ -39,6 +39,9 @@ class ProducerSettings(BaseSettings):
     session_timeout_ms: int = Field(10_000, alias="AGUI_PRODUCER_SESSION_TIMEOUT_MS",
                                     ge=1_000)
     linger_ms: int = Field(1, alias="AGUI_PRODUCER_LINGER_MS", ge=0)
+    handover_wait_s: float = Field(15.0, alias="AGUI_HANDOVER_WAIT_S", ge=0)
+    """How long a run that takes a thread over from another agent waits for that agent's
+    previous run to show closed in the thread's checkpoint (``CheckpointStore.handover``)."""
     recovery_margin_s: float = Field(60.0, alias="AGUI_RECOVERY_MARGIN_S", ge=0)
     """How far before a lost run's start marker the events scan begins (clock skew)."""
     worker_id: str = Field(default_factory=default_worker_id, alias="AGUI_WORKER_ID")

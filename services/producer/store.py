@@ -1,22 +1,24 @@
 """The checkpoints topic as a per-thread cache: restore owned partitions, write through.
 
 A worker restores a checkpoints partition (compacted: the last record per
-thread wins) when it is assigned the same partition of a ``dispatch``
-topic — both are keyed by threadId and have as many partitions, so they
-map one to one. Each hosted agent's dispatch topic maps onto the same
-checkpoints partitions, so a partition is read once for all of them: an
-agent assigned a partition another agent is still restoring waits for that
-read to finish (else it would find no left-open run and re-run one). From
-then on it is the only writer of those threads, and
-``update`` applies a pure change (``services.producer.checkpoint``) to the
-cached record and writes the result through, returning once the broker has
-it. Changes are applied and enqueued under one lock, so records of a thread
-reach the topic in the order they were made and the latest one holds every
-change. A change whose record would not fit the broker's limit is not
-applied and not sent: ``RecordTooLargeError`` (``checkpoint_too_large``,
-from ``sizes.RecordGuard``), the cached record unchanged; ``excess`` asks
-the same question before a run commits to an ending. ``ThreadLedger`` is
-the ``EffectLedger`` over it.
+thread wins) when it is assigned the same partition of a ``dispatch`` topic —
+both are keyed by threadId and have as many partitions, so they map one to
+one. Each hosted agent's dispatch topic maps onto the same checkpoints
+partitions, so a partition is read once for all of them: an agent assigned a
+partition another agent is still restoring waits for that read to finish (else
+it would find no left-open run and re-run one). From then on it is the only
+writer of those threads until one moves to another agent, whose workers may be
+other processes: the dispatch that moves it says so (``Dispatch.handover``),
+and ``handover`` reads on until the other agent's run shows closed before the
+run starts. ``update`` applies a pure change
+(``services.producer.checkpoint``) to the cached record and writes the result
+through, returning once the broker has it. Changes are applied and enqueued
+under one lock, so records of a thread reach the topic in the order they were
+made and the latest one holds every change. A change whose record would not
+fit the broker's limit is not applied and not sent: ``RecordTooLargeError``
+(``checkpoint_too_large``, from ``sizes.RecordGuard``), the cached record
+unchanged; ``excess`` asks the same question before a run commits to an
+ending. ``ThreadLedger`` is the ``EffectLedger`` over it.
 
 With ``AGUI_STATE_DIR`` the checkpoints are not all held in memory: each
 owned partition's live in its on-disk store behind a bounded cache
@@ -28,13 +30,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from contracts import DecodeError
 from services.kafka.clients import AIOKafkaProducer, ConsumerRecord
-from services.kafka.reader import TopicReader
+from services.kafka.partitioning import partition_for
+from services.kafka.reader import Start, TopicReader
 from services.producer import checkpoint as cp
 from services.producer.checkpoint_disk import CheckpointDisk
 from services.producer.effects import Effect
@@ -45,6 +48,8 @@ log = logging.getLogger(__name__)
 
 Change = Callable[[cp.ThreadCheckpoint], cp.ThreadCheckpoint]
 CHECKPOINT_CODE = "checkpoint_too_large"
+HANDOVER_POLL_S = 0.1
+"""How often ``handover`` reads again while the previous run shows open."""
 
 
 def utc_now() -> datetime:
@@ -72,6 +77,12 @@ class CheckpointStore:
         self._owners: dict[int, set[str]] = {}
         self._loading: dict[int, asyncio.Future[int]] = {}
         """Partitions being read, by the read (other owners wait for it)."""
+        self._read_to: dict[int, int] = {}
+        """Where the last read of each partition ended (in memory): a handover reads on
+        from there rather than the whole partition again."""
+        self._reading_again = asyncio.Lock()
+        """One read again at a time (handovers of two threads, a new owner): each keeps
+        what this worker wrote meanwhile, which two at once would not."""
         self._lock = asyncio.Lock()
 
     def get(self, thread_id: str) -> cp.ThreadCheckpoint:
@@ -124,23 +135,54 @@ class CheckpointStore:
         for loading in pending:
             await asyncio.shield(loading)
         if fresh_owner:
-            read += await self._catch_up(fresh_owner)
+            read += await self._catch_up(fresh_owner, "a new owner")
         return read
 
-    async def _catch_up(self, partitions: list[int]) -> int:
-        """Read ``partitions`` again for an owner that joins those already loaded: another
-        worker may have written checkpoints there since (its agent's partitions are
-        assigned apart from this worker's agents'), and a takeover must see them. The
+    async def handover(self, thread_id: str, run_id: str, agent: str, within_s: float) -> bool:
+        """Bring ``thread_id``'s checkpoint up to what its previous run ``run_id`` left.
+
+        Another agent ran it (``Dispatch.handover``), so another worker may have
+        written the checkpoint since this one read the partition; beginning the next
+        run from the older record would lose that run's interrupts, closed runs and
+        effects, and overwrite them. The partition is read on while the checkpoint
+        shows ``run_id`` begun and not ended: its end marker is written just after its
+        terminal event, which is what let the gatekeeper admit the next run. False when
+        it still shows open after ``within_s`` (its worker died before the marker; the
+        one taking its partition over writes it).
+        """
+        current = self.known(thread_id)
+        if current is not None and cp.has_closed(current, run_id):
+            return True  # this store wrote that end itself (one worker hosts both agents)
+        partition = partition_for(thread_id, len(await self.producer.partitions_for(self.topic)))
+        deadline = asyncio.get_running_loop().time() + within_s
+        while True:
+            await self._catch_up([partition], f"run {run_id} of agent {agent}")
+            current = self.known(thread_id)
+            if current is None or current.active is None or current.active.run_id != run_id:
+                return True
+            if asyncio.get_running_loop().time() >= deadline:
+                log.warning("thread %s: run %s of agent %s still shows open in its checkpoint "
+                            "after %g s; the next run starts from it", thread_id[:64], run_id,
+                            agent, within_s)
+                return False
+            await asyncio.sleep(HANDOVER_POLL_S)
+
+    async def _catch_up(self, partitions: list[int], why: str) -> int:
+        """Read ``partitions`` again for an owner that joins those already loaded, or for a
+        handover: another worker may have written checkpoints there since (its agent's
+        partitions are assigned apart from this worker's agents'), and a takeover or the
+        thread's next run must see them. The
         newer of the record and the cached value wins, by offset (with a store: the
         threads this worker writes during the read keep their own)."""
-        if self.disk is not None:
-            read = await self.disk.read_again(self.settings, self.topic, partitions)
-        else:
-            records, _ = await self._read(partitions)
-            self._cache(records, newer_only=True)
-            read = len(records)
-        log.info("read %d checkpoint records again from partitions %s of %s for a new owner",
-                 read, partitions, self.topic)
+        async with self._reading_again:
+            if self.disk is not None:
+                read = await self.disk.read_again(self.settings, self.topic, partitions)
+            else:
+                records, _ = await self._read(partitions, since=self._read_to)
+                self._cache(records, newer_only=True)
+                read = len(records)
+        log.info("read %d checkpoint records again from partitions %s of %s for %s",
+                 read, partitions, self.topic, why)
         return read
 
     async def _load(self, todo: list[int]) -> int:
@@ -170,13 +212,18 @@ class CheckpointStore:
             self._partition_of[value.thread_id] = record.partition
             self._offset_of[value.thread_id] = record.offset
 
-    async def _read(self, todo: list[int]) -> tuple[list[ConsumerRecord[Any, Any]], int]:
-        """Every record of partitions ``todo`` up to their current ends, and the partition
-        count."""
+    async def _read(self, todo: list[int], since: Mapping[int, int] | None = None
+                    ) -> tuple[list[ConsumerRecord[Any, Any]], int]:
+        """Every record of partitions ``todo`` up to their current ends (from ``since``
+        where it names the partition, else its beginning), and the partition count."""
         async with TopicReader(self.settings, "agui-relay-producer-restore") as reader:
             count = await reader.partition_count(self.topic)
-            records = await reader.read_all(
-                [tp for tp in await reader.all_partitions(self.topic) if tp.partition in todo])
+            tps = [tp for tp in await reader.all_partitions(self.topic) if tp.partition in todo]
+            known = since or {}
+            ends = await reader.assign(tps, Start.after(
+                {tp: known[tp.partition] for tp in tps if tp.partition in known}))
+            records = [r async for batch in reader.batches(until=ends) for r in batch]
+        self._read_to.update({tp.partition: ends[tp] for tp in tps})
         return records, count
 
     def release(self, partitions: Iterable[int], owner: str) -> None:
@@ -191,6 +238,8 @@ class CheckpointStore:
         if self.disk is not None:
             self.disk.release(dropped)
             return
+        for p in dropped:
+            self._read_to.pop(p, None)
         for thread_id in [t for t, p in self._partition_of.items() if p in dropped]:
             self._threads.pop(thread_id, None)
             self._partition_of.pop(thread_id, None)

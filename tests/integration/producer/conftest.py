@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 from producer_harness import Relay
 
 from services.kafka.admin import ensure_topics
+from services.kafka.clients import AIOKafkaProducer, new_producer
+from services.producer.checkpoint_disk import CheckpointDisk
 from services.runtime.settings import KafkaSettings
 
 AGENTS = ("approval", "scripted", "planner")
@@ -26,3 +28,25 @@ async def kafka(kafka_bootstrap: str, topic_prefix: str) -> KafkaSettings:
 async def relay(kafka: KafkaSettings) -> AsyncIterator[Relay]:
     async with Relay(kafka) as relay:
         yield relay
+
+
+@pytest.fixture
+async def producers(kafka: KafkaSettings) -> AsyncIterator[list[AIOKafkaProducer]]:
+    """Two started producers: two workers' writes to the checkpoints."""
+    made = [new_producer(kafka, f"worker-{i}") for i in range(2)]
+    for p in made:
+        await p.start()
+    try:
+        yield made
+    finally:
+        for p in made:
+            await p.stop()
+
+
+@pytest.fixture
+def disks() -> Iterator[list[CheckpointDisk]]:
+    """On-disk stores made by a test (closed after it)."""
+    made: list[CheckpointDisk] = []
+    yield made
+    for disk in made:
+        disk.close()

@@ -28,7 +28,7 @@ import orjson
 from ag_ui.core import ResumeEntry, RunAgentInput, UserMessage
 from ag_ui_validate.pytest_plugin import validate_agui
 
-from contracts import ControlCommand, Dispatch, EventHeaders, encode
+from contracts import ControlCommand, Dispatch, EventHeaders, Handover, encode
 from services.agui.transcript import replay
 from services.kafka.admin import ensure_topics
 from services.kafka.clients import ConsumerRecord, new_producer
@@ -153,14 +153,15 @@ class Relay:
             await reader.__aexit__(None, None, None)
 
     async def dispatch(self, agent: str, *inputs: RunAgentInput,
-                       warnings: list[str] | None = None) -> None:
+                       warnings: list[str] | None = None,
+                       handover: Handover | None = None) -> None:
         """Write one Dispatch per input (in this order) and wait until all are durable."""
         now = datetime.now(UTC)
         pending = []
         for run_input in inputs:
             record = Dispatch(request_id=f"req-{run_input.run_id}"[:200], agent=agent,
                               input=run_input, submitted_at=now, decided_at=now,
-                              warnings=warnings)
+                              warnings=warnings, handover=handover)
             pending.append(await self.producer.send(self.settings.topics.dispatch(agent),
                                                     encode(record),
                                                     key=run_input.thread_id.encode()))

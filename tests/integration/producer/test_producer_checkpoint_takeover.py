@@ -16,14 +16,12 @@ them, rather than trusting an offset its own later writes moved past them.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from services.kafka.admin import ensure_topics
-from services.kafka.clients import AIOKafkaProducer, new_producer
+from services.kafka.clients import AIOKafkaProducer
 from services.kafka.partitioning import partition_for
 from services.producer import checkpoint as cp
 from services.producer.checkpoint_disk import CheckpointDisk
@@ -33,34 +31,6 @@ from services.runtime.settings import KafkaSettings
 pytestmark = pytest.mark.integration
 
 NOW = datetime(2026, 12, 3, 10, 0, tzinfo=UTC)
-
-
-@pytest.fixture
-def kafka(kafka_bootstrap: str, topic_prefix: str) -> KafkaSettings:
-    return KafkaSettings(bootstrap_servers=kafka_bootstrap, topic_prefix=topic_prefix,
-                         partitions=4)
-
-
-@pytest.fixture
-async def producers(kafka: KafkaSettings) -> AsyncIterator[list[AIOKafkaProducer]]:
-    await ensure_topics(kafka, ())
-    made = [new_producer(kafka, f"worker-{i}") for i in range(2)]
-    for p in made:
-        await p.start()
-    try:
-        yield made
-    finally:
-        for p in made:
-            await p.stop()
-
-
-@pytest.fixture
-def disks(tmp_path: Path) -> Iterator[list[CheckpointDisk]]:
-    """On-disk stores made by a test (closed after it)."""
-    made: list[CheckpointDisk] = []
-    yield made
-    for disk in made:
-        disk.close()
 
 
 def on_disk(disks: list[CheckpointDisk], root: Path) -> CheckpointDisk:

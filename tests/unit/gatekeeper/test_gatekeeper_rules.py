@@ -30,7 +30,7 @@ from gatekeeper_builders import (
     succeeded,
 )
 
-from contracts import RejectionCode, RunRequest, ThreadState, Verdict
+from contracts import Handover, RejectionCode, RunRequest, ThreadState, Verdict
 from services.gatekeeper.rules import Outcome, Policy, decide, drain, on_boundary
 from services.gatekeeper.thread import fresh
 
@@ -281,6 +281,7 @@ def _check(row: Row) -> None:
         assert outcome.dispatch is not None
         assert outcome.dispatch.input == row.request.input
         assert outcome.dispatch.warnings == d.warnings
+        assert outcome.dispatch.handover is None  # every row's thread stays with its agent
         assert outcome.state.status == "running"
         assert outcome.state.run_id == row.request.input.run_id
         assert outcome.state.open_interrupts == []
@@ -340,6 +341,34 @@ def test_an_unparseable_expiry_never_expires_and_the_decision_warns(text: str) -
     rejected = decide(state, request(run_id=NEW, resume=resolve("a")), NOW, REJECT).decision
     assert rejected.code == "uncovered_interrupts"
     assert rejected.warnings
+
+
+def test_a_dispatch_names_the_previous_run_when_another_agent_ran_it() -> None:
+    """The other agent's workers wrote the thread's checkpoint last (``Handover``)."""
+    after = Handover(run_id="r0", agent="scripted")
+    moved = decide(idle_after("r0"), request(run_id=NEW, agent="approval"), NOW, REJECT)
+    assert moved.dispatch is not None
+    assert moved.dispatch.handover == after
+    resumed = decide(interrupted(interrupt("a")), request(run_id=NEW, agent="approval",
+                                                        resume=resolve("a")), NOW, REJECT)
+    assert resumed.dispatch is not None
+    assert resumed.dispatch.handover == after
+    assert decide(fresh("t1"), request(run_id=NEW, agent="approval"), NOW,
+                  REJECT).dispatch.handover is None  # type: ignore[union-attr]
+    stays = decide(idle_after("r0"), request(run_id=NEW), NOW, REJECT).dispatch
+    assert stays is not None
+    assert stays.handover is None
+
+    queued = decide(running("r0"), request("q1", "r1", agent="approval"), NOW, ENQUEUE)
+    assert queued.decision.verdict == "queued"
+    _, outcomes = on_boundary(queued.state, succeeded("r0"), NOW, ENQUEUE)
+    (admitted,) = outcomes
+    assert admitted.dispatch is not None
+    assert admitted.dispatch.handover == after  # decided when r0 closed, behind it
+    idle, _ = on_boundary(moved.state, succeeded(NEW), NOW, REJECT)
+    back = decide(idle, request("q9", "r9"), NOW, REJECT).dispatch
+    assert back is not None
+    assert back.handover == Handover(run_id=NEW, agent="approval")
 
 
 def test_messages_say_what_to_do() -> None:

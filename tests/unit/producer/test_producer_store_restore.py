@@ -12,6 +12,7 @@ replaced by a gate so the interleaving is chosen, not raced.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -48,10 +49,13 @@ class GatedStore(CheckpointStore):
         self.gate = asyncio.Event()
         self.reads: list[list[int]] = []
 
-    async def _read(self, todo: list[int]) -> tuple[list[ConsumerRecord[Any, Any]], int]:
+    async def _read(self, todo: list[int], since: Mapping[int, int] | None = None
+                    ) -> tuple[list[ConsumerRecord[Any, Any]], int]:
         self.reads.append(list(todo))
         await self.gate.wait()
-        return [r for r in self.records if r.partition in todo], 4
+        since = since or {}
+        return [r for r in self.records
+                if r.partition in todo and r.offset >= since.get(r.partition, 0)], 4
 
 
 async def test_a_second_owner_waits_for_the_read_in_progress() -> None:
