@@ -8,7 +8,7 @@ plain dicts and dumped with orjson: the bytes of ``decision`` and ``state``
 are identical to ``contracts.encode`` (a unit test holds them to it; AG-UI
 objects nested in a state, the open interrupts and queued requests, still go
 through the models). A dispatch is the admitted request exactly as its
-record carried it, plus ``warnings`` and ``decidedAt``: the request's JSON
+record carried it, plus ``warnings``, ``handover`` and ``decidedAt``: the request's JSON
 object is reused, not rebuilt from the models, but for its resume entries,
 which name who answered them (``answerer``).
 """
@@ -24,6 +24,9 @@ from contracts.codec import to_wire
 
 OPTIONS = orjson.OPT_UTC_Z
 """UTC datetimes end in ``Z``, as pydantic writes them."""
+ENVELOPE_ONLY = ("warnings", "handover", "decidedAt")
+"""A dispatch's members the gatekeeper sets: a request's own (a client may write any
+record) are dropped, never passed on."""
 
 
 def decision(d: Decision) -> bytes:
@@ -59,10 +62,12 @@ def dispatch(d: Dispatch, request: dict[str, Any] | None) -> bytes:
     """The dispatch of an admitted request, from the request's own JSON object when known."""
     if request is None:
         return encode(d)
-    doc = {k: v for k, v in request.items() if k not in ("warnings", "decidedAt")}
+    doc = {k: v for k, v in request.items() if k not in ENVELOPE_ONLY}
     if d.input.resume and isinstance(doc.get("input"), dict):  # entries name who answered
         doc["input"] = {**doc["input"], "resume": [to_wire(e) for e in d.input.resume]}
     _put(doc, "warnings", d.warnings)
+    if d.handover is not None:
+        doc["handover"] = to_wire(d.handover)
     doc["decidedAt"] = d.decided_at
     return orjson.dumps(doc, option=OPTIONS)
 

@@ -12,15 +12,15 @@ import asyncio
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import orjson
 import pytest
-from ag_ui.core import ResumeEntry, RunAgentInput, UserMessage
+from ag_ui.core import ResumeEntry
 from gatekeeper_harness import GatekeeperProcess, Topics
+from lifecycle_harness import admitted, interrupted, request
 from producer_harness import Relay, in_process_worker
 
-from contracts import Decision, RunRequest
+from contracts import RunRequest
 from contracts.records import EXPIRY_ANSWERER, PRINCIPAL_KEY
 from services.agui.expiry import read_expiry
 from services.agui.jsdate import to_epoch_ms
@@ -28,34 +28,6 @@ from services.gatekeeper.expiry_policy import request_id_for, run_id_for
 from services.runtime.settings import KafkaSettings
 
 pytestmark = pytest.mark.integration
-
-
-def request(request_id: str, thread_id: str, run_id: str, agent: str, *,
-            principal: str = "alice", resume: list[ResumeEntry] | None = None,
-            props: Any = None, key_name: str | None = None) -> RunRequest:
-    return RunRequest(request_id=request_id, agent=agent, principal=principal,
-                      key_name=key_name,
-                      submitted_at=datetime.now(UTC), input=RunAgentInput(
-                          thread_id=thread_id, run_id=run_id, resume=resume,
-                          messages=[UserMessage(id=f"u-{run_id}", content="please")],
-                          forwarded_props=props))
-
-
-def admitted(topics: Topics, thread_id: str) -> list[Decision]:
-    """The thread's admitted requests, each once (a repeated request id is answered
-    with the decision it already got: the same verdict again, never a dispatch)."""
-    return [ds[0] for ds in topics.decisions.values()
-            if ds[0].thread_id == thread_id and ds[0].verdict == "admitted"]
-
-
-async def interrupted(topics: Topics, events: Relay, thread_id: str,
-                      run_id: str) -> list[dict[str, Any]]:
-    """Wait for the run to end interrupted and the gatekeeper to commit it; its interrupts."""
-    view = await events.finished(run_id, 60)
-    assert view.outcome["type"] == "interrupt", view.terminal
-    await topics.until(lambda: (s := topics.threads.get(thread_id)) is not None
-                       and s.status == "interrupted", 30, f"{thread_id} interrupted")
-    return list(view.outcome["interrupts"])
 
 
 async def test_a_default_ttl_is_stamped_and_the_lapsed_approval_is_cancelled_once(

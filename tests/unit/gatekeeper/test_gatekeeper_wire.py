@@ -8,6 +8,7 @@ import orjson
 import pytest
 from ag_ui.core import Interrupt, ResumeEntry
 from gatekeeper_builders import (
+    AGENT,
     ENQUEUE,
     LENIENT,
     NOW,
@@ -63,23 +64,21 @@ def _threads() -> list[ThreadState]:
     ),
     policy=st.sampled_from([REJECT, ENQUEUE, LENIENT]),
     now=CLOCKS,
+    agent=st.sampled_from([AGENT, "approval"]),  # another agent: a handover
 )
 def test_decisions_states_and_dispatches_encode_as_the_contract_does(
-    state: ThreadState, resume: list[ResumeEntry] | None, policy: Policy, now: datetime
+    state: ThreadState, resume: list[ResumeEntry] | None, policy: Policy, now: datetime,
+    agent: str,
 ) -> None:
     thread_id = state.thread_id
-    outcome = decide(
-        state,
-        request("q-new", "r-new", thread_id=thread_id, resume=resume),
-        now,
-        policy,
-    )
+    asked = request("q-new", "r-new", thread_id=thread_id, resume=resume, agent=agent)
+    outcome = decide(state, asked, now, policy)
     assert wire.decision(outcome.decision) == encode(outcome.decision)
     assert wire.state(outcome.state) == encode(outcome.state)
     assert decode(Decision, wire.decision(outcome.decision)) == outcome.decision
     assert decode(ThreadState, wire.state(outcome.state)) == outcome.state
     if outcome.dispatch is not None:
-        raw = orjson.loads(encode(request("q-new", "r-new", thread_id=thread_id, resume=resume)))
+        raw = orjson.loads(encode(asked))
         fast = wire.dispatch(outcome.dispatch, raw)
         assert decode(Dispatch, fast) == outcome.dispatch
         assert wire.dispatch(outcome.dispatch, None) == encode(outcome.dispatch)
@@ -90,11 +89,13 @@ def test_a_dispatch_keeps_the_request_as_it_came_but_not_its_stray_envelope_fiel
     raw = orjson.loads(encode(req))
     raw["input"]["futureField"] = {"kept": True}
     raw["warnings"] = ["forged"]
+    raw["handover"] = {"schemaVersion": 1, "runId": "forged", "agent": "forged"}
     raw["decidedAt"] = "1999-01-01T00:00:00Z"
     outcome = decide(ThreadState(thread_id="t1"), req, NOW, REJECT)
     assert outcome.dispatch is not None
     doc = orjson.loads(wire.dispatch(outcome.dispatch, raw))
     assert doc["input"]["futureField"] == {"kept": True}
     assert "warnings" not in doc
+    assert "handover" not in doc  # a request naming a run to wait for is not believed
     assert doc["decidedAt"] == "2026-03-01T12:00:00.250000Z"
     assert datetime.fromisoformat(doc["decidedAt"]) == NOW.astimezone(UTC)
