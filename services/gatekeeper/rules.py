@@ -38,11 +38,12 @@ queued behind a run nor forwarded leniently (``expiry_policy.refusal``).
 
 Admission marks the thread running at once, so two resumes racing for the
 same interrupts can never both pass; a dispatch names the thread's previous
-run when another agent ran it (``Dispatch.handover``). ``on_boundary`` applies a run boundary
-from ``events`` and, when it closes the running run, decides the queued
-requests in arrival order. Expiry is read exactly as ``@ag-ui/client`` reads
-it (``services.agui.expiry``): ``expiresAt <= now`` is expired, an unparseable value never
-expires and the decision says so in a warning. Pure: ``now`` is an argument.
+run when another agent ran it (``Dispatch.handover``). ``on_boundary``
+applies a run boundary from ``events`` and, when it closes the running run,
+decides the queued requests in arrival order. Expiry is read exactly as
+``@ag-ui/client`` reads it (``services.agui.expiry``): ``expiresAt <= now``
+is expired, an unparseable value never expires and the decision says so in a
+warning. Pure: ``now`` is an argument.
 """
 
 from __future__ import annotations

@@ -8,9 +8,9 @@ plain dicts and dumped with orjson: the bytes of ``decision`` and ``state``
 are identical to ``contracts.encode`` (a unit test holds them to it; AG-UI
 objects nested in a state, the open interrupts and queued requests, still go
 through the models). A dispatch is the admitted request exactly as its
-record carried it, plus ``warnings``, ``handover`` and ``decidedAt``: the request's JSON
-object is reused, not rebuilt from the models, but for its resume entries,
-which name who answered them (``answerer``).
+record carried it, plus ``warnings``, ``handover`` and ``decidedAt``: the
+request's JSON object is reused, not rebuilt from the models, but for its
+resume entries, which name who answered them (``answerer``).
 """
 
 from __future__ import annotations
