@@ -171,12 +171,13 @@ class AgentHost:
 
     async def _run_job(self, job: Job[Dispatched | None]) -> None:
         work = job.payload
+        ran = True
         try:
             if work is None:
                 source, exc = self._dead.pop(job)
                 await self._dead_letter(source, exc.reason, str(exc))
             else:
-                await self._run_dispatch(job, work)
+                ran = await self._run_dispatch(job, work)
         except Exception as exc:
             fields = (run_fields(work.dispatch.input.thread_id, work.dispatch.input.run_id,
                                  work.dispatch.request_id) if work is not None else {})
@@ -187,10 +188,12 @@ class AgentHost:
             return
         finally:
             self._tasks.pop(job, None)
-        self.scheduler.finish(job)
+        self.scheduler.finish(job, ran=ran)
         self._start_ready()
 
-    async def _run_dispatch(self, job: Job[Dispatched | None], work: Dispatched) -> None:
+    async def _run_dispatch(self, job: Job[Dispatched | None], work: Dispatched) -> bool:
+        """Run the dispatch (or skip it, its run already closed); False when it was not
+        begun because its partition was revoked meanwhile (the next owner runs it)."""
         dispatch, trace = work.dispatch, work.trace
         run_input = dispatch.input
         with bound_run(run_input.thread_id, run_input.run_id, dispatch.request_id,
@@ -199,18 +202,23 @@ class AgentHost:
                 await self.executor.store.handover(
                     run_input.thread_id, dispatch.handover.run_id, dispatch.handover.agent,
                     self.settings.handover_wait_s)
+                if job.partition not in self._owned:
+                    log.info("partition %d was revoked while run %s waited for its "
+                             "handover; its next owner runs it", job.partition,
+                             run_input.run_id)
+                    return False
             prepared = self.executor.prepare(self.name, self.definition, dispatch,
                                              trace.header(), input_wire=work.input_wire(),
                                              size_hint=bracket_count(work.value))
             if prepared is None:
-                return
+                return True
             if prepared.unopenable is not None:
                 log.error("dispatch at %s/%d@%d cannot be run: %s", self.topic, job.partition,
                           job.offset, prepared.unopenable)
                 await self._dead_letter(Source(self.topic, job.partition, job.offset,
                                                run_input.thread_id.encode(), work.value),
                                         "input_too_large", prepared.unopenable)
-                return
+                return True
             run_id = run_input.run_id
             self.active[run_id] = prepared.runner
             try:
@@ -221,6 +229,7 @@ class AgentHost:
                 await self.executor.execute(prepared)
             finally:
                 self.active.pop(run_id, None)
+        return True
 
     async def _dead_letter(self, source: Source, code: str, reason: str) -> None:
         key, value = fitted(source, code, reason, self.executor.clock(), self.executor.guard)

@@ -91,15 +91,19 @@ class Scheduler(Generic[T]):
             started.append(job)
         return started
 
-    def finish(self, job: Job[T]) -> None:
-        """A job's run closed (or the job needed no run): free its thread and slot."""
+    def finish(self, job: Job[T], *, ran: bool = True) -> None:
+        """A job's run closed (or the job needed no run): free its thread and slot.
+
+        ``ran`` False: its run never began, the partition revoked while it was being
+        prepared; like a queued job at ``revoke``, the position stays before it (the
+        next owner gets the input again)."""
         if job.state == "running":
             self.running -= 1
             self._busy.discard(job.thread_id)
             if self._queues.get(job.thread_id):
                 self._runnable.append(job.thread_id)
         if job.state != "dropped":
-            job.state = "done"
+            job.state = "done" if ran else "dropped"
         orphans = self._orphans.get(job.partition)
         if orphans is not None:
             orphans.discard(job)

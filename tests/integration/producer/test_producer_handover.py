@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from contracts import Handover
 from services.kafka.admin import ensure_topics
 from services.kafka.clients import AIOKafkaProducer
 from services.kafka.partitioning import partition_for
+from services.kafka.reader import TopicReader
 from services.producer import checkpoint as cp
 from services.producer.checkpoint_disk import CheckpointDisk
 from services.producer.context import WARNING_EVENT
@@ -146,3 +148,38 @@ async def test_a_handover_gives_up_on_a_run_whose_end_never_comes_and_skips_unma
     await after.restore([partition_for(refused, kafka.partitions)], "echo")
     assert await after.handover(refused, "never-marked", "scripted", within_s=60)
     assert after.known(refused) is None
+
+
+async def test_a_run_waiting_for_its_handover_when_the_worker_stops_is_left_to_the_next_owner(
+        kafka: KafkaSettings, relay: Relay, producers: list[AIOKafkaProducer]) -> None:
+    """Its partition is revoked while it waits: it must not begin there after that, and
+    its input is not committed, so the next owner runs it."""
+    await ensure_topics(kafka, ("echo",))
+    dead = CheckpointStore(kafka, producers[0], clock=lambda: NOW)
+    thread = f"t-stop-{uuid.uuid4().hex[:8]}"
+    await dead.restore([partition_for(thread, kafka.partitions)], "scripted")
+    await dead.update(thread, begin("m1", "scripted"))  # its worker dies: it never ends
+    async with in_process_worker(kafka, ECHO, AGUI_HANDOVER_WAIT_S=5,
+                                 AGUI_PRODUCER_DRAIN_S=0.5) as first:
+        await relay.dispatch("echo", first_input(thread, "m2", script={"text": "once"}),
+                             handover=Handover(run_id="m1", agent="scripted"))
+        (host,) = first.hosts
+        await until(lambda: host.scheduler.running == 1, "the run waits for its handover")
+    async with TopicReader(kafka, "handover-test") as reader:
+        written = await reader.read_all([await reader.key_partition(kafka.topics.events,
+                                                                    thread)])
+    assert [r for r in written if r.key == thread.encode()] == [], "began after the revoke"
+
+    async with in_process_worker(kafka, ECHO, AGUI_HANDOVER_WAIT_S=0.5):
+        ran = await relay.finished("m2", 60)
+    assert ran.text() == "once"
+    assert ran.types.count("RUN_STARTED") == 1
+
+
+async def until(check: Callable[[], bool], what: str, within_s: float = 30.0) -> None:
+    try:
+        async with asyncio.timeout(within_s):
+            while not check():
+                await asyncio.sleep(0.02)
+    except TimeoutError:
+        raise AssertionError(f"timed out waiting until {what}") from None

@@ -64,6 +64,21 @@ def test_revoke_drops_queued_jobs_drains_running_ones_and_stops_before_dropped()
     assert s.idle
 
 
+def test_a_running_job_revoked_before_its_run_began_is_left_for_the_next_owner() -> None:
+    s: Scheduler[str] = Scheduler(max_running=2, max_buffered=10)
+    waited = s.offer(1, 0, "t", "x")  # waiting for a handover when the partition goes
+    later = s.offer(1, 1, "t", "y")
+    other = s.offer(1, 2, "u", "z")
+    assert s.ready() == [waited, other]
+    assert s.revoke({1}) == [waited, other]
+    s.finish(other)
+    s.finish(waited, ran=False)
+    assert (waited.state, later.state) == ("dropped", "dropped")
+    assert s.positions() == {}  # nothing committed: offset 0 is read again by the next owner
+    assert s.running == 0
+    assert s.idle
+
+
 def test_a_partition_back_again_never_commits_past_a_run_that_outlived_its_drain() -> None:
     s: Scheduler[str] = Scheduler(max_running=3, max_buffered=10)
     first, second, third = (s.offer(0, n, f"t{n}", "x") for n in (1, 2, 3))
