@@ -176,6 +176,7 @@ async def test_deadletter_lists_and_shows_the_original_record(
 ) -> None:
     await writer.deadletter("t-1", '{"requestId": "r", "input": 3}', "input is not an object",
                             "schema_invalid")
+    await asyncio.sleep(0.01)  # listed in time order: two records of one ms on two partitions
     partition, offset = await writer.deadletter(None, base64.b64encode(b"\xff\x00raw").decode(),
                                                 "not UTF-8", "invalid_json")
     listed = await run_cli(ops_settings, "deadletter", "--json")
