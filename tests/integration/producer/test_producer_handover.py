@@ -117,13 +117,11 @@ async def test_a_handover_waits_for_the_previous_runs_end_marker(
     thread = await begun_elsewhere(before, after, "t-late", kafka.partitions)
     assert after.known(thread) is None
 
-    async def late_end() -> None:
-        await asyncio.sleep(0.5)  # the marker follows the terminal event, unawaited
-        await before.update(thread, end("m1", "i-1"))
-
-    ending = asyncio.create_task(late_end())
-    assert await after.handover(thread, "m1", "scripted", within_s=60)
-    await ending
+    waiting = asyncio.create_task(after.handover(thread, "m1", "scripted", within_s=60))
+    await until(lambda: after.known(thread) is not None, "the handover read the start marker")
+    assert not waiting.done()  # m1 shows begun and not ended: it reads on
+    await before.update(thread, end("m1", "i-1"))  # the end marker, after the terminal event
+    assert await waiting
     found = after.known(thread)
     assert found is not None
     assert found.active is None
