@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -121,6 +121,21 @@ def kafka_sasl(kafka_cluster: KafkaCluster) -> SaslEndpoint:
 def topic_prefix() -> str:
     """A unique topic/group name prefix per test, so tests never share state."""
     return f"t{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+def delete_topics(kafka_bootstrap: str) -> Callable[..., Awaitable[None]]:
+    """Delete topics by name, as an operator undeploying an agent would."""
+    async def delete(*names: str) -> None:
+        from services.kafka.clients import new_admin
+        from services.runtime.settings import KafkaSettings
+        admin = new_admin(KafkaSettings(bootstrap_servers=kafka_bootstrap), "test-deleter")
+        await admin.start()
+        try:
+            await admin.delete_topics(list(names))
+        finally:
+            await admin.close()
+    return delete
 
 
 def _external_sasl() -> SaslEndpoint | None:

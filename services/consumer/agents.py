@@ -1,13 +1,15 @@
 """Which agents this deployment serves, and whether the broker answers.
 
 An agent is known when ``AGUI_AGENTS`` names it or a ``dispatch.<agent>``
-topic exists (the producer side creates one per hosted agent). The topic
-list is refreshed in the background every ``refresh_s`` seconds (never on
-the request path of a known agent: listing every topic of a big cluster
-costs the loop real time), and at once (at most once a second) when a
-request names an agent not seen yet, so an agent deployed after this
-instance started is found without a restart. The same admin
-client answers the readiness probe.
+topic exists (the producer side creates one per hosted agent). The cluster
+is listed once, at start; after that topics are asked about by name
+(``services.kafka.lookup``), so neither the request path nor the readiness
+probe costs more on a cluster holding other teams' topics: a request naming
+an agent not seen yet looks its topic up (each name at most once a second,
+``MISS_RETRY_S``), so an agent deployed after this instance started is found
+without a restart; every ``refresh_s`` seconds the known agents are asked
+about again, so one whose topic was deleted is dropped; ``/readyz`` asks
+for the required topics only.
 """
 
 from __future__ import annotations
@@ -16,18 +18,23 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Iterable
 
 from services.kafka.clients import AIOKafkaAdminClient, KafkaError, new_admin
+from services.kafka.lookup import client_of, existing
 from services.runtime.settings import KafkaSettings
 
 log = logging.getLogger(__name__)
 
-MISS_REFRESH_S = 1.0
+MISS_RETRY_S = 1.0
+"""How soon an agent name found missing may be asked about again."""
+MAX_MISSES = 4096
+"""Names remembered as missing; the memory is forgotten whole when it fills."""
 PROBE_TIMEOUT_S = 3.0
 
 
 class AgentDirectory:
-    """Known agent names and the broker's topic list."""
+    """Known agent names, and which required topics the broker has."""
 
     def __init__(self, kafka: KafkaSettings, configured: tuple[str, ...],
                  refresh_s: float) -> None:
@@ -35,18 +42,17 @@ class AgentDirectory:
         self.configured = frozenset(configured)
         self.refresh_s = refresh_s
         self._from_topics: frozenset[str] = frozenset()
-        self._topics: frozenset[str] = frozenset()
-        self._refreshed_at = float("-inf")
+        self._missed: dict[str, float] = {}
+        self._listed_at: float | None = None
         self._admin: AIOKafkaAdminClient | None = None
         self._task: asyncio.Task[None] | None = None
-        self._lock = asyncio.Lock()
 
     async def start(self) -> None:
         self._admin = new_admin(self.kafka, "agui-consumer-admin")
         try:
             await self._admin.start()
-            await self.refresh()
-        except KafkaError as exc:
+            await self._list()
+        except (KafkaError, TimeoutError) as exc:
             log.warning("agent directory cannot reach the broker yet: %s", exc)
         self._task = asyncio.create_task(self._refresh_periodically(),
                                          name="consumer-agent-directory")
@@ -57,7 +63,7 @@ class AgentDirectory:
             try:
                 await self.refresh()
             except (KafkaError, TimeoutError) as exc:
-                log.warning("could not refresh the topic list: %s", exc)
+                log.warning("could not look up the dispatch topics: %s", exc)
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -73,36 +79,64 @@ class AgentDirectory:
         return self.configured | self._from_topics
 
     async def knows(self, agent: str) -> bool:
-        """True when ``agent`` is served; an unknown name refreshes the topic list first."""
-        if agent in self.configured:
+        """True when ``agent`` is served; an unknown name is looked up first."""
+        if agent in self.configured or agent in self._from_topics:
             return True
-        if agent in self._from_topics:
-            return True
-        if time.monotonic() - self._refreshed_at >= MISS_REFRESH_S:
-            try:
-                await self.refresh()
-            except (KafkaError, TimeoutError) as exc:
-                log.warning("could not refresh the topic list: %s", exc)
-        return agent in self.names
+        now = time.monotonic()
+        if now - self._missed.get(agent, -MISS_RETRY_S) < MISS_RETRY_S:
+            return False
+        try:
+            found = await self._ask([agent])
+        except (KafkaError, TimeoutError) as exc:
+            log.warning("could not look up agent %r: %s", agent, exc)
+            return False
+        if not found:
+            if len(self._missed) >= MAX_MISSES:
+                self._missed.clear()
+            self._missed[agent] = now
+            return False
+        self._from_topics = self._from_topics | found
+        return True
 
     async def refresh(self) -> frozenset[str]:
-        """Read the topic list now; returns it."""
-        async with self._lock:
-            if self._admin is None:
-                raise KafkaError("admin client not started")
-            async with asyncio.timeout(PROBE_TIMEOUT_S):
-                topics = frozenset(await self._admin.list_topics())
-            prefix = self.kafka.topics.dispatch("")
-            self._topics = topics
-            self._from_topics = frozenset(t[len(prefix):] for t in topics
-                                          if t.startswith(prefix) and len(t) > len(prefix))
-            self._refreshed_at = time.monotonic()
-            return topics
+        """Ask about the agents known from topics again (before ``start`` listed the
+        cluster: list it); returns them."""
+        if self._listed_at is None:
+            return await self._list()
+        self._from_topics = await self._ask(self._from_topics)
+        return self._from_topics
 
     async def missing_topics(self) -> list[str]:
         """Required topics the broker does not have (raises when it cannot be reached)."""
         catalog = self.kafka.topics
         required = [catalog.requests, catalog.decisions, catalog.events, catalog.threads,
                     catalog.control]
-        topics = await self.refresh()
-        return [t for t in required if t not in topics]
+        present = await self._existing(required)
+        return [t for t in required if t not in present]
+
+    async def _list(self) -> frozenset[str]:
+        """List every topic once: the agents deployed before this instance started."""
+        admin = self._require_admin()
+        async with asyncio.timeout(PROBE_TIMEOUT_S):
+            topics = await admin.list_topics()
+        prefix = self.kafka.topics.dispatch("")
+        self._from_topics = frozenset(t[len(prefix):] for t in topics
+                                      if t.startswith(prefix) and len(t) > len(prefix))
+        self._listed_at = time.monotonic()
+        return self._from_topics
+
+    async def _ask(self, agents: Iterable[str]) -> frozenset[str]:
+        """Which of ``agents`` have a dispatch topic."""
+        prefix = self.kafka.topics.dispatch("")
+        topics = await self._existing(prefix + a for a in agents)
+        return frozenset(t[len(prefix):] for t in topics)
+
+    async def _existing(self, topics: Iterable[str]) -> frozenset[str]:
+        admin = self._require_admin()
+        async with asyncio.timeout(PROBE_TIMEOUT_S):
+            return await existing(client_of(admin), topics)
+
+    def _require_admin(self) -> AIOKafkaAdminClient:
+        if self._admin is None:
+            raise KafkaError("admin client not started")
+        return self._admin

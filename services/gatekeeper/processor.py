@@ -38,7 +38,7 @@ from typing import Any
 
 from contracts import ThreadState
 from services.gatekeeper import commit, takeover
-from services.gatekeeper.agents import Agents
+from services.gatekeeper.agents import Agents, requested_agents
 from services.gatekeeper.batch import Limits
 from services.gatekeeper.expirer import Expirer
 from services.gatekeeper.heap import Heap
@@ -173,6 +173,10 @@ class Processor:
                     if self._busy() else
                     poll_until(consumer, stop, timeout_ms=IDLE_POLL_MS,
                                max_records=self.settings.max_batch))
+                named = requested_agents(got, self.topics.requests, st.agents.names,
+                                         st.limits.max_bytes)
+                if named:  # looked up before they are decided, not refused as unknown
+                    await st.agents.learn(consumer, named)
                 async with st.lock:
                     st.raise_if_fatal()
                     if generation != st.generation:

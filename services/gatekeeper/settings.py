@@ -4,9 +4,11 @@ The policies are the architecture's (``AGUI_BUSY_POLICY``,
 ``AGUI_UNKNOWN_ENTRY_POLICY``); the rest tune the loop. Which agents exist is
 not configured here: an agent exists when its dispatch topic does (topics
 are created by ``agui-relay topics create`` with the agent list), so the
-gatekeeper reads the ``<prefix>.dispatch.*`` topics at start and every
-``AGUI_GATEKEEPER_AGENTS_REFRESH_S`` seconds, and refuses a request for any
-other agent as ``invalid_input`` instead of writing to a topic nobody reads.
+gatekeeper lists the ``<prefix>.dispatch.*`` topics at start, looks up an
+agent a request names that it does not know yet, checks the known ones again
+every ``AGUI_GATEKEEPER_AGENTS_REFRESH_S`` seconds (``agents``), and refuses a
+request for any other agent as ``invalid_input`` instead of writing to a topic
+nobody reads.
 """
 
 from __future__ import annotations
@@ -63,9 +65,9 @@ class GatekeeperSettings(BaseSettings):
     the broker never answers cannot hold the instance's partitions up; above the broker's
     15 s transaction timeout, after which such a transaction could only abort."""
     agents_refresh_s: float = Field(60.0, alias="AGUI_GATEKEEPER_AGENTS_REFRESH_S", gt=0)
-    """How often the set of agents (dispatch topics) is read again. Each read lists every
-    topic in the cluster and blocks the loop while it is parsed (about 100 ms for
-    1,000 topics here), so it is not done often."""
+    """How often the known agents' dispatch topics are asked about again (by name, not by
+    listing the cluster), so an agent whose topic was deleted is refused. A new agent needs
+    no refresh: it is looked up when a request first names it."""
     session_timeout_ms: int = Field(10_000, alias="AGUI_GATEKEEPER_SESSION_TIMEOUT_MS", ge=6000)
     """How long the group waits for a silent instance before handing its partitions on."""
     instance_id: str | None = Field(None, alias="AGUI_GATEKEEPER_INSTANCE_ID", min_length=1,

@@ -7,6 +7,7 @@ RunRequest the service published and writes the Decision and the events.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 
 import httpx
 import orjson
@@ -171,7 +172,7 @@ async def test_unknown_agents_are_404_and_new_dispatch_topics_are_found(
         # an agent deployed after startup: its dispatch topic makes it known
         from services.kafka.admin import ensure_topics
         await ensure_topics(kafka, ("approval",))
-        await asyncio.sleep(1.1)  # the directory refreshes at most once a second on a miss
+        await asyncio.sleep(1.1)  # a name found missing is asked about again after a second
         task = asyncio.create_task(post(app.http, run_input(), agent="approval"))
         request = await backstage.next_request()
         assert request.agent == "approval"
@@ -181,6 +182,24 @@ async def test_unknown_agents_are_404_and_new_dispatch_topics_are_found(
         task = asyncio.create_task(post(app.http, run_input(), agent="configured"))
         await backstage.decide(await backstage.next_request(), "rejected", code="thread_busy")
         assert (await task).status_code == 409
+
+
+async def test_an_agent_whose_dispatch_topic_is_deleted_is_404_after_the_refresh(
+        kafka: KafkaSettings, backstage: Backstage,
+        delete_topics: Callable[..., Awaitable[None]]) -> None:
+    from services.kafka.admin import ensure_topics
+    await ensure_topics(kafka, ("doomed",))
+    async with serving(kafka, agents="", agent_refresh_s=0.3) as app:
+        assert "doomed" in app.relay.agents.names  # listed at start
+        await delete_topics(kafka.topics.dispatch("doomed"))
+        for _ in range(100):  # asked about by name at each refresh
+            if "doomed" not in app.relay.agents.names:
+                break
+            await asyncio.sleep(0.1)
+        gone = await post(app.http, run_input(), agent="doomed")
+        assert gone.status_code == 404
+        assert gone.json()["code"] == "unknown_agent"
+        assert "scripted" in app.relay.agents.names  # the others stay
 
 
 async def test_keepalive_comments_flow_while_the_run_is_silent(

@@ -1,0 +1,54 @@
+"""Which of some named topics exist: asked by name, never by listing the cluster.
+
+Listing every topic (a metadata request for all of them) costs the asker in
+proportion to the cluster, not to the deployment: on a broker holding 1,915
+topics aiokafka spent 165-186 ms of CPU parsing each answer, with the event
+loop blocked meanwhile. Asking for the few names a service cares about
+costs the same on any cluster. The request says
+``allow_auto_topic_creation=False``: aiokafka's default (``True``) would let
+a cluster with ``auto.create.topics.enable`` (Kafka's default) create a
+topic for every name asked about, a hostile agent name included.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from aiokafka.client import AIOKafkaClient
+from aiokafka.protocol.metadata import MetadataRequest
+
+from services.kafka.clients import AIOKafkaAdminClient, AIOKafkaConsumer, KafkaError
+
+LEGAL_TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
+"""Kafka's rule for topic names: a name outside it cannot exist, so it is not asked."""
+MAX_NAMES = 100
+"""Names asked in one request; the rest of a longer list are asked in further requests."""
+ABSENT = frozenset({3, 17, 29})
+"""Errors that say a topic is not there for this client: unknown, invalid name, not
+authorized. Any other (a leader being elected, say) is about a topic that exists."""
+
+
+def client_of(owner: AIOKafkaConsumer | AIOKafkaAdminClient) -> AIOKafkaClient:
+    """The network client a consumer or admin client sends its requests through."""
+    client: AIOKafkaClient = owner._client
+    return client
+
+
+def lookup_request(names: list[str]) -> MetadataRequest:
+    """A metadata request for ``names`` only, which creates none of them."""
+    return MetadataRequest(names, allow_auto_topic_creation=False)
+
+
+async def existing(client: AIOKafkaClient, names: Iterable[str]) -> frozenset[str]:
+    """The topics among ``names`` that exist (raises ``KafkaError`` when unanswered)."""
+    legal = sorted({n for n in names if LEGAL_TOPIC.fullmatch(n)})
+    found: set[str] = set()
+    for start in range(0, len(legal), MAX_NAMES):
+        node = client.get_random_node()
+        if node is None:
+            raise KafkaError("no broker is known to ask for topic metadata")
+        response = await client.send(node, lookup_request(legal[start:start + MAX_NAMES]))
+        found.update(t["topic"] for t in response.to_object()["topics"]
+                     if t["error_code"] not in ABSENT)
+    return frozenset(found)
