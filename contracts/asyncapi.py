@@ -16,10 +16,11 @@ from typing import Any
 
 from contracts.records import SCHEMA_VERSION
 from contracts.topics import TopicCatalog, TopicSpec
-from contracts.wire_schema import EVENT_FILE, EVENT_TITLE, RECORDS, Schema
+from contracts.wire_schema import EVENT_FILE, EVENT_TITLE, RECORDS, Schema, request_headers_schema
 
 KAFKA_BINDING = "0.5.0"
 HEADERS_TITLE = "EventHeaders"
+REQUEST_HEADERS_TITLE = "RequestHeaders"
 
 SERVICES: dict[str, tuple[tuple[str, str], ...]] = {
     "gatekeeper": (
@@ -115,6 +116,7 @@ def component_schemas(schemas: dict[str, Schema], specs: list[TopicSpec]) -> dic
     tops = {MESSAGES[role]: schemas[stem] for stem, _, role in RECORDS}
     tops[EVENT_TITLE] = schemas[EVENT_FILE]
     tops[HEADERS_TITLE] = schemas[EVENT_FILE]["x-kafka-headers"]
+    tops[REQUEST_HEADERS_TITLE] = request_headers_schema()
     flat: dict[str, Schema] = {}
     for name, schema in tops.items():
         for key, sub in [(name, schema), *schema.get("$defs", {}).items()]:
@@ -177,6 +179,8 @@ def _message(role: str, components: dict[str, Schema]) -> Schema:
     }
     if role in ("events", "runs"):
         message["headers"] = {"$ref": f"#/components/schemas/{HEADERS_TITLE}"}
+    elif role == "requests":
+        message["headers"] = {"$ref": f"#/components/schemas/{REQUEST_HEADERS_TITLE}"}
     message["bindings"] = {"kafka": {
         "key": {"type": "string", "description": KEYS.get(role, "threadId")},
         "bindingVersion": KAFKA_BINDING,

@@ -145,6 +145,27 @@ def event_headers_schema() -> Schema:
     }
 
 
+def request_headers_schema() -> Schema:
+    """The Kafka headers of a ``requests`` record: hints, none required."""
+    return {
+        "type": "object",
+        "title": "RequestHeaders",
+        "description": (
+            "Kafka headers of a record on the requests topic (UTF-8 values), all optional: "
+            "the value alone decides the request. agui-agent lets the gatekeeper look up an "
+            "agent it does not know yet without parsing the value."
+        ),
+        "properties": {
+            headers.AGENT: {"type": "string", "minLength": 1,
+                            "description": "The agent the request names (its agent field)."},
+            headers.TRACEPARENT: {"type": "string",
+                                  "pattern": "^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$",
+                                  "description": "W3C trace context, when tracing."},
+        },
+        "additionalProperties": {"type": "string"},
+    }
+
+
 def event_schema() -> Schema:
     """The ``events`` record: one AG-UI event (the protocol's union), plus its headers."""
     adapter: TypeAdapter[Event] = TypeAdapter(Event)

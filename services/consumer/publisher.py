@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 
 from contracts import ControlCommand, RunRequest, encode
+from contracts.headers import AGENT
 from services.kafka.clients import AIOKafkaProducer, new_producer
 from services.runtime.settings import KafkaSettings
 
@@ -34,11 +35,13 @@ class Publisher:
 
     async def request(self, request: RunRequest) -> None:
         """Publish a RunRequest and wait for the broker's acknowledgement."""
-        await self.send_request(request.input.thread_id, encode(request))
+        await self.send_request(request.input.thread_id, encode(request),
+                                [(AGENT, request.agent.encode())])
 
     async def send_request(self, thread_id: str, value: bytes,
                            headers: list[tuple[str, bytes]] | None = None) -> None:
-        """Publish an already encoded RunRequest (``headers``: its ``traceparent``)."""
+        """Publish an already encoded RunRequest (``headers``: its ``traceparent`` and
+        ``agui-agent``, which lets the gatekeeper see the agent without parsing the value)."""
         await self._send(self.kafka.topics.requests, thread_id, value, headers)
 
     async def cancel(self, command: ControlCommand) -> None:

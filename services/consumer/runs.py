@@ -46,7 +46,7 @@ from starlette.responses import Response
 
 from contracts import ControlCommand, Decision, RunRequest, encode
 from contracts.codec import validation_detail
-from contracts.headers import TRACEPARENT
+from contracts.headers import AGENT, TRACEPARENT
 from contracts.limits import InputLimits, bracket_count, check_run_input
 from contracts.records import identity
 from services.consumer import lookback
@@ -184,7 +184,7 @@ class RunService:
                                  key_name=key_name)
         value = encode(run_request)
         trace = tracing.next_hop(request.headers.get(TRACEPARENT))
-        headers = [(TRACEPARENT, trace.header().encode("ascii"))]
+        headers = [(TRACEPARENT, trace.header().encode("ascii")), (AGENT, agent.encode())]
         key = run_input.thread_id.encode("utf-8")
         size = self.limits.record.excess(key, value, headers)
         if size is not None:

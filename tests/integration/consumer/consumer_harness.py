@@ -29,6 +29,8 @@ from contracts import (
     decode,
     encode,
 )
+from contracts.headers import AGENT as AGENT_HEADER
+from contracts.headers import header_value
 from services.consumer.app import create_app
 from services.consumer.relay import Relay
 from services.consumer.server import _Server, advertised_url, bind, config
@@ -135,6 +137,8 @@ class Backstage:
         assert record.key is not None
         request = decode(RunRequest, record.value)
         assert record.key.decode() == request.input.thread_id
+        # the agent in a header too: the gatekeeper looks it up without parsing
+        assert header_value(record.headers, AGENT_HEADER) == request.agent
         return request
 
     async def decide(self, request: RunRequest, verdict: str = "admitted", *,
