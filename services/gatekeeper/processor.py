@@ -55,6 +55,7 @@ from services.kafka.clients import (
     new_consumer,
 )
 from services.kafka.fencing import leave_group
+from services.kafka.lookup import wait_for_topics
 from services.kafka.polling import Records, poll_until
 from services.kafka.sizing import RecordLimit
 from services.kafka.transactions import shorten_commit_gap_backoff
@@ -146,6 +147,10 @@ class Processor:
     async def run(self, stop: asyncio.Event) -> None:
         """Consume, decide and commit until ``stop`` is set; then hand everything back."""
         st = self.state
+        t = self.topics
+        if not await wait_for_topics(st.kafka, [t.requests, t.runs, t.decisions, t.threads,
+                                                t.deadletter], stop):
+            return
         shorten_commit_gap_backoff()
         st.heap.start()
         consumer = new_consumer(

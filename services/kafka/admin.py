@@ -151,17 +151,6 @@ async def _partitions(
     return {d["topic"]: list(d["partitions"]) for d in described if d.get("error_code", 0) == 0}
 
 
-async def topics_present(settings: KafkaSettings, names: list[str]) -> bool:
-    """True when every topic in ``names`` exists (readiness checks)."""
-    admin = new_admin(settings)
-    await admin.start()
-    try:
-        present = set(await admin.list_topics())
-    finally:
-        await admin.close()
-    return all(n in present for n in names)
-
-
 DESCRIBED_CONFIGS = ("cleanup.policy", "retention.ms", "min.compaction.lag.ms", "segment.ms",
                      "min.insync.replicas")
 """The topic configs ``describe_catalog`` reads back from the broker."""

@@ -12,13 +12,20 @@ topic for every name asked about, a hostile agent name included.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 import re
-from collections.abc import Iterable
+import time
+from collections.abc import Iterable, Sequence
 
 from aiokafka.client import AIOKafkaClient
 from aiokafka.protocol.metadata import MetadataRequest
 
-from services.kafka.clients import AIOKafkaAdminClient, AIOKafkaConsumer, KafkaError
+from services.kafka.clients import AIOKafkaAdminClient, AIOKafkaConsumer, KafkaError, new_admin
+from services.runtime.settings import KafkaSettings
+
+log = logging.getLogger(__name__)
 
 LEGAL_TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
 """Kafka's rule for topic names: a name outside it cannot exist, so it is not asked."""
@@ -52,3 +59,40 @@ async def existing(client: AIOKafkaClient, names: Iterable[str]) -> frozenset[st
         found.update(t["topic"] for t in response.to_object()["topics"]
                      if t["error_code"] not in ABSENT)
     return frozenset(found)
+
+
+async def wait_for_topics(settings: KafkaSettings, names: Sequence[str], stop: asyncio.Event,
+                          *, every_s: float = 2.0, remind_s: float = 30.0) -> bool:
+    """Wait until every topic in ``names`` exists; False when ``stop`` is set first.
+
+    A service started before its topics (``agui-relay topics create`` not run
+    yet, or run with another prefix) says once which are missing and how to
+    create them, and again every ``remind_s``, instead of letting its Kafka
+    client log each failed metadata refresh (ten a second per topic) and give
+    up with a traceback.
+    """
+    admin = new_admin(settings, "agui-topic-check")
+    reminded = float("-inf")
+    try:
+        await admin.start()
+        while True:
+            try:
+                missing = sorted(set(names) - await existing(client_of(admin), names))
+            except KafkaError as exc:
+                missing, why = list(names), f"the broker did not answer ({exc})"
+            else:
+                why = "they do not exist"
+            if not missing:
+                return True
+            now = time.monotonic()
+            if now - reminded >= remind_s:
+                log.warning("waiting for topics %s: %s; create them with `agui-relay topics "
+                            "create` (AGUI_TOPIC_PREFIX=%s)", ", ".join(missing), why,
+                            settings.topic_prefix)
+                reminded = now
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), every_s)
+            if stop.is_set():
+                return False
+    finally:
+        await admin.close()
