@@ -6,10 +6,11 @@ is listed once, at start; after that topics are asked about by name
 (``services.kafka.lookup``), so neither the request path nor the readiness
 probe costs more on a cluster holding other teams' topics: a request naming
 an agent not seen yet looks its topic up (each name at most once a second,
-``MISS_RETRY_S``), so an agent deployed after this instance started is found
-without a restart; every ``refresh_s`` seconds the known agents are asked
-about again, so one whose topic was deleted is dropped; ``/readyz`` asks
-for the required topics only.
+``MISS_RETRY_S``, and at most ``LOOKUPS_PER_S`` names a second), so an
+agent deployed after this instance started is found without a restart;
+every ``refresh_s`` seconds the known agents are asked about again, so one
+whose topic was deleted is dropped; ``/readyz`` asks for the required
+topics only.
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ MISS_RETRY_S = 1.0
 """How soon an agent name found missing may be asked about again."""
 MAX_MISSES = 4096
 """Names remembered as missing; the memory is forgotten whole when it fills."""
+LOOKUPS_PER_S = 50
+"""Lookups of unknown names per second at most: a flood of made-up agent names costs
+the broker no more; past it a name is answered from what is known (404)."""
 PROBE_TIMEOUT_S = 3.0
 
 
@@ -44,6 +48,8 @@ class AgentDirectory:
         self._from_topics: frozenset[str] = frozenset()
         self._missed: dict[str, float] = {}
         self._listed_at: float | None = None
+        self._window = (float("-inf"), 0)
+        """The current second's start and the lookups made in it."""
         self._admin: AIOKafkaAdminClient | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -85,6 +91,12 @@ class AgentDirectory:
         now = time.monotonic()
         if now - self._missed.get(agent, -MISS_RETRY_S) < MISS_RETRY_S:
             return False
+        began, made = self._window
+        if now - began >= 1.0:
+            began, made = now, 0
+        if made >= LOOKUPS_PER_S:
+            return False
+        self._window = (began, made + 1)
         try:
             found = await self._ask([agent])
         except (KafkaError, TimeoutError) as exc:
@@ -103,7 +115,9 @@ class AgentDirectory:
         cluster: list it); returns them."""
         if self._listed_at is None:
             return await self._list()
-        self._from_topics = await self._ask(self._from_topics)
+        asked = self._from_topics
+        found = await self._ask(asked)
+        self._from_topics = (self._from_topics - asked) | found  # keep names learned meanwhile
         return self._from_topics
 
     async def missing_topics(self) -> list[str]:

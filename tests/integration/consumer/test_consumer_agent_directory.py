@@ -1,0 +1,85 @@
+"""The consumer service's agent directory on the real broker: lookups by name, bounded.
+
+A flood of made-up agent names costs at most ``LOOKUPS_PER_S`` lookups a
+second, each name at most one a second; within a flooded second even a real
+agent's topic is not asked about (a 404 the client may retry), and the next
+second it is found. The readiness probe asks for the required topics by
+name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterable
+
+import pytest
+
+from services.consumer import agents as agents_module
+from services.consumer.agents import LOOKUPS_PER_S, MISS_RETRY_S, AgentDirectory
+from services.kafka.admin import ensure_topics
+from services.runtime.settings import KafkaSettings
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def kafka(kafka_bootstrap: str, topic_prefix: str) -> KafkaSettings:
+    return KafkaSettings(bootstrap_servers=kafka_bootstrap, topic_prefix=topic_prefix,
+                         partitions=1)
+
+
+@pytest.fixture
+async def directory(kafka: KafkaSettings) -> AsyncIterator[AgentDirectory]:
+    await ensure_topics(kafka, ("known",))
+    d = AgentDirectory(kafka, (), refresh_s=3600)
+    await d.start()
+    try:
+        yield d
+    finally:
+        await d.stop()
+
+
+@pytest.fixture
+def asked(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The names each lookup asked the broker about."""
+    calls: list[list[str]] = []
+    real = agents_module.existing
+
+    async def spy(client: object, topics: Iterable[str]) -> frozenset[str]:
+        names = list(topics)
+        calls.append(names)
+        return await real(client, names)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(agents_module, "existing", spy)
+    return calls
+
+
+async def test_a_flood_of_made_up_names_is_bounded(
+        kafka: KafkaSettings, directory: AgentDirectory, asked: list[list[str]]) -> None:
+    assert await directory.knows("known")  # listed at start: nothing asked
+    assert asked == []
+    flood = [f"made-up-{i}" for i in range(LOOKUPS_PER_S + 30)]
+    assert not any([await directory.knows(name) for name in flood])
+    assert len(asked) == LOOKUPS_PER_S
+    assert not await directory.knows(flood[0])  # remembered as missing: not asked again
+    assert len(asked) == LOOKUPS_PER_S
+
+    await ensure_topics(kafka, ("late",))
+    assert not await directory.knows("late")  # this second's lookups are spent
+    await asyncio.sleep(max(1.0, MISS_RETRY_S))
+    assert await directory.knows("late")
+    assert asked[-1] == [kafka.topics.dispatch("late")]
+
+
+async def test_readiness_asks_for_the_required_topics_by_name(
+        kafka: KafkaSettings, directory: AgentDirectory, asked: list[list[str]]) -> None:
+    assert await directory.missing_topics() == []
+    assert sorted(asked[-1]) == sorted([kafka.topics.requests, kafka.topics.decisions,
+                                        kafka.topics.events, kafka.topics.threads,
+                                        kafka.topics.control])
+    other = AgentDirectory(kafka.with_prefix(kafka.topic_prefix + "x"), (), refresh_s=3600)
+    await other.start()
+    try:
+        assert len(await other.missing_topics()) == 5
+    finally:
+        await other.stop()
