@@ -28,7 +28,7 @@ import orjson
 from contracts import TopicCatalog
 from contracts.headers import AGENT, header_value
 from services.kafka.clients import AIOKafkaConsumer, ConsumerRecord, KafkaError, TopicPartition
-from services.kafka.lookup import client_of, existing
+from services.kafka.lookup import MAX_NAMES, client_of, existing
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +79,7 @@ class Agents:
         self._every_s = every_s
         self._read_at = 0.0
         self._missed: dict[str, float] = {}
+        self._failed_at = float("-inf")
         self.names: frozenset[str] = frozenset()
 
     async def refresh(self, consumer: AIOKafkaConsumer, *, force: bool = False) -> None:
@@ -98,16 +99,20 @@ class Agents:
 
     async def learn(self, consumer: AIOKafkaConsumer, named: Iterable[str]) -> None:
         """Ask about agents that requests name and that are not known, before those
-        requests are decided; a name found missing is not asked about again for
-        ``MISS_RETRY_S``."""
+        requests are decided: one request's worth of names (``MAX_NAMES``) a poll, a
+        name found missing not again for ``MISS_RETRY_S``, nothing for as long after a
+        lookup failed, so a flood of made-up names cannot hold decisions up."""
         now = time.monotonic()
+        if now - self._failed_at < MISS_RETRY_S:
+            return
         asked = [n for n in named
                  if n not in self.names and now - self._missed.get(n, -MISS_RETRY_S)
-                 >= MISS_RETRY_S]
+                 >= MISS_RETRY_S][:MAX_NAMES]
         if not asked:
             return
         found = await self._ask(consumer, asked)
         if found is None:
+            self._failed_at = now
             return
         if len(self._missed) + len(asked) > MAX_MISSES:
             self._missed.clear()
