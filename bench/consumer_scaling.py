@@ -37,13 +37,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import httpx
 import orjson
 from rich.console import Console
 from rich.table import Table
 
 from bench.broker import broker
 from bench.consumer import cpu_seconds, processes, wait_http
+from bench.sse_client import post_sse
 from deploy.kafka import launcher
 from services.kafka.admin import ensure_topics
 from services.runtime.settings import KafkaSettings
@@ -55,24 +55,16 @@ RUN_TIMEOUT_S = 120.0
 console = Console()
 
 
-async def one_run(http: httpx.AsyncClient, url: str) -> tuple[int, str | None]:
+async def one_run(url: str) -> tuple[int, str | None]:
     """Post one run; the events (``data:`` frames) received, and an error if it failed."""
     thread = f"s-{uuid.uuid4().hex[:12]}"
     body = {"threadId": thread, "runId": f"{thread}-1",
             "messages": [{"id": "u", "role": "user", "content": "hello"}]}
-    frames = 0
     try:
-        async with asyncio.timeout(RUN_TIMEOUT_S), http.stream(
-                "POST", f"{url}/agents/scripted", json=body) as response:
-            if response.status_code != 200:
-                return 0, f"HTTP {response.status_code}"
-            tail = b""
-            async for chunk in response.aiter_raw():
-                frames += (tail[-5:] + chunk).count(b"data: ")  # 5: a split "data: "
-                tail = (tail + chunk)[-256:]
-            return frames, None if b"RUN_FINISHED" in tail else "no RUN_FINISHED"
-    except (httpx.HTTPError, TimeoutError) as exc:
-        return frames, type(exc).__name__
+        async with asyncio.timeout(RUN_TIMEOUT_S):
+            return await post_sse(url, "/agents/scripted", body)
+    except (OSError, ValueError, asyncio.IncompleteReadError, TimeoutError) as exc:
+        return 0, type(exc).__name__
 
 
 async def load(urls: list[str], runs: int, concurrency: int) -> dict[str, Any]:
@@ -81,20 +73,18 @@ async def load(urls: list[str], runs: int, concurrency: int) -> dict[str, Any]:
     queue = list(range(runs))
     events, errors = 0, []
 
-    async def worker(http: httpx.AsyncClient) -> None:
+    async def worker() -> None:
         nonlocal events
         while queue:
             queue.pop()
-            got, error = await one_run(http, rng.choice(urls))
+            got, error = await one_run(rng.choice(urls))
             events += got
             if error:
                 errors.append(error)
 
-    limits = httpx.Limits(max_connections=concurrency * 2)
-    async with httpx.AsyncClient(timeout=RUN_TIMEOUT_S, limits=limits) as http:
-        started = time.perf_counter()
-        await asyncio.gather(*(worker(http) for _ in range(concurrency)))
-        elapsed = time.perf_counter() - started
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    elapsed = time.perf_counter() - started
     return {"runs": runs, "events": events, "seconds": round(elapsed, 2),
             "events_per_s": round(events / elapsed), "errors": len(errors),
             "first_errors": sorted(set(errors))[:3]}

@@ -403,8 +403,8 @@ def report(r: dict[str, Any]) -> None:
         reads = ", ".join(f"{v:,}" for v in doc["plain"].get("rounds_events_per_s", []))
         console.print(f"[dim]{doc['concurrency']} at a time: the plain reader's rounds {reads}[/]")
     cpu = Table(title="CPU per event (µs), and share of a core over the window")
-    columns = ("broker", "consumer service", "stand-in", "client", "| plain reader")
-    add_columns(cpu, (*columns, "broker (plain read)"))
+    cpu_columns = ("broker", "consumer service", "stand-in", "client", "| plain reader")
+    add_columns(cpu, (*cpu_columns, "broker (plain read)"))
     for doc in r["phases"].values():
         per, share = doc["sse"]["cpu_us_per_event"], doc["sse"]["core_share"]
         plain = doc["plain"]
