@@ -12,20 +12,19 @@ endpoint under uvicorn in the test's event loop on a free loopback port.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import operator
-import socket
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-import uvicorn
 from ag_ui_langgraph import LangGraphAgent, add_langgraph_fastapi_endpoint
 from fastapi import FastAPI
 from langchain_core.messages import AIMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.types import Command, interrupt
+
+from tests.asgi_server import served
 
 PATH = "/agui"
 
@@ -73,17 +72,5 @@ async def serving() -> AsyncIterator[str]:
     """The endpoint's URL while it is served (uvicorn, this loop, a free port)."""
     app = FastAPI()
     add_langgraph_fastapi_endpoint(app, refunds_agent(), PATH)
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off",
-                                           timeout_graceful_shutdown=1))
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    try:
-        while not server.started:
-            assert not task.done(), task.exception()
-            await asyncio.sleep(0.02)
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}{PATH}"
-    finally:
-        server.should_exit = True
-        await task
-        sock.close()
+    async with served(app) as port:
+        yield f"http://127.0.0.1:{port}{PATH}"

@@ -9,14 +9,11 @@ must land in order, keyed by its thread, with the headers a worker writes.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
-import socket
 from collections.abc import AsyncIterator
 
 import orjson
 import pytest
-import uvicorn
 from aiokafka import ConsumerRecord, TopicPartition
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -30,6 +27,7 @@ from services.kafka.admin import ensure_topics
 from services.kafka.clients import new_consumer, new_producer
 from services.kafka.partitioning import partition_for
 from services.runtime.settings import KafkaSettings
+from tests.asgi_server import served
 
 pytestmark = pytest.mark.integration
 
@@ -60,27 +58,9 @@ def sse_app() -> Starlette:
     return Starlette(routes=[Route("/run", run, methods=["POST"])])
 
 
-@contextlib.asynccontextmanager
-async def serving() -> AsyncIterator[str]:
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    config = uvicorn.Config(sse_app(), log_level="warning", lifespan="off",
-                            timeout_graceful_shutdown=1)
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    try:
-        while not server.started:
-            assert not task.done(), task.exception()
-            await asyncio.sleep(0.02)
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    finally:
-        server.should_exit = True
-        await task
-        sock.close()
-
-
 async def test_the_client_counts_every_frame_however_the_body_is_cut() -> None:
-    async with serving() as url:
+    async with served(sse_app()) as port:
+        url = f"http://127.0.0.1:{port}"
         assert await post_sse(url, "/run", {}) == (FRAMES, None)
         assert await post_sse(url, "/run", {"cut": True}) == (FRAMES - 1, "no RUN_FINISHED")
         assert await post_sse(url, "/run", {"refuse": True}) == (0, "HTTP 503")

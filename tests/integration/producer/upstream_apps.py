@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
+
+from tests.asgi_server import served
 
 SSE = "text/event-stream"
 INTERRUPT = {"id": "approve-1", "reason": "tool_approval", "toolCallId": "call-1",
@@ -184,19 +185,6 @@ def free_port() -> int:
 async def serving() -> AsyncIterator[Upstream]:
     """The upstream app under uvicorn in this event loop, on a free loopback port."""
     seen = Upstream()
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    seen.port = sock.getsockname()[1]
-    config = uvicorn.Config(upstream_app(seen), log_level="warning", lifespan="off",
-                            timeout_graceful_shutdown=1)
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    try:
-        while not server.started:
-            assert not task.done(), task.exception()
-            await asyncio.sleep(0.02)
+    async with served(upstream_app(seen)) as port:
+        seen.port = port
         yield seen
-    finally:
-        server.should_exit = True
-        await task
-        sock.close()
