@@ -46,6 +46,18 @@ class Mailbox(Generic[T]):
             wakeup.set_result(None)
         return True
 
+    def put_all(self, items: list[T]) -> int:
+        """``put`` the items in turn until the box is full: how many it took (the first)."""
+        room = self.limit - len(self._items)
+        if room <= 0 or not items:
+            return 0
+        taken = items if len(items) <= room else items[:room]
+        self._items.extend(taken)
+        wakeup = self._wakeup
+        if wakeup is not None and not wakeup.done():
+            wakeup.set_result(None)
+        return len(taken)
+
     async def wait(self, within_s: float) -> bool:
         """True once something is buffered; False after ``within_s`` seconds of nothing."""
         if self._items:

@@ -34,8 +34,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections import Counter, OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Generic, NamedTuple, TypeVar
 
@@ -83,6 +85,12 @@ broker's lowest default; a killed instance's threads wait this long for a new ow
 
 def _text(value: object) -> str | None:
     return value if isinstance(value, str) else None
+
+
+@functools.lru_cache(maxsize=64)
+def _type_name(raw: bytes) -> str:
+    """An ``agui-event-type`` header decoded (a few names, each decoded once)."""
+    return raw.decode("utf-8", "replace")
 
 
 K = TypeVar("K")
@@ -150,21 +158,23 @@ class RunStream:
     def run_id(self) -> str:
         return self.key[1]
 
-    def push(self, delivery: Delivery) -> bool:
-        """Buffer a delivery, or leave it to the log once behind (``overflow``); False (and
-        marked dropped) when the buffer is full and there is no log to continue from."""
+    def push_all(self, deliveries: list[Delivery]) -> bool:
+        """Buffer deliveries (in offset order), and leave the rest to the log once behind
+        (``overflow``); False (and marked dropped) when the buffer is full and there is no
+        log to continue from."""
         if self.dropped:
             return False
-        if self.lag.behind:
-            self.lag.note(delivery.offset)
-        elif not self.buffer.put(delivery):
+        if not self.lag.behind:
+            buffered = self.buffer.put_all(deliveries)
+            if buffered == len(deliveries):
+                return True
             if self.tail is None:
                 self.dropped = True
                 return False
-            self.lag.fall_behind(delivery.offset)
+            self.lag.fall_behind(deliveries[buffered].offset)
             self.tail.fell_behind(self)
+        self.lag.note(deliveries[-1].offset)
         return True
-
 
 @dataclass(eq=False)
 class DecisionWaiter:
@@ -349,8 +359,7 @@ class FanOut(BackgroundReader):
                     self._on_decision(record)
                 self.metrics.records_routed.labels("decisions").inc(len(records))
             else:
-                for record in records:
-                    self._on_event(tp.partition, record)
+                self._on_events(tp.partition, records)
                 self.metrics.records_routed.labels("events").inc(len(records))
         if batch:
             self.progress.moved()
@@ -403,32 +412,53 @@ class FanOut(BackgroundReader):
         if not waiter.decisions.put(decision):
             log.error("decision queue full for request %s", waiter.request_id, extra=fields)
 
-    def _on_event(self, partition: int, record: ConsumerRecord) -> None:
-        # the hot path, once per event: the headers are read in one pass (the first of
-        # each name wins, as ``header_value`` has it) and nothing is decoded twice
-        headers = dict(reversed(record.headers or ()))
-        run_id, seq = headers.get(RUN_ID), headers.get(SEQ)
-        if run_id is None or seq is None or record.key is None or record.value is None:
-            return  # not an event of a run (a tombstone is none either)
-        key = (record.key.decode("utf-8", "replace"), run_id.decode("utf-8", "replace"))
-        self.run_starts.setdefault(key, (partition, record.offset))
-        kind = headers.get(EVENT_TYPE)
-        event_type = kind.decode("utf-8", "replace") if kind is not None else ""
-        if event_type in TERMINAL_TYPES:
-            self._ended(key, event_type, record)
-        subs = self._streams.get(key)
-        if not subs:
-            return
-        try:
-            number = int(seq)
-        except ValueError:
-            return
-        delivery = Delivery(number, event_type, record.value, record.offset)
-        for stream in tuple(subs):
-            if not stream.push(delivery):
+    def _on_events(self, partition: int, records: Sequence[ConsumerRecord]) -> None:
+        """Route one partition's events, in offset order. The hot path, once per event: a
+        run's events come together, so a record of the run just seen reuses its key and
+        its streams, and a run's deliveries are handed to each stream as one list."""
+        streams, run_starts = self._streams, self.run_starts
+        raw: tuple[bytes, bytes] | None = None  # the current run's key and runId, as read
+        key: RunKey = ("", "")
+        subs: set[RunStream] | None = None
+        pending: list[Delivery] = []
+        for record in records:
+            headers: Sequence[tuple[str, bytes | None]] = record.headers or ()
+            if (len(headers) > 3 and headers[0][0] == RUN_ID and headers[1][0] == EVENT_TYPE
+                    and headers[3][0] == SEQ):  # the order ``EventHeaders`` writes
+                run_id, kind, seq = headers[0][1], headers[1][1], headers[3][1]
+            else:  # any other: the first of each name wins, as ``header_value`` has it
+                first = dict(reversed(headers))
+                run_id, kind, seq = first.get(RUN_ID), first.get(EVENT_TYPE), first.get(SEQ)
+            thread, value = record.key, record.value
+            if run_id is None or seq is None or thread is None or value is None:
+                continue  # not an event of a run (a tombstone is none either)
+            if raw is None or raw[0] != thread or raw[1] != run_id:
+                if pending:
+                    self._deliver(key, subs, pending)
+                    pending = []
+                raw = (thread, run_id)
+                key = (thread.decode("utf-8", "replace"), run_id.decode("utf-8", "replace"))
+                run_starts.setdefault(key, (partition, record.offset))
+                subs = streams.get(key)
+            event_type = _type_name(kind) if kind is not None else ""
+            if event_type in TERMINAL_TYPES:
+                self._ended(key, event_type, record)
+            if subs:
+                try:
+                    number = int(seq)
+                except ValueError:
+                    continue
+                pending.append(Delivery(number, event_type, value, record.offset))
+        if pending:
+            self._deliver(key, subs, pending)
+
+    def _deliver(self, key: RunKey, subs: set[RunStream] | None,
+                 deliveries: list[Delivery]) -> None:
+        for stream in tuple(subs or ()):
+            if not stream.push_all(deliveries):
                 log.error("stream of run %s dropped: client reads too slowly "
-                          "(%d events buffered)", run_id, self.stream_queue,
-                          extra={"threadId": key[0], "runId": run_id})
+                          "(%d events buffered)", key[1], self.stream_queue,
+                          extra={"threadId": key[0], "runId": key[1]})
                 self.metrics.streams_dropped.labels("slow_client").inc()
                 self.unsubscribe(stream)
 

@@ -55,3 +55,17 @@ async def test_a_cancelled_wait_leaves_the_box_usable() -> None:
         await reader
     assert box.put("a")
     assert await box.wait(3600)
+
+
+async def test_put_all_takes_what_fits_in_order_and_wakes_the_reader() -> None:
+    box: Mailbox[int] = Mailbox(4)
+    reader = asyncio.create_task(box.wait(3600))
+    await asyncio.sleep(0)
+    assert box.put_all([]) == 0
+    await asyncio.sleep(0)
+    assert not reader.done()
+    assert box.put_all([1, 2, 3]) == 3
+    assert await reader
+    assert box.put_all([4, 5, 6]) == 1  # room for one: the first
+    assert box.put_all([7]) == 0
+    assert box.take_all() == [1, 2, 3, 4]
