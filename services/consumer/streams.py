@@ -128,6 +128,9 @@ class LruMap(Generic[K, V]):
         return len(self._data)
 
 
+_new_tuple = tuple.__new__
+
+
 class Delivery(NamedTuple):
     """One event record for a stream: its sequence number, type and raw value (a tuple:
     one is made per event and stream, and a frozen dataclass costs four times as much)."""
@@ -448,7 +451,9 @@ class FanOut(BackgroundReader):
                     number = int(seq)
                 except ValueError:
                     continue
-                pending.append(Delivery(number, event_type, value, record.offset))
+                # tuple.__new__: a NamedTuple's own __new__ is a Python function (0.7 µs a
+                # call here, against 0.2)
+                pending.append(_new_tuple(Delivery, (number, event_type, value, record.offset)))
         if pending:
             self._deliver(key, subs, pending)
 
