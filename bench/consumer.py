@@ -65,7 +65,7 @@ import orjson
 from rich.console import Console
 from rich.table import Table
 
-from bench.broker import broker
+from bench.broker import broker, topic_prefix
 from bench.relay_floor import floor
 from contracts.headers import EVENT_TYPE
 from deploy.kafka import launcher
@@ -355,7 +355,7 @@ async def wait_log(path: Path, needle: str, within_s: float = 90) -> None:
 
 
 async def bench(bootstrap: str, args: argparse.Namespace, log_dir: Path) -> dict[str, Any]:
-    prefix = f"bc{uuid.uuid4().hex[:8]}"
+    prefix = topic_prefix("bc")
     kafka = KafkaSettings(bootstrap_servers=bootstrap, topic_prefix=prefix,
                           partitions=PARTITIONS)
     await ensure_topics(kafka, ("scripted",))

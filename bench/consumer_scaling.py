@@ -41,7 +41,7 @@ import orjson
 from rich.console import Console
 from rich.table import Table
 
-from bench.broker import broker
+from bench.broker import broker, topic_prefix
 from bench.consumer import cpu_seconds, processes, wait_http
 from bench.sse_client import post_sse
 from deploy.kafka import launcher
@@ -92,7 +92,7 @@ async def load(urls: list[str], runs: int, concurrency: int) -> dict[str, Any]:
 
 async def phase(bootstrap: str, instances: int, args: argparse.Namespace,
                 log_dir: Path) -> dict[str, Any]:
-    prefix = f"cs{instances}{uuid.uuid4().hex[:6]}"
+    prefix = topic_prefix(f"cs{instances}")
     kafka = KafkaSettings(bootstrap_servers=bootstrap, topic_prefix=prefix,
                           partitions=PARTITIONS)
     await ensure_topics(kafka, ("scripted",))

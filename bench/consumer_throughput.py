@@ -68,7 +68,6 @@ import os
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +75,7 @@ import orjson
 from rich.console import Console
 from rich.table import Table
 
-from bench.broker import broker
+from bench.broker import broker, topic_prefix
 from bench.consumer import BROKER_WARMUP_S, cpu_seconds, processes, wait_http
 from bench.consumer_scaling import load
 from deploy.kafka import launcher
@@ -275,7 +274,7 @@ async def window(
 
 
 async def bench(bootstrap: str, args: argparse.Namespace, log_dir: Path) -> dict[str, Any]:
-    prefix = f"ct{uuid.uuid4().hex[:8]}"
+    prefix = topic_prefix("ct")
     kafka = KafkaSettings(bootstrap_servers=bootstrap, topic_prefix=prefix, partitions=PARTITIONS)
     await ensure_topics(kafka, ("scripted",))
     topics = (kafka.topics.events, kafka.topics.decisions)

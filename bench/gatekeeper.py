@@ -37,7 +37,6 @@ import asyncio
 import os
 import sys
 import time
-import uuid
 from typing import Any
 
 import orjson
@@ -45,7 +44,7 @@ import uvloop
 from rich.console import Console
 from rich.table import Table
 
-from bench.broker import broker
+from bench.broker import broker, topic_prefix
 from bench.gatekeeper_baseline import baseline_throughput, serve_baseline
 from bench.gatekeeper_history import HISTORIES, history_cost
 from bench.gatekeeper_latency import latency, latency_sweep
@@ -158,7 +157,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         "load_average_at_start": os.getloadavg()[0],
     }
     with broker() as bootstrap:
-        prefix = f"bench{uuid.uuid4().hex[:6]}"
+        prefix = topic_prefix("bench")
         settings = KafkaSettings(
             bootstrap_servers=bootstrap, topic_prefix=prefix, partitions=PARTITIONS
         )

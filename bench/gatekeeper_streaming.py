@@ -54,7 +54,7 @@ from ag_ui.core import RunAgentInput, UserMessage
 from rich.console import Console
 from rich.table import Table
 
-from bench.broker import broker
+from bench.broker import broker, topic_prefix
 from bench.consumer import cpu_seconds
 from bench.gatekeeper_requests import PARTITIONS, ROOT
 from bench.producer import AGENTS
@@ -323,7 +323,7 @@ def table(r: dict[str, Any]) -> Table:
 async def main(args: argparse.Namespace) -> dict[str, Any]:
     with broker() as bootstrap:
         settings = KafkaSettings(bootstrap_servers=bootstrap, partitions=PARTITIONS,
-                                 topic_prefix=f"benchs{uuid.uuid4().hex[:6]}")
+                                 topic_prefix=topic_prefix("benchs"))
         return await compare(settings, args.runs, args.tokens, args.lanes, args.batch_ms)
 
 

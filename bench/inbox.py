@@ -43,7 +43,7 @@ from ag_ui.core import Interrupt
 from rich.console import Console
 from rich.table import Table
 
-from bench.broker import broker
+from bench.broker import broker, topic_prefix
 from contracts import OpenInterrupt, ThreadState, encode
 from contracts.headers import EventHeaders
 from services.consumer.app import create_app
@@ -146,7 +146,7 @@ async def time_to_interactive(url: str) -> list[float]:
 
 async def measure(bootstrap: str) -> dict[str, Any]:
     kafka = KafkaSettings(KAFKA_BOOTSTRAP_SERVERS=bootstrap,
-                          AGUI_TOPIC_PREFIX=f"benchinbox{uuid.uuid4().hex[:6]}")
+                          AGUI_TOPIC_PREFIX=topic_prefix("benchinbox"))
     await ensure_topics(kafka, ("approval",))
     producer = new_producer(kafka, "bench-inbox")
     await producer.start()

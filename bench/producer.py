@@ -50,7 +50,6 @@ import asyncio
 import resource
 import statistics
 import time
-import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -61,7 +60,7 @@ from ag_ui.core import RunAgentInput, UserMessage
 from rich.console import Console
 from rich.table import Table
 
-from bench.broker import broker
+from bench.broker import broker, topic_prefix
 from contracts import Dispatch, EventHeaders, encode
 from services.kafka.admin import ensure_topics
 from services.kafka.clients import ConsumerRecord, new_consumer, new_producer
@@ -338,7 +337,7 @@ async def concurrency(bootstrap: str, prefix: str, runs: int, rounds: int) -> di
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
     with broker() as bootstrap:
-        prefix = f"pbench{uuid.uuid4().hex[:6]}"
+        prefix = topic_prefix("pbench")
         console.print(f"[dim]broker {bootstrap}, topics {prefix}*.[/]")
         speed = await throughput(bootstrap, prefix + "t", args.runs, args.events, args.rounds)
         results: dict[str, Any] = {"partitions": PARTITIONS, "throughput": speed}

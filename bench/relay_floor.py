@@ -27,13 +27,12 @@ import os
 import statistics
 import sys
 import time
-import uuid
 from typing import Any
 
 import orjson
 import uvloop
 
-from bench.broker import broker
+from bench.broker import broker, topic_prefix
 from bench.gatekeeper_requests import AGENT, request
 from contracts import encode
 from services.kafka.admin import ensure_topics
@@ -99,7 +98,7 @@ async def floor(bootstrap: str, rate: float, seconds: float) -> dict[str, Any]:
     from bench.consumer_throughput import listening_pid
 
     broker_pid = listening_pid(int(bootstrap.split(",")[0].rsplit(":", 1)[1]))
-    prefix = f"floor{uuid.uuid4().hex[:8]}"
+    prefix = topic_prefix("floor")
     settings = KafkaSettings(bootstrap_servers=bootstrap, topic_prefix=prefix,
                              partitions=PARTITIONS)
     await ensure_topics(settings, (AGENT,))

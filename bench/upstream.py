@@ -55,7 +55,7 @@ import orjson
 from rich.console import Console
 from rich.table import Table
 
-from bench.broker import broker
+from bench.broker import broker, topic_prefix
 from bench.consumer import cpu_seconds, processes, wait_http, wait_log
 from deploy.kafka import launcher
 from services.kafka.admin import ensure_topics
@@ -185,7 +185,7 @@ async def measure(url: str, args: argparse.Namespace, pids: dict[str, int]) -> d
 
 
 async def bench(bootstrap: str, args: argparse.Namespace, log_dir: Path) -> dict[str, Any]:
-    prefix = f"bu{uuid.uuid4().hex[:8]}"
+    prefix = topic_prefix("bu")
     kafka = KafkaSettings(bootstrap_servers=bootstrap, topic_prefix=prefix,
                           partitions=PARTITIONS)
     await ensure_topics(kafka, (AGENT,))

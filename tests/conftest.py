@@ -16,6 +16,8 @@ fetch the jars, because a suite that silently skips Kafka proves nothing.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import os
 import sys
 import uuid
@@ -87,6 +89,15 @@ def kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaClu
     external = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     if external:
         yield KafkaCluster(bootstrap=external, source="external", sasl=_external_sasl())
+        # the session's topics go: runs against a long-lived broker must not pile them up
+        # (each partition keeps a file open in the broker)
+        # (a thread of its own, its own event loop: the session's is left as it is)
+        from services.kafka.admin import delete_prefixed
+        from services.runtime.settings import KafkaSettings
+        cleanup = delete_prefixed(KafkaSettings(bootstrap_servers=external),
+                                  tuple(_TOPIC_PREFIXES))
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            pool.submit(asyncio.run, cleanup).result()
     elif _docker_answers():
         yield from _docker_cluster()
     else:
@@ -117,10 +128,16 @@ def kafka_sasl(kafka_cluster: KafkaCluster) -> SaslEndpoint:
     return kafka_cluster.sasl
 
 
+_TOPIC_PREFIXES: list[str] = []
+
+
 @pytest.fixture
 def topic_prefix() -> str:
-    """A unique topic/group name prefix per test, so tests never share state."""
-    return f"t{uuid.uuid4().hex[:10]}"
+    """A unique topic/group name prefix per test, so tests never share state (and, on an
+    external broker, whose topics the session deletes at its end)."""
+    prefix = f"t{uuid.uuid4().hex[:10]}"
+    _TOPIC_PREFIXES.append(prefix)
+    return prefix
 
 
 @pytest.fixture

@@ -89,6 +89,22 @@ async def ensure_topics(
     ]
 
 
+async def delete_prefixed(settings: KafkaSettings, prefixes: tuple[str, ...]) -> list[str]:
+    """Delete every topic whose name starts with one of ``prefixes`` (a hundred per
+    request); their names. For throwaway deployments: benchmarks', tests'."""
+    if not prefixes:
+        return []
+    admin = new_admin(settings, "agui-relay-cleanup")
+    await admin.start()
+    try:
+        names = sorted(t for t in await admin.list_topics() if t.startswith(prefixes))
+        for start in range(0, len(names), 100):
+            await admin.delete_topics(names[start:start + 100])
+    finally:
+        await admin.close()
+    return names
+
+
 async def cluster_replication(admin: AIOKafkaAdminClient) -> Replication:
     """The replication this cluster allows, from its metadata and a broker's defaults."""
     brokers = (await admin.describe_cluster())["brokers"]
