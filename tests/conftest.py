@@ -88,20 +88,18 @@ def kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaClu
     """The session's Kafka broker (external, Docker or local JVM, in that order)."""
     external = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     if external:
-        yield KafkaCluster(bootstrap=external, source="external", sasl=_external_sasl())
-        # the session's topics go: runs against a long-lived broker must not pile them up
-        # (each partition keeps a file open in the broker)
-        # (a thread of its own, its own event loop: the session's is left as it is)
-        from services.kafka.admin import delete_prefixed
-        from services.runtime.settings import KafkaSettings
-        cleanup = delete_prefixed(KafkaSettings(bootstrap_servers=external),
-                                  tuple(_TOPIC_PREFIXES))
-        with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            pool.submit(asyncio.run, cleanup).result()
+        cluster = KafkaCluster(bootstrap=external, source="external", sasl=_external_sasl())
+        _SWEEPER.bootstrap = external
+        yield cluster
+        _SWEEPER.sweep()  # a long-lived broker keeps nothing of the session's
     elif _docker_answers():
-        yield from _docker_cluster()
+        for cluster in _docker_cluster():
+            _SWEEPER.bootstrap = cluster.bootstrap
+            yield cluster
     else:
-        yield from _local_cluster(tmp_path_factory.mktemp("kafka"))
+        for cluster in _local_cluster(tmp_path_factory.mktemp("kafka")):
+            _SWEEPER.bootstrap = cluster.bootstrap
+            yield cluster
 
 
 @pytest.fixture(scope="session")
@@ -128,16 +126,53 @@ def kafka_sasl(kafka_cluster: KafkaCluster) -> SaslEndpoint:
     return kafka_cluster.sasl
 
 
-_TOPIC_PREFIXES: list[str] = []
+class TopicSweeper:
+    """Deletes the topics of finished tests, a few hundred tests' worth at a time.
+
+    Every test makes its own topics (``topic_prefix``), and each partition
+    keeps a file open in the broker: a whole session made about 9,400
+    partitions, half this machine's open-file limit, and runs against a
+    long-lived broker (``KAFKA_BOOTSTRAP_SERVERS``) piled them up until the
+    broker stopped.
+    """
+
+    EVERY = 200
+    """Prefixes handed out before their topics are deleted (one listing, a few deletes)."""
+
+    def __init__(self) -> None:
+        self.bootstrap: str | None = None
+        self.used: list[str] = []
+
+    def sweep(self, *, at_least: int = 1) -> None:
+        """Delete the topics of every prefix used so far, once there are ``at_least``."""
+        if self.bootstrap is None or len(self.used) < at_least:
+            return
+        from services.kafka.admin import delete_prefixed
+        from services.runtime.settings import KafkaSettings
+        prefixes, self.used = tuple(self.used), []
+        cleanup = delete_prefixed(KafkaSettings(bootstrap_servers=self.bootstrap), prefixes)
+        # a thread and an event loop of its own: the session's loop is left as it is
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            pool.submit(asyncio.run, cleanup).result()
+
+
+_SWEEPER = TopicSweeper()
 
 
 @pytest.fixture
 def topic_prefix() -> str:
-    """A unique topic/group name prefix per test, so tests never share state (and, on an
-    external broker, whose topics the session deletes at its end)."""
+    """A unique topic/group name prefix per test, so tests never share state; its topics
+    are deleted some time after the test (``TopicSweeper``)."""
     prefix = f"t{uuid.uuid4().hex[:10]}"
-    _TOPIC_PREFIXES.append(prefix)
+    _SWEEPER.used.append(prefix)
     return prefix
+
+
+@pytest.fixture(autouse=True)
+def _sweep_topics() -> Iterator[None]:
+    """After the test (and every fixture of it) is done: delete earlier tests' topics."""
+    yield
+    _SWEEPER.sweep(at_least=TopicSweeper.EVERY)
 
 
 @pytest.fixture

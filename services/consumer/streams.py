@@ -179,6 +179,7 @@ class RunStream:
         self.lag.note(deliveries[-1].offset)
         return True
 
+
 @dataclass(eq=False)
 class DecisionWaiter:
     """Collects the decisions for one requestId (``queued`` may precede the final one)."""
