@@ -7,6 +7,7 @@ back what it holds, and returns. A second signal cancels it outright.
 Every service runs on uvloop (libuv under asyncio's interface): the services
 spend most of their time in the event loop (aiokafka's requests, uvicorn's
 connections), and uvloop roughly halves what that loop costs per callback.
+The garbage collector is set for serving first (``collector``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import signal
 from collections.abc import Awaitable, Callable
 
 import uvloop
+
+from services.runtime.collector import CollectorSettings, settle_for_serving
 
 
 async def _serve(main: Callable[[asyncio.Event], Awaitable[None]]) -> None:
@@ -40,6 +43,7 @@ async def _serve(main: Callable[[asyncio.Event], Awaitable[None]]) -> None:
 
 def run_until_signalled(main: Callable[[asyncio.Event], Awaitable[None]]) -> None:
     """Run ``main(stop)`` in a fresh uvloop event loop until it returns."""
+    settle_for_serving(CollectorSettings())
     with (
         contextlib.suppress(KeyboardInterrupt, asyncio.CancelledError),
         asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner,
