@@ -55,4 +55,3 @@ def broker() -> Iterator[str]:
             yield started.bootstrap
         finally:
             started.stop()
-
