@@ -122,10 +122,15 @@ def new_consumer(
         max_poll_records=max_poll_records,
         session_timeout_ms=session_timeout_ms,
         heartbeat_interval_ms=max(session_timeout_ms // 4, 500),
-        max_partition_fetch_bytes=max(settings.max_record_bytes * 2, 1_048_576),
+        max_partition_fetch_bytes=partition_fetch_bytes(settings),
         fetch_min_bytes=fetch_min_bytes,
         fetch_max_wait_ms=fetch_max_wait_ms,
     )
+
+
+def partition_fetch_bytes(settings: KafkaSettings) -> int:
+    """The most a fetch takes from one partition: two of the largest records, 1 MiB at least."""
+    return max(settings.max_record_bytes * 2, 1_048_576)
 
 
 def new_admin(settings: KafkaSettings, client_id: str = "agui-relay-admin") -> AIOKafkaAdminClient:

@@ -1,0 +1,79 @@
+"""The plain reader on aiokafka's defaults: the second floor of ``bench.consumer_throughput``.
+
+    python -m bench.bare_reader SPEC   (``bench.consumer_throughput`` starts it)
+
+The same reads as that benchmark's own plain reader (every range of SPEC
+from its start to its end, once per ``go`` line on stdin, a JSON line of
+what it read each time), written the way aiokafka's documentation writes a
+consumer: ``asyncio.run`` on the default event loop, CPython's garbage
+collector as it comes, an ``AIOKafkaConsumer`` given the bootstrap,
+``read_committed`` and the fetch size the service uses. It imports nothing
+of agui-relay, so no service's startup objects weigh on its collector.
+
+The other reader runs on the services' runtime (``run_until_signalled``:
+uvloop, the startup objects frozen, young collections every
+``AGUI_GC_THRESHOLD`` allocations), as the consumer service does; the two
+ratios the benchmark prints are the service against a reader given every
+advantage it has, and against aiokafka as a team would first write it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+READ_TIMEOUT_S = 60.0
+
+
+Ranges = dict[TopicPartition, int]
+
+
+def ranges(spec: dict[str, Any]) -> tuple[Ranges, Ranges]:
+    """SPEC's start and end offsets, per topic partition."""
+    def offsets(key: str) -> Ranges:
+        return {TopicPartition(t, int(p)): o for t, v in spec[key].items() for p, o in v.items()}
+    return offsets("start"), offsets("end")
+
+
+async def read(spec: dict[str, Any]) -> None:
+    """Print ``ready``; then for each ``go`` on stdin read every range, print what it read."""
+    start, end = ranges(spec)
+    tps = list(end)
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=spec["bootstrap"], client_id="bench-bare-reader",
+        isolation_level="read_committed", enable_auto_commit=False,
+        max_partition_fetch_bytes=spec["max_partition_fetch_bytes"])
+    await consumer.start()
+    lines = asyncio.StreamReader()
+    loop = asyncio.get_running_loop()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(lines), sys.stdin)
+    try:
+        consumer.assign(tps)
+        print("ready", flush=True)
+        while (await lines.readline()).strip() == b"go":
+            for tp in tps:
+                consumer.seek(tp, start[tp])
+            left = {tp for tp in tps if start[tp] < end[tp]}
+            counts = dict.fromkeys(spec["end"], 0)
+            cpu0, t0 = time.process_time(), time.perf_counter()
+            async with asyncio.timeout(READ_TIMEOUT_S):
+                while left:
+                    batch = await consumer.getmany(timeout_ms=1000, max_records=2000)
+                    for tp, records in batch.items():
+                        limit = end[tp]
+                        counts[tp.topic] += sum(1 for r in records if r.offset < limit)
+                        if records[-1].offset + 1 >= limit:
+                            left.discard(tp)
+            seconds, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+            print(json.dumps({"records": counts, "seconds": seconds, "cpu_s": cpu}), flush=True)
+    finally:
+        await consumer.stop()
+
+
+if __name__ == "__main__":
+    asyncio.run(read(json.loads(sys.argv[1])))
