@@ -41,13 +41,21 @@ def ranges(spec: dict[str, Any]) -> tuple[Ranges, Ranges]:
 
 
 async def read(spec: dict[str, Any]) -> None:
-    """Print ``ready``; then for each ``go`` on stdin read every range, print what it read."""
-    start, end = ranges(spec)
-    tps = list(end)
+    """The bare reader: aiokafka's consumer with what these reads need, on ``serve_reads``."""
     consumer = AIOKafkaConsumer(
         bootstrap_servers=spec["bootstrap"], client_id="bench-bare-reader",
         isolation_level="read_committed", enable_auto_commit=False,
         max_partition_fetch_bytes=spec["max_partition_fetch_bytes"])
+    await serve_reads(consumer, spec)
+
+
+async def serve_reads(consumer: AIOKafkaConsumer, spec: dict[str, Any],
+                      stop: asyncio.Event | None = None) -> None:
+    """Start ``consumer`` and print ``ready``; then for each ``go`` on stdin read every range
+    of ``spec`` and print what it read, the seconds from its first fetch to its last record
+    and its own CPU time; until stdin ends (or ``stop``). Both readers run this."""
+    start, end = ranges(spec)
+    tps = list(end)
     await consumer.start()
     lines = asyncio.StreamReader()
     loop = asyncio.get_running_loop()
@@ -55,7 +63,7 @@ async def read(spec: dict[str, Any]) -> None:
     try:
         consumer.assign(tps)
         print("ready", flush=True)
-        while (await lines.readline()).strip() == b"go":
+        while not (stop and stop.is_set()) and (await lines.readline()).strip() == b"go":
             for tp in tps:
                 consumer.seek(tp, start[tp])
             left = {tp for tp in tps if start[tp] < end[tp]}

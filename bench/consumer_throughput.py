@@ -80,6 +80,7 @@ import orjson
 from rich.console import Console
 from rich.table import Table
 
+from bench.bare_reader import READ_TIMEOUT_S, serve_reads
 from bench.broker import broker, topic_prefix
 from bench.consumer import BROKER_WARMUP_S, cpu_seconds, processes, wait_http
 from bench.consumer_scaling import load
@@ -93,7 +94,6 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "consumer_throughput.json"
 PARTITIONS = 8
 READ_ROUNDS = 3
-READ_TIMEOUT_S = 60.0
 PHASE_TIMEOUT_S = 150.0
 DECISION_TIMEOUT_S = 60.0
 console = Console()
@@ -134,46 +134,15 @@ async def read_range(stop: asyncio.Event) -> None:
     """The plain reader: ``--read SPEC``'s ranges, once per line on stdin; a JSON line each.
 
     Runs in its own process (``--read``), started and connected before the
-    parent times it: it prints ``ready``, then for each ``go`` on stdin reads
-    every range from its start to its end and prints what it read, the
-    seconds from its first fetch to its last record and its own CPU time.
+    parent times it, on the services' runtime and with the service's
+    consumer settings; the reads are ``bench.bare_reader.serve_reads``.
     """
     spec = orjson.loads(sys.argv[sys.argv.index("--read") + 1])
     kafka = KafkaSettings(
         bootstrap_servers=spec["bootstrap"], topic_prefix=spec["prefix"], partitions=PARTITIONS
     )
-    start: Offsets = {t: {int(p): o for p, o in v.items()} for t, v in spec["start"].items()}
-    end: Offsets = {t: {int(p): o for p, o in v.items()} for t, v in spec["end"].items()}
-    tps = [TopicPartition(t, p) for t, parts in end.items() for p in parts]
     consumer = new_consumer(kafka, "bench-plain-reader", group_id=None, max_poll_records=2000)
-    await consumer.start()
-    lines = asyncio.StreamReader()
-    loop = asyncio.get_running_loop()
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(lines), sys.stdin)
-    try:
-        consumer.assign(tps)
-        print("ready", flush=True)
-        while not stop.is_set() and (await lines.readline()).strip() == b"go":
-            for tp in tps:
-                consumer.seek(tp, start[tp.topic][tp.partition])
-            left = {tp for tp in tps if start[tp.topic][tp.partition] < end[tp.topic][tp.partition]}
-            counts = dict.fromkeys(end, 0)
-            cpu0, t0 = time.process_time(), time.perf_counter()
-            async with asyncio.timeout(READ_TIMEOUT_S):
-                while left:
-                    batch = await consumer.getmany(timeout_ms=1000, max_records=2000)
-                    for tp, records in batch.items():
-                        limit = end[tp.topic][tp.partition]
-                        counts[tp.topic] += sum(1 for r in records if r.offset < limit)
-                        if records[-1].offset + 1 >= limit:
-                            left.discard(tp)
-            seconds, cpu = time.perf_counter() - t0, time.process_time() - cpu0
-            print(
-                orjson.dumps({"records": counts, "seconds": seconds, "cpu_s": cpu}).decode(),
-                flush=True,
-            )
-    finally:
-        await consumer.stop()
+    await serve_reads(consumer, spec, stop)
 
 
 async def end_offsets(kafka: KafkaSettings, topics: tuple[str, ...]) -> Offsets:
