@@ -9,8 +9,6 @@ open in the broker: a few thousand runs' worth reached its open-file limit).
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import contextlib
 import os
 import tempfile
@@ -19,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from deploy.kafka import launcher
-from services.kafka.admin import delete_prefixed
+from services.kafka.admin import delete_prefixed_now
 from services.runtime.settings import KafkaSettings
 
 _PREFIXES: list[str] = []
@@ -43,10 +41,8 @@ def broker() -> Iterator[str]:
             yield external
         finally:
             if prefixes := tuple(_PREFIXES[before:]):
-                # a thread of its own: the caller's event loop may still be running
-                settings = KafkaSettings(bootstrap_servers=external)
-                with concurrent.futures.ThreadPoolExecutor(1) as pool:
-                    pool.submit(asyncio.run, delete_prefixed(settings, prefixes)).result()
+                # the caller's event loop may still be running
+                delete_prefixed_now(KafkaSettings(bootstrap_servers=external), prefixes)
         return
     launcher.fetch(quiet=True)
     with tempfile.TemporaryDirectory(prefix="agui-bench-") as data:

@@ -96,7 +96,7 @@ PARTITIONS = 8
 READ_ROUNDS = 3
 PHASE_TIMEOUT_S = 150.0
 DECISION_TIMEOUT_S = 60.0
-console = Console()
+console = Console(width=140)
 
 Offsets = dict[str, dict[int, int]]
 """Per topic, per partition: an offset."""

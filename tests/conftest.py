@@ -16,8 +16,6 @@ fetch the jars, because a suite that silently skips Kafka proves nothing.
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import os
 import sys
 import uuid
@@ -148,13 +146,10 @@ class TopicSweeper:
         """Delete the topics of every prefix used so far, once there are ``at_least``."""
         if self.bootstrap is None or len(self.used) < at_least:
             return
-        from services.kafka.admin import delete_prefixed
+        from services.kafka.admin import delete_prefixed_now
         from services.runtime.settings import KafkaSettings
         prefixes, self.used = tuple(self.used), []
-        cleanup = delete_prefixed(KafkaSettings(bootstrap_servers=self.bootstrap), prefixes)
-        # a thread and an event loop of its own: the session's loop is left as it is
-        with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            pool.submit(asyncio.run, cleanup).result()
+        delete_prefixed_now(KafkaSettings(bootstrap_servers=self.bootstrap), prefixes)
 
 
 _SWEEPER = TopicSweeper()

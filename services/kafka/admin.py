@@ -9,6 +9,7 @@ broker, and writes go on while one is down); on one broker, 1.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -103,6 +104,13 @@ async def delete_prefixed(settings: KafkaSettings, prefixes: tuple[str, ...]) ->
     finally:
         await admin.close()
     return names
+
+
+def delete_prefixed_now(settings: KafkaSettings, prefixes: tuple[str, ...]) -> list[str]:
+    """``delete_prefixed`` from synchronous code, on a thread and an event loop of its own,
+    so it may be called where an event loop is running (a fixture, a benchmark's exit)."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, delete_prefixed(settings, prefixes)).result()
 
 
 async def cluster_replication(admin: AIOKafkaAdminClient) -> Replication:
