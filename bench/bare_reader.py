@@ -28,6 +28,10 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 READ_TIMEOUT_S = 60.0
+AIOKAFKA_FETCH_WAIT_MS = 500
+"""aiokafka's default ``fetch_max_wait_ms``, which the bare reader keeps."""
+SETTLE_S = 0.1
+"""Beyond a fetch's longest wait, before a read starts its clock (``serve_reads``)."""
 
 
 Ranges = dict[TopicPartition, int]
@@ -46,14 +50,22 @@ async def read(spec: dict[str, Any]) -> None:
         bootstrap_servers=spec["bootstrap"], client_id="bench-bare-reader",
         isolation_level="read_committed", enable_auto_commit=False,
         max_partition_fetch_bytes=spec["max_partition_fetch_bytes"])
-    await serve_reads(consumer, spec)
+    await serve_reads(consumer, spec, fetch_wait_ms=AIOKAFKA_FETCH_WAIT_MS)
 
 
-async def serve_reads(consumer: AIOKafkaConsumer, spec: dict[str, Any],
+async def serve_reads(consumer: AIOKafkaConsumer, spec: dict[str, Any], *, fetch_wait_ms: int,
                       stop: asyncio.Event | None = None) -> None:
     """Start ``consumer`` and print ``ready``; then for each ``go`` on stdin read every range
     of ``spec`` and print what it read, the seconds from its first fetch to its last record
-    and its own CPU time; until stdin ends (or ``stop``). Both readers run this."""
+    and its own CPU time; until stdin ends (or ``stop``). Both readers run this.
+
+    Between reads the partitions are paused. A consumer whose partitions are all
+    read to their end keeps a fetch waiting at the broker for ``fetch_wait_ms``
+    (``fetch_max_wait_ms``), and sends no other to that broker until it
+    returns: timed from the seek, every read but the first would begin with
+    up to that long of nothing (half a second, on aiokafka's defaults). So
+    each read first waits out any such fetch, paused, and then starts the clock.
+    """
     start, end = ranges(spec)
     tps = list(end)
     await consumer.start()
@@ -62,10 +74,13 @@ async def serve_reads(consumer: AIOKafkaConsumer, spec: dict[str, Any],
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(lines), sys.stdin)
     try:
         consumer.assign(tps)
+        consumer.pause(*tps)
         print("ready", flush=True)
         while not (stop and stop.is_set()) and (await lines.readline()).strip() == b"go":
+            await asyncio.sleep(fetch_wait_ms / 1000 + SETTLE_S)
             for tp in tps:
                 consumer.seek(tp, start[tp])
+            consumer.resume(*tps)
             left = {tp for tp in tps if start[tp] < end[tp]}
             counts = dict.fromkeys(spec["end"], 0)
             cpu0, t0 = time.process_time(), time.perf_counter()
@@ -78,6 +93,7 @@ async def serve_reads(consumer: AIOKafkaConsumer, spec: dict[str, Any],
                         if records[-1].offset + 1 >= limit:
                             left.discard(tp)
             seconds, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+            consumer.pause(*tps)
             print(json.dumps({"records": counts, "seconds": seconds, "cpu_s": cpu}), flush=True)
     finally:
         await consumer.stop()

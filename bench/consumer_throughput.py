@@ -141,8 +141,10 @@ async def read_range(stop: asyncio.Event) -> None:
     kafka = KafkaSettings(
         bootstrap_servers=spec["bootstrap"], topic_prefix=spec["prefix"], partitions=PARTITIONS
     )
-    consumer = new_consumer(kafka, "bench-plain-reader", group_id=None, max_poll_records=2000)
-    await serve_reads(consumer, spec, stop)
+    fetch_wait_ms = 100  # new_consumer's default, as the service's consumers have it
+    consumer = new_consumer(kafka, "bench-plain-reader", group_id=None, max_poll_records=2000,
+                            fetch_max_wait_ms=fetch_wait_ms)
+    await serve_reads(consumer, spec, fetch_wait_ms=fetch_wait_ms, stop=stop)
 
 
 async def end_offsets(kafka: KafkaSettings, topics: tuple[str, ...]) -> Offsets:
