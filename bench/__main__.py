@@ -115,6 +115,8 @@ HEADLINES: tuple[Headline, ...] = (
      lambda r: _at_20_100(r, "ratio"), "{:.2f} / {:.2f}", "≥ 0.5"),
     ("consumer_throughput", "  CPU per event, plain reader / consumer: the ratio with a core each",
      lambda r: _at_20_100(r, "cpu_ratio"), "{:.2f} / {:.2f}", ""),
+    ("consumer_throughput", "  the same against aiokafka on its defaults (bench.bare_reader)",
+     lambda r: _at_20_100(r, "ratio_bare"), "{:.2f} / {:.2f}", ""),
     ("consumer_throughput", "CPU µs per event at 100: broker / consumer / stand-in / client / "
      "plain reader",
      lambda r: tuple(_get(r["consumer_throughput"], "phases", "100", *path) for path in (

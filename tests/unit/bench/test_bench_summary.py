@@ -34,3 +34,12 @@ def test_the_end_to_end_ratio_and_the_batched_gatekeeper_are_headlines() -> None
 def test_a_benchmark_that_wrote_nothing_shows_not_available() -> None:
     rows = summarise(dict.fromkeys(BENCHES))
     assert {r["value"] for r in rows} == {"n/a"}
+
+
+def test_the_sse_ratio_is_shown_against_both_readers() -> None:
+    results: dict[str, dict[str, Any] | None] = dict.fromkeys(BENCHES)
+    results["consumer_throughput"] = {"phases": {
+        "20": {"ratio": 0.33, "ratio_bare": 0.35}, "100": {"ratio": 0.34, "ratio_bare": 0.42}}}
+    rows = summarise(results)
+    assert row(rows, "SSE events/s / plain reader's")["value"] == "0.33 / 0.34"
+    assert row(rows, "the same against aiokafka on its defaults")["value"] == "0.35 / 0.42"
