@@ -16,10 +16,15 @@ from typing import Any
 
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import TopicAlreadyExistsError, for_code
+from aiokafka.protocol.offset import OffsetRequest, OffsetResetStrategy
 
 from contracts.topics import TopicSpec
-from services.kafka.clients import AIOKafkaAdminClient, NewTopic, new_admin
+from services.kafka.clients import AIOKafkaAdminClient, KafkaError, NewTopic, new_admin
+from services.kafka.lookup import client_of
 from services.runtime.settings import KafkaSettings
+
+LATEST_OFFSET = OffsetResetStrategy.LATEST
+"""ListOffsets' timestamp for "the end"."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,10 +147,14 @@ def _raise_failures(topic_errors: list[Any]) -> None:
 async def _await_leaders(
     admin: AIOKafkaAdminClient, names: list[str], within_s: float = 30.0
 ) -> None:
-    """Wait until every partition of ``names`` has a leader.
+    """Wait until every partition of ``names`` has a leader that serves it.
 
     A topic is usable only once its partitions have leaders; returning earlier
     makes the services' first fetches fail with NotLeaderForPartition noise.
+    The metadata names a broker leader a moment before that broker serves the
+    partition (its metadata cache is updated before its replica manager), so
+    each leader is also asked for its partitions' end offsets until it answers
+    every one without an error.
     """
     deadline = asyncio.get_running_loop().time() + within_s
     while asyncio.get_running_loop().time() < deadline:
@@ -154,9 +163,27 @@ async def _await_leaders(
             d.get("error_code", 0) == 0 and d["partitions"]
             and all(p.get("leader", -1) >= 0 for p in d["partitions"])
             for d in described
-        ):
+        ) and await _leaders_serve(admin, described):
             return
         await asyncio.sleep(0.1)
+
+
+async def _leaders_serve(admin: AIOKafkaAdminClient, described: list[dict[str, Any]]) -> bool:
+    """True when each partition's leader answers a ListOffsets for it with no error."""
+    asked: dict[int, dict[str, list[tuple[int, int]]]] = {}
+    for d in described:
+        for p in d["partitions"]:
+            asked.setdefault(p["leader"], {}).setdefault(d["topic"], []).append(
+                (p["partition"], LATEST_OFFSET))
+    client = client_of(admin)
+    for node, topics in asked.items():
+        try:
+            response = await client.send(node, OffsetRequest(-1, 0, list(topics.items())))
+        except KafkaError:
+            return False
+        if any(error for _topic, parts in response.topics for _p, error, *_ in parts):
+            return False
+    return True
 
 
 async def _partition_counts(admin: AIOKafkaAdminClient, names: list[str]) -> dict[str, int]:

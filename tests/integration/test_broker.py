@@ -167,6 +167,29 @@ async def test_catalog_topics_on_one_broker_get_one_replica(
     assert {s.configs.get("min.insync.replicas") for s in states} == {"1"}
 
 
+async def test_new_catalog_topics_answer_their_first_reader_at_once(
+    kafka_bootstrap: str, topic_prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Once ``ensure_topics`` returns, every partition's leader serves it: a reader's first
+    ListOffsets (``seek_to_end``) is answered, not refused NotLeaderForPartition and retried
+    with an error logged (which a broker's metadata allows for a moment after creation)."""
+    settings = KafkaSettings(KAFKA_BOOTSTRAP_SERVERS=kafka_bootstrap,
+                             AGUI_TOPIC_PREFIX=topic_prefix, AGUI_PARTITIONS=8)
+    await ensure_topics(settings, ("approval",))
+    specs = settings.topics.specs(("approval",))
+    consumer = AIOKafkaConsumer(bootstrap_servers=kafka_bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        with caplog.at_level(logging.WARNING, logger="aiokafka"):
+            partitions = [TopicPartition(s.name, p) for s in specs for p in range(s.partitions)]
+            consumer.assign(partitions)
+            await consumer.seek_to_end(*partitions)
+            assert {await consumer.position(tp) for tp in partitions} == {0}
+    finally:
+        await consumer.stop()
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("aiokafka")] == []
+
+
 async def test_create_compacted_topic_with_configs(kafka_bootstrap: str, topic_prefix: str) -> None:
     topic = f"{topic_prefix}.state"
     configs = {"cleanup.policy": "compact", "retention.ms": "604800000", "segment.bytes": "1048576"}
