@@ -219,7 +219,9 @@ def _move(kind: str, i: str, owner: str | None, parent: str | None) -> BaseEvent
         "text_chunk": lambda: TextMessageChunkEvent(message_id=i, delta="y", subagent_run_id=owner),
         "tool_start": lambda: ToolCallStartEvent(tool_call_id=i, tool_call_name="f",
                                                  subagent_run_id=owner),
-        "tool_args": lambda: ToolCallArgsEvent(tool_call_id=i, delta="{}", subagent_run_id=owner),
+        # "1": a call's args are its deltas concatenated, which must parse as JSON however
+        # many there are ("11" does; "{}{}" does not)
+        "tool_args": lambda: ToolCallArgsEvent(tool_call_id=i, delta="1", subagent_run_id=owner),
         "tool_end": lambda: ToolCallEndEvent(tool_call_id=i, subagent_run_id=owner),
         "tool_result": lambda: ToolCallResultEvent(message_id=f"res-{i}", tool_call_id=i,
                                                    content="ok"),
