@@ -57,9 +57,39 @@ MARKERS = {
 }
 
 
+SHARED_STACK_SUITES = ("browser", "cluster", "hostile", "interop", "unit/deploy")
+"""Folders whose tests share one process-wide fixture (a stack, a cluster, a browser)
+and may depend on each other's order (``hostile``'s ``test_afterwards`` stops its stack)."""
+
+
 def pytest_configure(config: pytest.Config) -> None:
     for name, help_text in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {help_text}")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``make test`` (``-n 2 --dist loadscope``): hand pytest-xdist's workers whole suites
+    of ``SHARED_STACK_SUITES`` and, elsewhere, whole files (their module fixtures), each
+    in collection order. Each worker has a broker of its own (the session fixture), so
+    workers share nothing. (``--dist loadgroup`` cannot do this on pytest 9: xdist marks
+    a group in ``item._nodeid``, which pytest 9 no longer reads.)"""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    # in collection order, not xdist's default of the scopes with the most tests first:
+    # that put the single-test fault scenarios (minutes each) last, one worker idle
+    # while the other ran them
+    config.option.loadscopereorder = False
+
+    class SuiteScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            where = path.removeprefix("tests/")
+            return next((s for s in SHARED_STACK_SUITES if where.startswith(s + "/")), path)
+
+    return SuiteScheduling(config, log)
 
 
 @dataclass(frozen=True)
