@@ -71,8 +71,9 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """``make test`` (``-n 2 --dist loadscope``): hand pytest-xdist's workers whole suites
     of ``SHARED_STACK_SUITES`` and, elsewhere, whole files (their module fixtures), each
-    in collection order. Each worker has a broker of its own (the session fixture), so
-    workers share nothing. (``--dist loadgroup`` cannot do this on pytest 9: xdist marks
+    in collection order. Each worker's session fixture starts a local broker of its own
+    (an external ``KAFKA_BOOTSTRAP_SERVERS`` is shared; every test has topics of its
+    own either way). (``--dist loadgroup`` cannot do this on pytest 9: xdist marks
     a group in ``item._nodeid``, which pytest 9 no longer reads.)"""
     if config.getvalue("dist") != "loadscope":
         return None
