@@ -30,8 +30,9 @@ and the next batch dead-letters them instead of deciding them again.
 Events other than ``RUN_STARTED`` / ``RUN_FINISHED`` / ``RUN_ERROR`` are
 skipped on their type header without decoding; only ``RUN_FINISHED`` is
 decoded (its outcome matters). A boundary event that cannot be used (no key,
-missing headers, a body that does not validate) is dead-lettered rather than
-guessed at: the thread stays as it was, which never admits anything early.
+a key that is not UTF-8, missing headers, a body that does not validate) is
+dead-lettered rather than guessed at: the thread stays as it was, which never
+admits anything early.
 """
 
 from __future__ import annotations
@@ -339,7 +340,12 @@ class Batch:
             )
             self._dead(record, code, reason)
             return None
-        thread_id = record.key.decode("utf-8", "replace")
+        try:
+            thread_id = record.key.decode("utf-8")
+        except UnicodeDecodeError:  # no thread's key: a lossy decode could name a real one
+            self._dead(record, "event_key_not_utf8",
+                       f"{kind} record's key is not UTF-8, so it names no thread")
+            return None
         if kind != EventType.RUN_FINISHED.value:
             return thread_id, Boundary(kind, headers.run_id, headers.agent)
         try:

@@ -7,8 +7,8 @@ or name longer than ``AGUI_MAX_ID_LENGTH``, no nesting deeper than
 past the consumer service's edge gets the same answer as one it refused),
 a valid ``RunRequest`` (schema version, the
 ``RunAgentInput`` wire form), naming an agent that has a dispatch topic, and
-keyed by its own ``input.threadId`` (the key decides the partition, and so
-which gatekeeper instance holds the thread). ``read_request`` turns a record
+keyed by its own ``input.threadId``, byte for byte (the key decides the
+partition, and so which gatekeeper instance holds the thread). ``read_request`` turns a record
 into exactly one of:
 
 - ``Accepted``: a request for ``rules.decide``;
@@ -127,9 +127,8 @@ def read_request(
             )
         )
     thread_id = request.input.thread_id
-    key_text = key.decode("utf-8", "replace") if key is not None else None
-    if key_text != thread_id:
-        shown = "no key" if key_text is None else f"key {key_text!r}"
+    if key != thread_id.encode("utf-8", "surrogatepass"):  # bytes: the key is the partition
+        shown = "no key" if key is None else f"key {_shown_key(key)}"
         return Refused(
             refusal(
                 request,
@@ -140,6 +139,15 @@ def read_request(
             )
         )
     return Accepted(request, raw)
+
+
+def _shown_key(key: bytes) -> str:
+    """A record key for a message: as text when it is UTF-8, else as the bytes it is (a
+    lossy decode could show the very threadId the key is not)."""
+    try:
+        return repr(key.decode("utf-8"))
+    except UnicodeDecodeError:
+        return repr(key)
 
 
 def refusal(request: RunRequest, code: RejectionCode, message: str, now: datetime) -> Decision:

@@ -105,12 +105,13 @@ def test_run_error_is_read_from_its_headers_alone() -> None:
         (ev("r0", "RUN_FINISHED", b"{broken", key=b"t1"), "invalid_event"),
         (ev("r0", "RUN_FINISHED", b'{"type":"RUN_ERROR","message":"x"}'), "invalid_event"),
         (ev("r0", "RUN_ERROR", b"{}", key=None), "event_without_key"),
+        (ev("r0", "RUN_ERROR", b"{}", key=b"\xfft1"), "event_key_not_utf8"),
         (
             Rec("p.events", b"{}", headers=[("agui-event-type", b"RUN_ERROR")]),
             "event_without_headers",
         ),
     ],
-    ids=["bad-json", "wrong-type", "no-key", "no-run-header"],
+    ids=["bad-json", "wrong-type", "no-key", "key-not-utf8", "no-run-header"],
 )
 def test_an_unusable_boundary_is_dead_lettered_and_the_thread_stays(record: Rec, code: str) -> None:
     b = batch({"t1": running("r0")})

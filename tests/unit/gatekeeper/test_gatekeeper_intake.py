@@ -103,6 +103,21 @@ def test_a_key_other_than_the_thread_id_is_key_mismatch(key: bytes | None) -> No
     assert (d.code, d.thread_id, d.run_id, d.agent) == ("key_mismatch", "t1", "r1", "scripted")
 
 
+@pytest.mark.parametrize("key", [b"\xff<s>", b"\xfe<s>", b"\xef\xbf<s>"],
+                         ids=["ff", "fe", "cut"])
+def test_a_key_that_only_decodes_lossily_to_the_thread_id_is_key_mismatch(key: bytes) -> None:
+    """Each of these keys decodes, with replacement, to the threadId "\ufffd<s>"; the key's
+    bytes decide the partition, so only the threadId's own bytes are its key."""
+    thread = "\ufffd<s>"
+    assert key.decode("utf-8", "replace") == thread
+    value = wire(input__threadId=thread)
+    read_back = read(value, key=key)
+    assert isinstance(read_back, Refused)
+    assert read_back.decision.code == "key_mismatch"
+    assert repr(key) in read_back.decision.message
+    assert isinstance(read(value, key=thread.encode()), Accepted)
+
+
 def test_invalid_input_wins_over_key_mismatch() -> None:
     read_back = read(wire(input__messages=None), key=b"t2")
     assert isinstance(read_back, Refused)
