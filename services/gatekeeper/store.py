@@ -126,7 +126,14 @@ def _apply(
             extra={"partition": tp.partition, "offset": offset},
         )
         return
-    thread_id = key.decode("utf-8", "replace")
+    try:
+        thread_id = key.decode("utf-8")
+    except UnicodeDecodeError:
+        log.warning(
+            "threads record whose key is not UTF-8 skipped",
+            extra={"partition": tp.partition, "offset": offset},
+        )
+        return
     if value is None:
         states.pop(thread_id, None)
         return

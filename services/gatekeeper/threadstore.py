@@ -207,9 +207,18 @@ class ThreadStates(Mapping[str, ThreadState]):
         seen = set(self.pending)
         yield from seen
         for key in self.store.data_keys():
-            text = key.decode()
-            if text not in seen:
+            text = thread_of(key)
+            if text is not None and text not in seen:
                 yield text
+
+
+def thread_of(key: bytes) -> str | None:
+    """The threadId a ``threads`` key names; None for a key that is not UTF-8: no thread's
+    (the gatekeeper writes every key from a threadId), so not read as another thread."""
+    try:
+        return key.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
 
 
 def _charge(raw: bytes) -> int:
@@ -220,12 +229,14 @@ def changes(_: int, records: Sequence[Any]) -> list[Change]:
     """What ``threads`` records change in a store (``changelog.catch_up``'s ``Changes``).
 
     The value is kept as written; a tombstone deletes; a record without a key,
-    or whose value is not JSON, changes nothing (as ``store.restore`` skips it).
+    with a key that is not UTF-8, or whose value is not JSON, changes nothing (as
+    ``store.restore`` skips it).
     """
     out: list[Change] = []
     for record in records:
-        if record.key is None:
-            log.warning("threads record without key skipped",
+        if record.key is None or thread_of(record.key) is None:
+            log.warning("threads record without key skipped" if record.key is None else
+                        "threads record whose key is not UTF-8 skipped",
                         extra={"partition": record.partition, "offset": record.offset})
             continue
         if record.value is None:
@@ -310,8 +321,8 @@ def _decoded(marks: list[tuple[bytes, bytes]],
              pending: dict[str, ThreadState]) -> Iterator[tuple[str, ThreadState]]:
     """The watched states among ``marks``, then ``pending`` (newer: they replace marks)."""
     for key, mark in marks:
-        thread_id = key.decode()
-        if thread_id in pending:
+        thread_id = thread_of(key)
+        if thread_id is None or thread_id in pending:
             continue
         try:
             state = ThreadState.model_validate_json(mark)

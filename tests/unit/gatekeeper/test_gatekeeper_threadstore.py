@@ -88,6 +88,19 @@ def test_in_memory_states_are_a_plain_mapping() -> None:
     assert states.watched() == {}
 
 
+def test_a_stored_key_that_is_not_utf8_is_no_thread_and_the_others_are_watched(
+        tmp_path: Path) -> None:
+    """A store written before such keys were skipped still has them: listing the
+    threads and the census of watched ones pass them by."""
+    store = PartitionStore.open(tmp_path / "p0")
+    raw = wire.state(interrupted("a"))
+    store.write([(b"\xffq", raw, slim_raw(raw)), (b"a", raw, slim_raw(raw))], 1)
+    states = ThreadStates(0, store=store, cache=ByteLRU(1 << 20))
+    assert sorted(states) == ["a"]
+    assert sorted(states.watched()) == ["a"]
+    store.close()
+
+
 def test_a_store_value_that_does_not_decode_reads_as_a_new_thread(tmp_path: Path) -> None:
     store = PartitionStore.open(tmp_path / "p0")
     store.write([(b"t", b'{"threadId": 5}', b"{}")], 1)
@@ -103,7 +116,8 @@ class Rec:
 
 def test_changelog_records_become_store_changes_as_restore_reads_them() -> None:
     records = [Rec(b"a", wire.state(interrupted("a"))), Rec(b"b", wire.state(idle("b"))),
-               Rec(b"c", None), Rec(None, b"{}"), Rec(b"d", b"not json")]
+               Rec(b"c", None), Rec(None, b"{}"), Rec(b"d", b"not json"),
+               Rec(b"\xffq", wire.state(interrupted("q")))]
     found = changes(0, records)
     assert [(k, v) for k, v, _ in found] == [(b"a", records[0].value), (b"b", records[1].value),
                                               (b"c", None)]
