@@ -14,7 +14,9 @@ lets a run report one, but holding every stream open for a grace period
 would delay every client for a rare case; the late error is on the events
 topic, and the replay route shows it. The body never writes an event of
 its own: a stream that ends early (client gone or idle, shutdown, the log
-unreadable) is truncated, never finished.
+unreadable) is truncated, never finished; and it never sends a record whose
+value is not a JSON object (another writer's), which is skipped with a
+warning before it can take a sequence number from the run's own record.
 
 ``EventStreamResponse`` runs a synchronous ``on_close`` when the response
 ends for any reason (terminal, disconnect, drop), which is where the route
@@ -32,14 +34,20 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from services.consumer.ordering import KEEPALIVE, TERMINAL_TYPES, Sequencer, frame_parts
-from services.consumer.streams import Delivery, RunStream
+from services.consumer.ordering import (
+    KEEPALIVE,
+    TERMINAL_TYPES,
+    Sequencer,
+    frame_parts,
+    sse_value,
+)
+from services.consumer.streams import Delivery, RunKey, RunStream
 from services.consumer.write_idle import closed_idle
 from services.kafka.clients import KafkaError
 
@@ -79,7 +87,7 @@ async def run_body(
     sequencer: Sequencer[Delivery] = Sequencer(after=after)
     if preface is not None:
         async for chunk in _relayed(preface, sequencer, outcome, keepalive_s, with_ids,
-                                    stop=False):
+                                    stream.key, stop=False):
             yield chunk
         if outcome.terminal:
             return
@@ -92,7 +100,7 @@ async def run_body(
             try:
                 async with contextlib.aclosing(stream.tail.follow(stream)) as items:
                     async for chunk in _relayed(items, sequencer, outcome, keepalive_s,
-                                                with_ids, stop=True):
+                                                with_ids, stream.key, stop=True):
                         yield chunk
             except KafkaError as exc:
                 log.warning("stream of run %s ends: its log cannot be read: %s",
@@ -103,7 +111,7 @@ async def run_body(
                 return
             continue
         if await buffer.wait(GAP_WAIT_S if sequencer.waiting else keepalive_s):
-            ready = sequencer.offer_all((d.seq, d) for d in buffer.take_all())
+            ready = sequencer.offer_all(_sequenced(buffer.take_all(), stream.key))
         elif not sequencer.waiting:
             yield KEEPALIVE
             continue
@@ -118,8 +126,8 @@ async def run_body(
 
 
 async def _relayed(items: AsyncIterator[Delivery | None], sequencer: Sequencer[Delivery],
-                   outcome: StreamOutcome, keepalive_s: float, with_ids: bool, *,
-                   stop: bool) -> AsyncIterator[bytes]:
+                   outcome: StreamOutcome, keepalive_s: float, with_ids: bool, key: RunKey,
+                   *, stop: bool) -> AsyncIterator[bytes]:
     """Frames of records read from the topic (a replay's scan, a log reader's run) as they
     come; ``None`` items are ticks, a keep-alive after ``keepalive_s`` of silence. With
     ``stop``, nothing after the first terminal event."""
@@ -130,12 +138,30 @@ async def _relayed(items: AsyncIterator[Delivery | None], sequencer: Sequencer[D
                 last_write = time.monotonic()
                 yield KEEPALIVE
             continue
-        chunk = _frames(sequencer.offer(item.seq, item), outcome, with_ids, stop=stop)
+        chunk = _frames(sequencer.offer_all(_sequenced((item,), key)), outcome, with_ids,
+                        stop=stop)
         if chunk:
             last_write = time.monotonic()
             yield chunk
         if stop and outcome.terminal:
             return
+
+
+def _sequenced(deliveries: Iterable[Delivery], key: RunKey) -> Iterator[tuple[int, Delivery]]:
+    """(seq, delivery) for the sequencer, each value made one ``data:`` line (``sse_value``).
+
+    A record whose value is not a JSON object (another writer's: the producer
+    writes none) is skipped with a warning *before* it is sequenced, so it takes
+    no sequence number from the run's own record and never reaches a client.
+    """
+    for delivery in deliveries:
+        line = sse_value(delivery.value)
+        if line is None:
+            log.warning("event record at offset %d (seq %d) of run %s is not a JSON object; "
+                        "not sent", delivery.offset, delivery.seq, key[1],
+                        extra={"threadId": key[0], "runId": key[1]})
+            continue
+        yield delivery.seq, (delivery if line is delivery.value else delivery._replace(value=line))
 
 
 def _frames(ready: list[tuple[int, Delivery]], outcome: StreamOutcome, with_ids: bool,

@@ -14,6 +14,7 @@ from services.consumer.ordering import (
     Sequencer,
     data_frame,
     parse_last_event_id,
+    sse_value,
 )
 
 pytestmark = pytest.mark.unit
@@ -97,6 +98,37 @@ def test_data_frame_keeps_the_producers_bytes() -> None:
     value = b'{"type":"RUN_STARTED","threadId":"t","runId":"r"}'
     assert data_frame(value, 7) == b"id: 7\ndata: " + value + b"\n\n"
     assert data_frame(value) == b"data: " + value + b"\n\n"
+
+
+@pytest.mark.parametrize("value", [
+    b"", b"not json", b"\xff\xfe", b"\xff\nnot json", b"[1, 2]", b'"text"', b"null",
+    b'{"type": "RUN_STARTED"', b'{"a": 1}\n{"b": 2}', b"{}}\n",
+], ids=["empty", "text", "not-utf8", "broken-line", "array", "string", "null", "cut",
+        "two-objects", "trailing"])
+def test_a_value_that_is_not_one_json_object_cannot_be_framed(value: bytes) -> None:
+    assert sse_value(value) is None
+    with pytest.raises(ValueError, match="not a JSON object"):
+        data_frame(value)
+
+
+@given(st.dictionaries(st.text(), st.text() | st.integers(-(2**63), 2**63 - 1) | st.none(),
+                       max_size=5))
+def test_every_json_object_is_framed_as_the_same_object_on_one_line(doc: dict[str, object]
+                                                                     ) -> None:
+    for value in (orjson.dumps(doc), orjson.dumps(doc, option=orjson.OPT_INDENT_2),
+                  b" " + orjson.dumps(doc) + b"\r\n"):
+        line = sse_value(value)
+        assert line is not None
+        assert b"\n" not in line
+        assert b"\r" not in line
+        assert orjson.loads(line) == doc
+
+
+def test_a_value_shaped_as_one_object_on_one_line_is_sent_as_it_is() -> None:
+    """Not parsed: what the producer writes has that shape, and parsing every event would
+    cost more than framing it. Only the shape is checked (a foreign "{}}" passes)."""
+    for value in (b"{}}", b'{"type":"TEXT_MESSAGE_CONTENT","delta":"\\n"}'):
+        assert sse_value(value) is value
 
 
 def test_a_value_with_line_breaks_is_compacted_into_one_data_line() -> None:
