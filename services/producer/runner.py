@@ -212,14 +212,16 @@ class Runner:
         return Cancelled()
 
     def _ending_of(self, task: asyncio.Task[Ending]) -> Ending:
-        if self._abort is not None and (task.cancelled() or task.exception() is not None):
+        # retrieved first, whatever decides the ending: an agent a refused event stopped
+        # raised RunAborted, which the loop would otherwise log as never retrieved
+        exc = None if task.cancelled() else task.exception()
+        if self._abort is not None and (task.cancelled() or exc is not None):
             return self._abort
         violation = self.port.violation
         if violation is not None:
             return Failed(violation.message, violation.code)
         if task.cancelled():
             return Cancelled()
-        exc = task.exception()
         if exc is None:
             return task.result()
         if isinstance(exc, RunAborted):

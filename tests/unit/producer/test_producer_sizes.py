@@ -8,6 +8,8 @@ conformant (ag-ui-validate).
 
 from __future__ import annotations
 
+import asyncio
+import gc
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -59,6 +61,28 @@ async def test_an_event_over_the_record_limit_ends_the_run_event_too_large() -> 
     assert str(MIB) in error["message"]
     assert max(len(r.value) for r in sink.records) < 1000
     assert_conformant(sink)
+
+
+def test_the_agent_task_a_refused_event_aborted_leaves_no_exception_unretrieved() -> None:
+    """Its ending is the refusal; the agent's RunAborted was once left for the loop to log
+    as "Task exception was never retrieved", a traceback for input the limits document.
+    A loop of its own: the task is reported when it is collected, after the run."""
+
+    async def one_run() -> ListSink:
+        runner, sink = runner_for(big_text)
+        await runner.run()
+        return sink
+
+    lost: list[dict[str, Any]] = []
+    loop = asyncio.new_event_loop()
+    loop.set_exception_handler(lambda _, context: lost.append(context))
+    try:
+        sink = loop.run_until_complete(one_run())
+    finally:
+        loop.close()
+    gc.collect()
+    assert error_of(sink)["code"] == "event_too_large"
+    assert [c["message"] for c in lost] == []
 
 
 async def yielding_big_content(_: Any, __: RunContext) -> AsyncIterator[BaseEvent]:
