@@ -391,10 +391,13 @@ class FanOut(BackgroundReader):
     def _on_decision(self, record: ConsumerRecord) -> None:
         try:
             raw = orjson.loads(record.value)
-        except orjson.JSONDecodeError:
-            log.warning("unreadable decision at offset %s", record.offset)
+        except orjson.JSONDecodeError as exc:
+            log.warning("decision at %d@%d skipped: not JSON (%s)", record.partition,
+                        record.offset, exc)
             return
         if not isinstance(raw, dict):
+            log.warning("decision at %d@%d skipped: not a JSON object", record.partition,
+                        record.offset)
             return
         if raw.get("verdict") == "admitted":
             thread_id, run_id = raw.get("threadId"), raw.get("runId")
