@@ -1,0 +1,87 @@
+"""Records another writer put on the relay's own topics (found by probing, 2026-12-04).
+
+A request keyed with bytes that are not UTF-8 but decode, with replacement,
+to its own threadId (``"\\ufffd..."``) once passed the key check: the record
+sits on the partition of its raw bytes, where the thread has no state, so a
+run was admitted past the thread's open interrupt. Now the key must be the
+threadId's bytes, and such a request is rejected ``key_mismatch``.
+
+A record on ``events`` that is not a JSON object, with a live run's
+headers and the sequence number of that run's end, once cut the client's
+stream with a traceback (its line break made the framing parse it), or
+took the end's sequence number so the run never ended. Now it is skipped
+before it is sequenced: the client gets the run whole, and its end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import orjson
+import pytest
+from faults.load import resume_all, run_input
+
+from contracts.headers import AGENT, EVENT_TYPE, RUN_ID, SCHEMA, SEQ, header_value
+from hostile.client import Tenant, finished, fresh
+from hostile.stack import UpStack
+from hostile.topics import decision_for, envelope, first_match, publish
+from services.kafka.partitioning import partition_for
+
+pytestmark = pytest.mark.hostile
+
+
+async def test_a_key_that_only_decodes_to_the_thread_id_is_key_mismatch_and_the_interrupt_holds(
+        relay: UpStack, tenant_a: Tenant) -> None:
+    settings = relay.settings
+    while True:  # the key's partition another than the thread's: where it has no state
+        tag = uuid.uuid4().hex[:10]
+        thread, lossy_key = f"\ufffd{tag}", b"\xff" + tag.encode()
+        if partition_for(thread, settings.partitions) != partition_for(lossy_key,
+                                                                        settings.partitions):
+            break
+    assert lossy_key.decode("utf-8", "replace") == thread
+    first = await tenant_a.run("approval", run_input(thread, f"{tag}-r1", text="Clean up /tmp"))
+    interrupts = finished(first, "interrupt")["outcome"]["interrupts"]
+
+    request = envelope(run_input(thread, f"{tag}-r2"), agent="approval")  # no resume
+    await publish(settings, settings.topics.requests, lossy_key, orjson.dumps(request))
+    decision = await decision_for(settings, request["requestId"], 30.0)
+    assert decision is not None, "no decision on the request keyed with other bytes"
+    assert (decision.verdict, decision.code) == ("rejected", "key_mismatch"), decision
+    assert repr(lossy_key) in (decision.message or "")
+
+    # the thread is as it was: its interrupt open, answered by the next run
+    resumed = await tenant_a.run("approval", resume_all(thread, f"{tag}-r3", interrupts,
+                                                        {"approved": True}))
+    finished(resumed, "success")
+    relay.check_alive()
+
+
+async def test_a_record_that_is_not_json_on_events_never_reaches_the_client(
+        relay: UpStack, tenant_a: Tenant) -> None:
+    settings = relay.settings
+    thread, run = fresh("notjson")
+    streaming = asyncio.create_task(tenant_a.run(
+        "scripted", run_input(thread, run, script={"text": "live", "delayMs": 4000})))
+    partition = partition_for(thread, settings.partitions)
+
+    def message_end(record: object) -> bool:
+        headers = getattr(record, "headers", ())
+        return (header_value(headers, RUN_ID) == run
+                and header_value(headers, EVENT_TYPE) == "TEXT_MESSAGE_END")
+
+    end = await first_match(settings, settings.topics.events, [partition], message_end, 30.0)
+    assert end is not None, "the run's message never ended"
+    terminal_seq = int(header_value(end.headers, SEQ) or "0") + 1
+    await publish(settings, settings.topics.events, thread.encode(), b"\xff\nnot json",
+                  headers=[(RUN_ID, run.encode()), (EVENT_TYPE, b"RUN_FINISHED"),
+                           (AGENT, b"scripted"), (SEQ, str(terminal_seq).encode()),
+                           (SCHEMA, b"1")])
+
+    result = await streaming
+    assert [e["type"] for e in result.events] == [
+        "RUN_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END",
+        "RUN_FINISHED"], result
+    finished(result, "success")
+    relay.check_alive()
