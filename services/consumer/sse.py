@@ -111,7 +111,8 @@ async def run_body(
                 return
             continue
         if await buffer.wait(GAP_WAIT_S if sequencer.waiting else keepalive_s):
-            ready = sequencer.offer_all(_sequenced(buffer.take_all(), stream.key))
+            ready = sequencer.offer_all(_sequenced(buffer.take_all(), stream.key, sequencer,
+                                                   outcome))
         elif not sequencer.waiting:
             yield KEEPALIVE
             continue
@@ -138,8 +139,8 @@ async def _relayed(items: AsyncIterator[Delivery | None], sequencer: Sequencer[D
                 last_write = time.monotonic()
                 yield KEEPALIVE
             continue
-        chunk = _frames(sequencer.offer_all(_sequenced((item,), key)), outcome, with_ids,
-                        stop=stop)
+        chunk = _frames(sequencer.offer_all(_sequenced((item,), key, sequencer, outcome)),
+                        outcome, with_ids, stop=stop)
         if chunk:
             last_write = time.monotonic()
             yield chunk
@@ -147,12 +148,16 @@ async def _relayed(items: AsyncIterator[Delivery | None], sequencer: Sequencer[D
             return
 
 
-def _sequenced(deliveries: Iterable[Delivery], key: RunKey) -> Iterator[tuple[int, Delivery]]:
+def _sequenced(deliveries: Iterable[Delivery], key: RunKey, sequencer: Sequencer[Delivery],
+               outcome: StreamOutcome) -> Iterator[tuple[int, Delivery]]:
     """(seq, delivery) for the sequencer, each value made one ``data:`` line (``sse_value``).
 
     A record whose value is not a JSON object (another writer's: the producer
     writes none) is skipped with a warning *before* it is sequenced, so it takes
     no sequence number from the run's own record and never reaches a client.
+    A terminal event at or below what the client has (a ``Last-Event-ID`` at or
+    past the run's end, given while it ran) ends the stream: the sequencer drops
+    it as already delivered, and the stream would otherwise wait for ever.
     """
     for delivery in deliveries:
         line = sse_value(delivery.value)
@@ -161,6 +166,9 @@ def _sequenced(deliveries: Iterable[Delivery], key: RunKey) -> Iterator[tuple[in
                         "not sent", delivery.offset, delivery.seq, key[1],
                         extra={"threadId": key[0], "runId": key[1]})
             continue
+        if (delivery.event_type in TERMINAL_TYPES and sequencer.after is not None
+                and delivery.seq <= sequencer.after):
+            outcome.terminal = True
         yield delivery.seq, (delivery if line is delivery.value else delivery._replace(value=line))
 
 
