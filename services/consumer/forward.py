@@ -72,8 +72,10 @@ PASSED = ("authorization", "content-type", "last-event-id", "traceparent", "trac
 """Request headers the owner is sent (besides ours)."""
 HOP_BY_HOP = frozenset({b"connection", b"keep-alive", b"transfer-encoding", b"te", b"trailer",
                         b"upgrade", b"proxy-authenticate", b"proxy-authorization",
-                        b"content-length"})
-"""Response headers not passed on (RFC 9110 7.6.1): the connection to the client is ours."""
+                        b"content-length", b"date", b"server"})
+"""Response headers not passed on: hop-by-hop (RFC 9110 7.6.1: the connection to the
+client is ours), and the two this instance's server writes itself (``Date`` is single-valued,
+and passed on it came twice)."""
 CONNECT_S = 2.0
 RETRY_AFTER_S = 2
 

@@ -205,6 +205,9 @@ async def test_a_forward_answers_as_the_owner_does(
             assert remote.status_code == local.status_code == 404
             assert remote.content == local.content
             assert remote.headers["content-type"] == "application/problem+json"
+            # written once, by the instance the client asked (passed on, it came twice)
+            assert len(remote.headers.get_list("date")) == 1
+            assert len(remote.headers.get_list("server")) <= 1
 
         # the owner's tenant: a replay from Last-Event-ID, then the finished run's 204
         for after, frames in (("1", 3), ("4", 0)):
