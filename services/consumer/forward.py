@@ -28,9 +28,11 @@ request's ids are checked and (for a POST) its body read and validated:
    the client's stream as a truncated one (no byte is invented), which the
    client continues with ``Last-Event-ID`` through any instance;
 4. a forward that fails before any byte of an answer (the owner cannot be
-   reached, or answers ``owner_unavailable``: its map is newer or older than
-   ours) is retried once, after ownership has moved on (a newer settled
-   assignment, within the same bound) — against the new owner, or here when
+   reached, answers ``owner_unavailable``: its map is newer or older than
+   ours, or loses the partition before it answered: an owner frozen with the
+   connection open, whose partitions the group hands on) is retried once,
+   after ownership has moved on (a newer settled assignment, within the same
+   bound) — against the new owner, or here when
    that is this instance. The retried POST keeps its requestId and is marked
    a retry (``agui-forward-attempt: 2``): the run may have started from the
    first attempt, so its owner answers it from the log first (``replay``'s
@@ -46,9 +48,13 @@ sending them can only make its own request served as a forwarded one).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import uuid
+from collections.abc import Coroutine
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
 from starlette.requests import Request
@@ -149,7 +155,8 @@ class Forwarder:
             raise self._unavailable("no instance owns this thread's partition now")
         request_id = str(uuid.uuid4()) if run else None
         generation = self.ownership.generation
-        response = await self._send(route.url, request, body, request_id, attempt=1)
+        response = await self._send(route.url, partition, request, body, request_id,
+                                    attempt=1)
         if response is not None:
             self.metrics.forwards.labels("forwarded").inc()
             return response
@@ -162,13 +169,14 @@ class Forwarder:
             self.metrics.forwards.labels("served_here").inc()
             return Here(request_id, retried=True)
         if route.url is not None:
-            response = await self._send(route.url, request, body, request_id, attempt=2)
+            response = await self._send(route.url, partition, request, body, request_id,
+                                        attempt=2)
             if response is not None:
                 self.metrics.forwards.labels("retried").inc()
                 return response
         raise self._unavailable("the owner of this thread cannot be reached")
 
-    async def _send(self, url: str, request: Request, body: bytes | None,
+    async def _send(self, url: str, partition: int, request: Request, body: bytes | None,
                     request_id: str | None, *, attempt: int) -> Response | None:
         """The owner's response, once its head arrived; None when it failed before."""
         headers = {name: value for name in PASSED
@@ -181,8 +189,9 @@ class Forwarder:
         query = request.scope.get("query_string") or b""
         target = raw.decode("latin-1") + ("?" + query.decode("latin-1") if query else "")
         try:
-            response = await owner_http.connect(url, request.method, target, headers.items(),
-                                                body, connect_s=CONNECT_S, read_s=self.read_s)
+            response = await self._head(url, partition, owner_http.connect(
+                url, request.method, target, headers.items(), body, connect_s=CONNECT_S,
+                read_s=self.read_s))
         except (OSError, TimeoutError) as exc:
             log.warning("forward to %s failed before any byte: %s", url,
                         exc or type(exc).__name__)
@@ -191,6 +200,41 @@ class Forwarder:
             log.info("forward to %s: it does not own the partition (yet)", url)
             return None
         return await passed_on(response)
+
+
+    async def _head(self, url: str, partition: int,
+                    connecting: Coroutine[Any, Any, owner_http.OwnerResponse]
+                    ) -> owner_http.OwnerResponse:
+        """The owner's response head, unless ``url`` stops owning ``partition`` first.
+
+        An owner that froze (a long pause, a host gone silent) holds the connection
+        open and answers nothing; the group hands its partitions on after its
+        session timeout, and the wait for the head ends then (``TimeoutError``: no
+        byte came, so the caller retries against the new owner) rather than after
+        ``read_s``, which a queued decision may need.
+        """
+        head = asyncio.ensure_future(connecting)
+        try:
+            while not head.done():
+                moved = asyncio.ensure_future(
+                    self.ownership.moved_on(self.ownership.generation, self.read_s))
+                try:
+                    await asyncio.wait((head, moved), return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    moved.cancel()
+                if head.done():
+                    break
+                now = self.ownership.route(partition, forwarded=False)
+                if moved.done() and not moved.cancelled() and moved.result() and (
+                        now.local or now.url != url):
+                    raise TimeoutError(f"{url} no longer owns partition {partition} and "
+                                       "had not answered")
+            return head.result()
+        finally:
+            if not head.done():
+                head.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await head
 
 
 async def _owner_unavailable(response: owner_http.OwnerResponse) -> bool:
