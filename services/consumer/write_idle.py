@@ -12,6 +12,12 @@ bytes with those at the previous look: fewer means the client read
 something (the watch looks again one limit later), as many or more means it
 read nothing for the whole limit (``overflow.stalled``) and the connection is
 closed at once (``abort``: a plain close would wait, for ever, to flush).
+The unsent bytes are the transport's and the kernel's (``SIOCOUTQ``: sent or
+not, not yet acknowledged by the client): the kernel takes more from the
+transport only once a good part of its send buffer is free, megabytes on a
+connection that once ran fast, so between two such wake-ups the transport's
+own count stays flat however steadily a slow client reads, while the
+kernel's falls with every read.
 
 The request's scope is marked (``IDLE_CLOSED``) before the connection goes,
 so the response can tell this disconnect from the client's own: a stream cut
@@ -22,6 +28,9 @@ client continues with ``Last-Event-ID``.
 from __future__ import annotations
 
 import asyncio
+import fcntl
+import struct
+import termios
 from collections.abc import Callable, MutableMapping
 from typing import Any
 
@@ -76,14 +85,30 @@ class WriteWatch:
             self._timer = None
 
     def _arm(self) -> None:
-        self._buffered = self._transport.get_write_buffer_size()
+        self._buffered = self._unsent()
         self._timer = self._loop.call_later(self.limit_s, self._look)
 
     def _look(self) -> None:
         self._timer = None
         if self._transport.is_closing():
             return
-        if stalled(self._buffered, self._transport.get_write_buffer_size()):
+        if stalled(self._buffered, self._unsent()):
             self._on_idle()
         else:
             self._arm()
+
+    def _unsent(self) -> int:
+        return self._transport.get_write_buffer_size() + kernel_unsent(self._transport)
+
+
+def kernel_unsent(transport: asyncio.BaseTransport) -> int:
+    """The bytes the kernel holds for the client that it has not acknowledged
+    (``SIOCOUTQ``, Linux's ``TIOCOUTQ`` on a socket); 0 where that cannot be read."""
+    sock = transport.get_extra_info("socket")
+    if sock is None:
+        return 0
+    try:
+        raw = fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0\0\0\0")
+    except (OSError, ValueError):
+        return 0
+    return int(struct.unpack("i", raw)[0])

@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import socket
 from typing import Any
 
 import pytest
 
-from services.consumer.write_idle import WriteWatch, closed_idle, mark_closed_idle
+from services.consumer.write_idle import (
+    WriteWatch,
+    closed_idle,
+    kernel_unsent,
+    mark_closed_idle,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -28,6 +35,9 @@ class Transport:
 
     def is_closing(self) -> bool:
         return self.closing
+
+    def get_extra_info(self, name: str) -> Any:
+        return getattr(self, "sock", None) if name == "socket" else None
 
 
 def watch(transport: Transport, fired: asyncio.Event) -> WriteWatch:
@@ -84,3 +94,48 @@ def test_the_scope_tells_an_idle_close_from_the_clients_own(scope: dict[str, Any
     assert not closed_idle(scope)
     mark_closed_idle(scope)
     assert closed_idle(scope)
+
+
+async def test_a_client_reading_what_the_kernel_holds_is_progress_though_the_transport_is_flat(
+        ) -> None:
+    """A real loopback connection: the kernel holds what the client has not read yet; the
+    transport's own count (scripted, flat) never moves."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    client = socket.create_connection(listener.getsockname())
+    server, _ = listener.accept()
+    client.setblocking(False)
+    try:
+        server.setblocking(False)
+        sent = 0
+        with contextlib.suppress(BlockingIOError):
+            while sent < 8 << 20:
+                sent += server.send(b"x" * 65_536)
+        held = kernel_unsent(_Sock(server))
+        assert held > 0
+        fired = asyncio.Event()
+        transport = Transport(70_000)
+        transport.sock = server  # type: ignore[attr-defined]
+        w = WriteWatch(asyncio.get_running_loop(), transport,  # type: ignore[arg-type]
+                       3600, fired.set)  # the looks are taken by hand, not by the clock
+        w.paused()
+        client.recv(1 << 20)  # the client reads some
+        async with asyncio.timeout(10):
+            while kernel_unsent(_Sock(server)) >= held:
+                await asyncio.sleep(0.01)
+        w._look()
+        assert not fired.is_set()  # progress: another limit
+        assert w.armed
+        w._look()  # and nothing read since
+        assert fired.is_set()
+        w.stop()
+    finally:
+        for sock in (client, server, listener):
+            sock.close()
+
+
+class _Sock:
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+
+    def get_extra_info(self, name: str) -> Any:
+        return self.sock if name == "socket" else None
