@@ -196,10 +196,14 @@ class Forwarder:
             log.warning("forward to %s failed before any byte: %s", url,
                         exc or type(exc).__name__)
             return None
-        if response.status == 503 and await _owner_unavailable(response):
-            log.info("forward to %s: it does not own the partition (yet)", url)
+        try:
+            if response.status == 503 and await _owner_unavailable(response):
+                log.info("forward to %s: it does not own the partition (yet)", url)
+                return None
+            return await passed_on(response)
+        except ConnectionResetError as exc:  # a whole answer broke off: none of it passed on
+            log.warning("forward to %s failed before its answer was whole: %s", url, exc)
             return None
-        return await passed_on(response)
 
 
     async def _head(self, url: str, partition: int,

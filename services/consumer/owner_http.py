@@ -14,8 +14,10 @@ load costs a few reads, not one round of parsing per event.
 (``OwnerResponse``: status, raw headers, ``body()`` to iterate, ``read()`` for
 a small answer, ``close()``); it raises ``OSError`` or ``TimeoutError`` when
 nothing came back (the caller's "failed before any byte"). A body read that
-waits longer than ``read_s`` or breaks off ends the body: the caller passes
-on a truncated answer, never an invented one.
+waits longer than ``read_s`` or breaks off ends the body, marked ``broken``:
+the caller passes on a truncated stream, never an invented end; ``read``,
+which takes a small answer whole before any of it is passed on, raises
+instead (a cut JSON document passed on would read as a whole one).
 """
 
 from __future__ import annotations
@@ -66,6 +68,9 @@ class OwnerResponse:
         self.headers = parsed.headers
         self.replay: bytes | None = None
         """The body, when it was read already (to see what a 503 was)."""
+        self.broken = False
+        """The body ended before the message did (the connection broke, went silent, or
+        the bytes stopped being HTTP): what was passed on of it is truncated."""
 
     def header(self, name: bytes) -> str:
         for key, value in self.headers:
@@ -88,22 +93,29 @@ class OwnerResponse:
                     async with asyncio.timeout(self._read_s):
                         data = await self._reader.read(READ_BYTES)
                 except (OSError, TimeoutError):
+                    self.broken = True
                     return
-                if not data:
+                if not data:  # the end of a body read to the close, or a break
                     with contextlib.suppress(httptools.HttpParserError):
                         self._parser.feed_data(b"")
+                    self.broken = not parsed.done
                     parsed.done = True
                     continue
                 try:
                     self._parser.feed_data(data)
                 except httptools.HttpParserError:
+                    self.broken = True
                     return
         finally:
             self.close()
 
     async def read(self) -> bytes:
-        """The whole body (a small answer: a problem, a thread's state)."""
-        return b"".join([piece async for piece in self.body()])
+        """The whole body (a small answer: a problem, a thread's state); ConnectionResetError
+        when it broke off (passed on, a cut JSON document would read as a whole one)."""
+        body = b"".join([piece async for piece in self.body()])
+        if self.broken:
+            raise ConnectionResetError("the owner's answer broke off before its end")
+        return body
 
     def close(self) -> None:
         self._writer.close()

@@ -4,8 +4,8 @@ What a forward relies on: the request goes out as sent (method, target,
 headers, body), the head comes back before the body is read, a chunked
 body is handed over decoded (every chunk that arrived together in one
 piece), a server that closes or never answers fails ``connect`` (the
-caller's "before any byte"), and a body that falls silent or breaks off
-just ends.
+caller's "before any byte"), a body that falls silent or breaks off just
+ends, marked ``broken``, and a small answer that breaks off is no answer.
 """
 
 from __future__ import annotations
@@ -122,3 +122,37 @@ async def test_a_body_that_falls_silent_or_breaks_off_just_ends() -> None:
     async with server(handler) as url:
         response = await owner_http.connect(url, "GET", "/", [], None, connect_s=2, read_s=0.3)
         assert [piece async for piece in response.body()] == [b"data: a"]
+        assert response.broken
+
+
+@pytest.mark.parametrize("body", [
+    b"content-length: 40\r\n\r\n{\"threadId\": \"t\", \"status\"",
+    b"transfer-encoding: chunked\r\n\r\n12\r\n{\"threadId\": \"t\", \r\n",
+], ids=["content-length", "chunked"])
+async def test_a_small_answer_that_breaks_off_is_no_answer(body: bytes) -> None:
+    """Read whole and passed on, a cut JSON document would read as a whole one."""
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await request_of(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n" + body)
+        await writer.drain()
+        writer.close()
+
+    async with server(handler) as url:
+        response = await owner_http.connect(url, "GET", "/threads/t", [], None,
+                                            connect_s=2, read_s=5)
+        with pytest.raises(ConnectionResetError, match="broke off"):
+            await response.read()
+
+
+async def test_a_whole_answer_is_not_broken() -> None:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await request_of(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                     b"transfer-encoding: chunked\r\n\r\n7\r\ndata: a\r\n0\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    async with server(handler) as url:
+        response = await owner_http.connect(url, "GET", "/", [], None, connect_s=2, read_s=5)
+        assert [piece async for piece in response.body()] == [b"data: a"]
+        assert not response.broken
