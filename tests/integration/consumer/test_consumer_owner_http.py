@@ -71,14 +71,20 @@ async def test_a_chunked_stream_comes_through_decoded_and_the_request_as_sent() 
     assert head.endswith(b'\r\n\r\n{"a":1}')
 
 
-async def test_a_small_answer_is_read_whole() -> None:
+def answering(raw: bytes) -> Handler:
+    """A server that reads the request, writes ``raw`` and closes."""
     async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await request_of(reader)
-        writer.write(b"HTTP/1.1 404 Not Found\r\ncontent-type: application/problem+json\r\n"
-                     b"content-length: 13\r\n\r\n{\"code\":\"x\"}\n")
+        writer.write(raw)
         await writer.drain()
+        writer.close()
+    return handler
 
-    async with server(handler) as url:
+
+async def test_a_small_answer_is_read_whole() -> None:
+    async with server(answering(
+            b"HTTP/1.1 404 Not Found\r\ncontent-type: application/problem+json\r\n"
+            b"content-length: 13\r\n\r\n{\"code\":\"x\"}\n")) as url:
         response = await owner_http.connect(url, "GET", "/threads/t", [], None,
                                             connect_s=2, read_s=5)
         assert response.status == 404
@@ -131,13 +137,8 @@ async def test_a_body_that_falls_silent_or_breaks_off_just_ends() -> None:
 ], ids=["content-length", "chunked"])
 async def test_a_small_answer_that_breaks_off_is_no_answer(body: bytes) -> None:
     """Read whole and passed on, a cut JSON document would read as a whole one."""
-    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await request_of(reader)
-        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n" + body)
-        await writer.drain()
-        writer.close()
-
-    async with server(handler) as url:
+    async with server(answering(
+            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n" + body)) as url:
         response = await owner_http.connect(url, "GET", "/threads/t", [], None,
                                             connect_s=2, read_s=5)
         with pytest.raises(ConnectionResetError, match="broke off"):
@@ -145,14 +146,9 @@ async def test_a_small_answer_that_breaks_off_is_no_answer(body: bytes) -> None:
 
 
 async def test_a_whole_answer_is_not_broken() -> None:
-    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await request_of(reader)
-        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
-                     b"transfer-encoding: chunked\r\n\r\n7\r\ndata: a\r\n0\r\n\r\n")
-        await writer.drain()
-        writer.close()
-
-    async with server(handler) as url:
+    async with server(answering(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+            b"transfer-encoding: chunked\r\n\r\n7\r\ndata: a\r\n0\r\n\r\n")) as url:
         response = await owner_http.connect(url, "GET", "/", [], None, connect_s=2, read_s=5)
         assert [piece async for piece in response.body()] == [b"data: a"]
         assert not response.broken
