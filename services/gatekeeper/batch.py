@@ -151,6 +151,11 @@ class Batch:
     decided: list[Decided] = field(default_factory=list)
     """Every decision in order, each with what its own request record adds."""
     dead_letters: list[DeadLetter] = field(default_factory=list)
+    adopted: list[tuple[str, str, Source]] = field(default_factory=list)
+    """(threadId, runId, where its start was read) of runs started on an idle thread
+    without this gatekeeper's admission (``thread``: the thread counts them as running, so
+    nothing is admitted beside a run that bypassed it; logged, as no worker may ever end
+    one that was never dispatched)."""
     encoded: dict[str, bytes] = field(default_factory=dict)
     """threadId → the record value of ``states[threadId]``, when it is already encoded."""
     traces: dict[tuple[str, str], bytes] = field(default_factory=dict)
@@ -216,6 +221,8 @@ class Batch:
             return
         if value is not None:
             self._install(thread_id, after, value, source)
+            if before.status == "idle" and after.status == "running":
+                self.adopted.append((thread_id, boundary.run_id, source))
         for outcome in outcomes:  # queued requests decided now: traced as queued
             trace = self.traces.get((thread_id, outcome.decision.request_id))
             decided = Decided(outcome.decision, outcome.dispatch, trace=trace, source=source)

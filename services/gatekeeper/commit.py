@@ -264,6 +264,13 @@ def _count(st: Instance, batch: Batch) -> None:
         )
     st.stats["decisions"] += len(batch.decisions)
     st.stats["dead_letters"] += len(batch.dead_letters)
+    for thread_id, run_id, (topic, partition, offset) in batch.adopted:
+        log.warning(
+            "run %s started on idle thread %s without an admission (%s p%d@%d): the thread "
+            "counts as running until that run ends on %s",
+            run_id, thread_id, topic, partition, offset, topic,
+            extra=run_fields(thread_id, run_id, None),
+        )
     for letter in batch.dead_letters:
         log.warning(
             "dead letter from %s p%d@%d: %s",

@@ -299,3 +299,13 @@ def test_written_states_and_dispatches_are_the_encodings_made_while_deciding() -
     records = {r.topic: r.value for r in outputs(TopicCatalog("p"), 3, b)}
     assert records["p.threads"] == encode(b.states["t1"])
     assert records["p.dispatch.scripted"] == b.decided[0].dispatch_value
+
+
+def test_a_start_no_admission_preceded_on_an_idle_thread_is_adopted_and_reported() -> None:
+    b = batch()
+    b.event(ev("ghost", "RUN_STARTED", b"{}"))
+    assert (b.states["t1"].status, b.states["t1"].run_id) == ("running", "ghost")
+    assert b.adopted == [("t1", "ghost", ("p.events", 3, 42))]
+    admitted = batch({"t1": running("r0")})
+    admitted.event(ev("r0", "RUN_STARTED", b"{}"))
+    assert admitted.adopted == []
