@@ -30,9 +30,15 @@ def up(
     port: int = typer.Option(launcher.DEFAULT_PORT,
                              help="Client port on 127.0.0.1 (a cluster's node i: PORT+2i)."),
     brokers: int = typer.Option(1, min=1, help="Nodes: 1 broker, or 3 for a replicated cluster."),
+    controller_port: int | None = typer.Option(
+        None, help="One broker's controller port on 127.0.0.1 [default: PORT+1]."),
 ) -> None:
     """Fetch the jars if needed and start the broker(s) in the background (idempotent)."""
     if brokers > 1:
+        if controller_port is not None:
+            console.print("[red]--controller-port is for one broker:[/] a cluster's node i "
+                          "uses PORT+2i and PORT+2i+1")
+            raise typer.Exit(2)
         _up_cluster(data_dir, port, brokers)
         return
     cluster = launcher.recorded_cluster(data_dir)
@@ -46,7 +52,7 @@ def up(
         return
     try:
         launcher.fetch()
-        launcher.start(data_dir, port, launcher.DEFAULT_CONTROLLER_PORT, persistent=True)
+        launcher.start(data_dir, port, controller_port or port + 1, persistent=True)
     except launcher.LauncherError as exc:
         console.print(f"[red]Kafka did not start:[/] {exc}")
         raise typer.Exit(1) from exc
