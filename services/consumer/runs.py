@@ -252,6 +252,13 @@ class RunService:
         if decision.verdict == "rejected":
             log.info("request rejected: %s", decision.code, extra=fields)
             raise rejection(decision, run_request.input.thread_id, unseen=unseen)
+        if (decision.thread_id, decision.run_id) != (run_request.input.thread_id,
+                                                     run_request.input.run_id):
+            # the gatekeeper answers a requestId it decided as it did: a forwarded-looking
+            # request whose agui-request-id was another run's would wait for ever
+            raise InvalidInput("invalid_header", f"request id {run_request.request_id!r} "
+                               f"was decided already, for run {decision.run_id!r} of thread "
+                               f"{decision.thread_id!r}; a request id names one request")
         log.debug("request admitted; streaming the run", extra=fields)
         return decision
 

@@ -471,3 +471,31 @@ async def test_a_retried_forward_reads_the_log_only_since_its_first_attempt(
     assert [orjson.loads(v)["type"] for v in data_values(response.content)] == \
         ["RUN_STARTED", "RUN_FINISHED"]
     assert 1 <= scanned <= 2, f"the retried POST read {scanned:.0f} records of the partition"
+
+
+async def test_a_request_id_of_another_run_is_refused_not_streamed_for_ever(
+        kafka: KafkaSettings, backstage: Backstage) -> None:
+    """A client sending the forwarding headers itself, with the request id of a run it
+    made before: the gatekeeper answers that id as it did (for the earlier run), and the
+    stream of the new run waited for events that never come. Found by probing."""
+    first = run_input(thread_id=f"rid-{uuid.uuid4().hex[:8]}")
+    reused = {FORWARDED_BY: "http://elsewhere", REQUEST_ID: uuid.uuid4().hex}
+    async with serving(kafka) as one:
+        await settled([one])
+        post = asyncio.create_task(one.http.post(f"/agents/{AGENT}", json=first,
+                                                 headers=reused))
+        request = await backstage.next_request()
+        await backstage.decide(request)
+        t, r = str(first["threadId"]), str(first["runId"])
+        await backstage.emit(t, r, [started(t, r), finished(t, r)])
+        assert (await post).status_code == 200
+        second = run_input(thread_id=t)
+        post = asyncio.create_task(one.http.post(f"/agents/{AGENT}", json=second,
+                                                 headers=reused))
+        again = await backstage.next_request()
+        assert again.request_id == reused[REQUEST_ID]
+        await backstage.decide(request)  # as the gatekeeper does: the first decision again
+        response = await asyncio.wait_for(post, 30)
+    assert response.status_code == 400, response.text
+    assert response.json()["code"] == "invalid_header"
+    assert r in response.json()["detail"]
