@@ -25,7 +25,11 @@ request cycle and adds, per connection:
   keep-alive timeout only after a response), and no keep-alive timeout while
   a request is arriving (the head clock is the one that counts then);
 - a clock for a client that reads nothing while a response waits to write to
-  it (``AGUI_STREAM_IDLE_S``, ``write_idle``): the connection is closed.
+  it (``AGUI_STREAM_IDLE_S``, ``write_idle``): the connection is closed. Not
+  for a forwarded request: the instance that forwarded it reads from here only
+  as fast as its own client takes the bytes, and watches that client with the
+  same clock (a slow client through a forward was cut here, by the owner, for
+  the forwarding instance's bursts of reading).
 
 A refusal is written by the protocol itself, as a problem document (the
 app never sees the request; when the app has begun answering the request,
@@ -127,7 +131,8 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
 
     def pause_writing(self) -> None:
         super().pause_writing()
-        self._write_watch.paused()
+        if not self._forwarded:  # the instance that forwarded it watches its own client
+            self._write_watch.paused()
 
     def resume_writing(self) -> None:
         super().resume_writing()

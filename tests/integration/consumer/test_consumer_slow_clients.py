@@ -18,6 +18,7 @@ import pytest
 from consumer_harness import Backstage, finished, serving
 from slow_sse import BufferPeak, SseReader, counter, emit_pads, open_run, slow_http, until
 
+from services.consumer.forward import FORWARDED_BY
 from services.consumer.relay import Relay
 from services.runtime.settings import KafkaSettings
 
@@ -128,3 +129,26 @@ async def test_many_slow_clients_past_the_reader_limit_wait_their_turn_and_all_f
     for _, _, reader in runs:
         assert [seq for seq, _ in reader.frames] == list(range(HALF + 2))
         assert reader.frames[-1][1] == "RUN_FINISHED"
+
+
+async def test_a_forwarded_stream_is_left_to_the_forwarding_instance_to_cut(
+        kafka: KafkaSettings, backstage: Backstage) -> None:
+    """The instance that forwarded a request reads the owner's answer only as fast as its
+    own client takes it, in bursts, and watches that client with the same limit: the
+    owner cut such a slow client's forward for idleness in between (found by probing).
+    Here a forwarded request reads nothing for three limits, then everything."""
+    async with serving(kafka, stream_queue=QUEUE, stream_idle_s=1.0) as app, \
+            slow_http(app.url) as http:
+        relay = app.relay
+        await until(lambda: relay.fanout.ownership.settled.is_set(), "never settled")
+        http.headers[FORWARDED_BY] = "http://elsewhere"
+        thread_id, run_id, reader = await open_run(http, backstage)
+        await emit_pads(backstage, thread_id, run_id, 1, 2 * HALF, PAD)
+        await backstage.emit(thread_id, run_id, [finished(thread_id, run_id)],
+                             seqs=[2 * HALF + 1])
+        await asyncio.sleep(3.0)  # three idle limits of reading nothing
+        await reader.read_to_end()
+        idle_closed = sample(relay, "streams_idle_closed_total")
+    assert idle_closed == 0
+    assert not reader.cut
+    assert [seq for seq, _ in reader.frames] == list(range(2 * HALF + 2))
