@@ -205,7 +205,6 @@ class Forwarder:
             log.warning("forward to %s failed before its answer was whole: %s", url, exc)
             return None
 
-
     async def _head(self, url: str, partition: int,
                     connecting: Coroutine[Any, Any, owner_http.OwnerResponse]
                     ) -> owner_http.OwnerResponse:
