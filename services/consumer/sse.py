@@ -139,7 +139,8 @@ async def _relayed(items: AsyncIterator[Delivery | None], sequencer: Sequencer[D
                 last_write = time.monotonic()
                 yield KEEPALIVE
             continue
-        chunk = _frames(sequencer.offer_all(_sequenced((item,), key, sequencer, outcome)),
+        usable = _usable(item, key, sequencer, outcome)
+        chunk = _frames(sequencer.offer(usable.seq, usable) if usable is not None else [],
                         outcome, with_ids, stop=stop)
         if chunk:
             last_write = time.monotonic()
@@ -150,7 +151,16 @@ async def _relayed(items: AsyncIterator[Delivery | None], sequencer: Sequencer[D
 
 def _sequenced(deliveries: Iterable[Delivery], key: RunKey, sequencer: Sequencer[Delivery],
                outcome: StreamOutcome) -> Iterator[tuple[int, Delivery]]:
-    """(seq, delivery) for the sequencer, each value made one ``data:`` line (``sse_value``).
+    """(seq, delivery) for the sequencer of each ``_usable`` delivery."""
+    for delivery in deliveries:
+        usable = _usable(delivery, key, sequencer, outcome)
+        if usable is not None:
+            yield usable.seq, usable
+
+
+def _usable(delivery: Delivery, key: RunKey, sequencer: Sequencer[Delivery],
+            outcome: StreamOutcome) -> Delivery | None:
+    """The delivery with its value made one ``data:`` line (``sse_value``), or None.
 
     A record whose value is not a JSON object (another writer's: the producer
     writes none) is skipped with a warning *before* it is sequenced, so it takes
@@ -159,17 +169,16 @@ def _sequenced(deliveries: Iterable[Delivery], key: RunKey, sequencer: Sequencer
     past the run's end, given while it ran) ends the stream: the sequencer drops
     it as already delivered, and the stream would otherwise wait for ever.
     """
-    for delivery in deliveries:
-        line = sse_value(delivery.value)
-        if line is None:
-            log.warning("event record at offset %d (seq %d) of run %s is not a JSON object; "
-                        "not sent", delivery.offset, delivery.seq, key[1],
-                        extra={"threadId": key[0], "runId": key[1]})
-            continue
-        if (delivery.event_type in TERMINAL_TYPES and sequencer.after is not None
-                and delivery.seq <= sequencer.after):
-            outcome.terminal = True
-        yield delivery.seq, (delivery if line is delivery.value else delivery._replace(value=line))
+    line = sse_value(delivery.value)
+    if line is None:
+        log.warning("event record at offset %d (seq %d) of run %s is not a JSON object; "
+                    "not sent", delivery.offset, delivery.seq, key[1],
+                    extra={"threadId": key[0], "runId": key[1]})
+        return None
+    if (delivery.event_type in TERMINAL_TYPES and sequencer.after is not None
+            and delivery.seq <= sequencer.after):
+        outcome.terminal = True
+    return delivery if line is delivery.value else delivery._replace(value=line)
 
 
 def _frames(ready: list[tuple[int, Delivery]], outcome: StreamOutcome, with_ids: bool,
