@@ -21,6 +21,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import orjson
+
 DEFAULT_MAX_ID_LENGTH = 256
 """Characters an id or a name may have (``AGUI_MAX_ID_LENGTH``)."""
 DEFAULT_MAX_JSON_DEPTH = 64
@@ -181,3 +183,31 @@ def interrupt_ids(outcome: Mapping[str, Any], base: str = "outcome"
     for i, interrupt in _items(outcome, "interrupts"):
         for member in ("id", "toolCallId"):
             yield f"{base}/interrupts/{i}/{member}", interrupt.get(member)
+
+
+def outcome_limits(value: bytes, limits: InputLimits) -> LimitExceeded | None:
+    """The first input limit a (valid) ``RUN_FINISHED`` breaks: depth, or an interrupt's ids.
+
+    The gatekeeper applies it to each run's end it reads (what another client wrote
+    too), the worker to the end it writes, so a run's end breaking it is refused before
+    any client sees it.
+
+    Too deep, its interrupts could not be written in a thread state (orjson
+    writes 255 levels at most); an id over the limit could never be answered
+    (the consumer service refuses such a resume entry).
+    """
+    hint = bracket_count(value)
+    if hint <= limits.max_json_depth and len(value) <= limits.max_id_length:
+        return None
+    raw = orjson.loads(value)
+    deep = json_depth_exceeded(raw, limits, size_hint=hint)
+    if deep is not None:
+        return deep
+    outcome = raw.get("outcome") if isinstance(raw, dict) else None
+    if not isinstance(outcome, dict):
+        return None
+    for path, member in interrupt_ids(outcome):
+        too_long = check_id(path, member, limits)
+        if too_long is not None:
+            return too_long
+    return None

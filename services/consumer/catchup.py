@@ -23,8 +23,7 @@ from datetime import datetime
 from ag_ui.core import EventType, RunFinishedEvent
 
 from contracts import DecodeError, ThreadState, decode
-from contracts.limits import InputLimits
-from services.gatekeeper.intake import outcome_limits
+from contracts.limits import InputLimits, outcome_limits
 from services.gatekeeper.rules import Policy, on_boundary
 from services.gatekeeper.thread import Boundary, knows_run
 

@@ -56,13 +56,12 @@ from contracts import (
     header_value,
 )
 from contracts.headers import EVENT_TYPE, TRACEPARENT
-from contracts.limits import InputLimits
+from contracts.limits import InputLimits, outcome_limits
 from services.gatekeeper import wire
 from services.gatekeeper.intake import (
     DEFAULT_LIMITS,
     Refused,
     Unreadable,
-    outcome_limits,
     read_request,
     refusal,
 )

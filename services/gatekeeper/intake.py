@@ -17,9 +17,6 @@ into exactly one of:
 - ``Unreadable``: not even a requestId and threadId could be read, so no
   decision can name it; the record goes to the dead-letter topic.
 
-``outcome_limits`` is the same edge for a ``RUN_FINISHED`` another client
-may have written: nesting, and the ids of its interrupts.
-
 Pure: no I/O, the clock is an argument.
 """
 
@@ -37,12 +34,8 @@ from contracts import Decision, DecodeError, RejectionCode, RunRequest
 from contracts.codec import load_json, validation_detail
 from contracts.limits import (
     InputLimits,
-    LimitExceeded,
     bracket_count,
-    check_id,
     check_run_request,
-    interrupt_ids,
-    json_depth_exceeded,
 )
 
 DEFAULT_LIMITS = InputLimits()
@@ -209,27 +202,3 @@ def _ids_of(raw: object) -> _Ids | None:
 
 def _text(value: object) -> str | None:
     return value if isinstance(value, str) and value != "" else None
-
-
-def outcome_limits(value: bytes, limits: InputLimits) -> LimitExceeded | None:
-    """The first input limit a (valid) ``RUN_FINISHED`` breaks: depth, or an interrupt's ids.
-
-    Too deep, its interrupts could not be written in a thread state (orjson
-    writes 255 levels at most); an id over the limit could never be answered
-    (the consumer service refuses such a resume entry).
-    """
-    hint = bracket_count(value)
-    if hint <= limits.max_json_depth and len(value) <= limits.max_id_length:
-        return None
-    raw = orjson.loads(value)
-    deep = json_depth_exceeded(raw, limits, size_hint=hint)
-    if deep is not None:
-        return deep
-    outcome = raw.get("outcome") if isinstance(raw, dict) else None
-    if not isinstance(outcome, dict):
-        return None
-    for path, member in interrupt_ids(outcome):
-        too_long = check_id(path, member, limits)
-        if too_long is not None:
-            return too_long
-    return None

@@ -9,7 +9,9 @@ every event through four gates before it reaches the sink:
    with ``RUN_ERROR`` ``invalid_event``; nothing invalid is published);
 2. its size: a record that would not fit ends the run ``event_too_large``
    (``sizes``; so do an interrupt outcome or a terminal event too large,
-   and a send that fails anyway ends it with a RUN_ERROR, not an exception);
+   and a send that fails anyway ends it with a RUN_ERROR, not an exception),
+   and a ``RUN_FINISHED`` nested past ``AGUI_MAX_JSON_DEPTH`` ends it
+   ``invalid_event`` (the gatekeeper would record such an end as a failure);
 3. the run's bookkeeping (``RunBook.admit``: lifecycle checks, chunk
    expansion; a violation ends the run with ``RUN_ERROR``);
 4. numbering: each record gets the next per-run sequence number.
@@ -51,6 +53,7 @@ from ag_ui.core import (
     RunStartedEvent,
 )
 
+from contracts.limits import outcome_limits
 from services.producer.agent import AgentDefinition, AgentItem
 from services.producer.bookkeeping import Cancelled, Completed, Ending, Failed, RunBook, Terminal
 from services.producer.context import WARNING_EVENT, RunContext
@@ -301,11 +304,8 @@ class Runner:
         try:
             record = records.record(terminal.event)
             report = RunReport(terminal.outcome, record, terminal.open_interrupts, records.seq)
-            refused = (self.sink.refusal(report) if len(record.value) <= records.room
-                       else Failed(self.options.limits.event_refusal(
-                           record.event_type, len(record.value), records.room),
-                           "event_too_large"))
-            if refused is not None:  # too large, or the checkpoint recording it would be
+            refused = self._refusal(record, report)
+            if refused is not None:
                 raise AgentProtocolError(refused.message, refused.code or "event_too_large")
         except AgentProtocolError as exc:  # e.g. a result that is not JSON
             log.error("terminal event refused: %s", exc.message, extra=self._log)
@@ -315,9 +315,29 @@ class Runner:
             record = records.record(terminal.event)
             report = RunReport(terminal.outcome, record, terminal.open_interrupts, records.seq)
         await self.sink.send_terminal(record, report)
-        log.info("run %s ended %s after %d events", self._input.run_id, terminal.outcome,
-                 records.seq, extra=self._log)
+        if isinstance(terminal.event, RunErrorEvent):  # the log says why, not only the stream
+            log.info("run %s ended error after %d events: %s: %s", self._input.run_id,
+                     records.seq, terminal.event.code, terminal.event.message, extra=self._log)
+        else:
+            log.info("run %s ended %s after %d events", self._input.run_id, terminal.outcome,
+                     records.seq, extra=self._log)
         return report
+
+    def _refusal(self, record: EventRecord, report: RunReport) -> Failed | None:
+        """Why the run cannot end with ``record``: a record too large; a ``RUN_FINISHED``
+        breaking a limit the gatekeeper holds every run's end to (``outcome_limits``: it
+        would record the run failed, its interrupts not open, while the client saw them
+        raised); or a checkpoint too large to record the end."""
+        limits = self.options.limits
+        room = self.records.room
+        if len(record.value) > room:
+            return Failed(limits.event_refusal(record.event_type, len(record.value), room),
+                          "event_too_large")
+        if record.event_type == "RUN_FINISHED":
+            broken = outcome_limits(record.value, limits.ids)
+            if broken is not None:
+                return Failed(f"the run's RUN_FINISHED: {broken.detail}", "invalid_event")
+        return self.sink.refusal(report)
 
     async def _refuse_uncovered(self) -> RunReport:
         ids = [i.id for i in self.plan.uncovered]

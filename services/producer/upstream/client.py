@@ -88,10 +88,17 @@ class BoundedStream(httpx.AsyncByteStream):
     """A response body that refuses to run on past ``limit`` bytes without an event end.
 
     Counts the bytes since the last blank line (an SSE event boundary; looked for
-    across chunk edges), so memory stays bounded whatever the upstream sends.
+    across chunk edges), so the bytes buffered stay bounded whatever the upstream
+    sends. Reads with no line end in them are joined, up to ``HOLD`` bytes, before
+    they are passed on: no line completes inside them, so no event waits for it, and
+    the SSE parser does not keep a line sent a byte or two per read as that many small
+    strings (some 35 times the line's size).
     """
 
-    BOUNDARIES = (b"\n\n", b"\r\r", b"\r\n\r\n")
+    BOUNDARIES = (b"\n\n", b"\r\r", b"\n\r")
+    """Two line ends in a row, each a CR, an LF or a CRLF: an LF followed by a CR is
+    always one (it covers ``\r\n\r\n``, ``\n\r\n`` and ``\r\n\r``)."""
+    HOLD = 65_536
 
     def __init__(self, inner: httpx.AsyncByteStream, limit: int) -> None:
         self.inner = inner
@@ -100,6 +107,7 @@ class BoundedStream(httpx.AsyncByteStream):
     async def __aiter__(self) -> AsyncIterator[bytes]:
         pending = 0
         tail = b""
+        held = bytearray()
         async for chunk in self.inner:
             window = tail + chunk
             ends = [i + len(b) for b in self.BOUNDARIES if (i := window.rfind(b)) >= 0]
@@ -107,7 +115,16 @@ class BoundedStream(httpx.AsyncByteStream):
             if pending > self.limit:
                 raise EventTooLongError(f"an event over {self.limit} bytes")
             tail = window[-3:]
+            if b"\n" not in chunk and b"\r" not in chunk and len(held) + len(chunk) < self.HOLD:
+                held += chunk
+                continue
+            if held:
+                held += chunk
+                chunk = bytes(held)
+                held.clear()
             yield chunk
+        if held:
+            yield bytes(held)
 
     async def aclose(self) -> None:
         await self.inner.aclose()
@@ -207,25 +224,46 @@ class UpstreamAgent:
             said = (f"{kind or 'no content type'}, not text/event-stream"
                     if kind != "text/event-stream" else f"a {encoding} body, not identity")
             raise RunFailedError(f"upstream {self.where} answered {said}", "upstream_protocol")
+        response.encoding = "utf-8"  # an event stream is UTF-8, whatever charset it names
         if isinstance(response.stream, httpx.AsyncByteStream):
             response.stream = BoundedStream(response.stream, self.config.max_event_bytes)
         return response
 
     async def _status_failure(self, response: httpx.Response) -> RunFailedError:
+        """A non-2xx answer, quoting the head of its body: only an uncompressed one is
+        read (a 32 KiB zstd body inflates to 1 GiB in one call), and the configured
+        header values are taken out of the quote (an error page may echo the request's
+        headers, and the quote reaches every client of the run)."""
+        encoding = response.headers.get("content-encoding", "identity").strip().lower()
+        try:
+            said = (quoted(self._redacted(await self._head(response)))
+                    if encoding in ("", "identity") else f"(a {encoding} body, not read)")
+        finally:
+            await response.aclose()
+        return RunFailedError(f"upstream {self.where} answered {response.status_code}"
+                              + (f": {said}" if said else ""), "upstream_status")
+
+    async def _head(self, response: httpx.Response) -> bytes:
+        """Up to ``BODY_QUOTE_BYTES`` of the body as sent (never decompressed)."""
         body = b""
         try:
             async with asyncio.timeout(self.config.connect_timeout_s):
-                async for chunk in response.aiter_bytes():
+                async for chunk in response.aiter_raw():
                     body += chunk
                     if len(body) >= BODY_QUOTE_BYTES:
                         break
         except (TimeoutError, httpx.HTTPError):
             pass
-        finally:
-            await response.aclose()
-        said = quoted(body[:BODY_QUOTE_BYTES])
-        return RunFailedError(f"upstream {self.where} answered {response.status_code}"
-                              + (f": {said}" if said else ""), "upstream_status")
+        return body[:BODY_QUOTE_BYTES]
+
+    def _redacted(self, body: bytes) -> bytes:
+        """``body`` with each configured header value, and each word of eight characters
+        or more in one (the token of ``Bearer <token>``), replaced by ``[redacted]``."""
+        secrets = {part.encode() for value in self.config.headers.values()
+                   for part in (value, *value.split()) if len(part) >= 8}
+        for secret in sorted(secrets, key=len, reverse=True):
+            body = body.replace(secret, b"[redacted]")
+        return body
 
     # ---- the stream ----------------------------------------------------
 

@@ -52,6 +52,10 @@ UP = {  # agent name: (path, settings)
     "up_endless": ("endless", {"IDLE_TIMEOUT_S": "5", "RUN_TIMEOUT_S": "1.5"}),
     "up_slow": ("endless", {}),
     "up_single": ("slow", {"CONCURRENCY": "1"}),
+    "up_bomb": ("bomb", {}),
+    "up_echo": ("echo", {"HEADERS": f"Authorization: {TOKEN}"}),
+    "up_latin1": ("latin1", {}),
+    "up_lf_crlf": ("lf_crlf", {"MAX_EVENT_BYTES": "20000"}),
 }
 UNREACHABLE = "up_gone"
 
@@ -149,6 +153,23 @@ async def test_what_an_upstream_leaves_open_is_closed_before_its_finish(
     assert view.outcome == {"type": "success", "pendingToolCallIds": ["call-open"]}
 
 
+async def test_an_event_stream_is_read_as_utf_8_whatever_charset_it_names(
+        relay: Relay, worker: Worker) -> None:
+    view = await relay.run("up_latin1", first_input("t-up-latin1", "l1"))
+    assert_one_run(view)
+    assert view.outcome == {"type": "success"}
+    assert view.text() == "café ✓"
+
+
+async def test_events_ending_lf_then_a_crlf_blank_line_are_each_an_event(
+        relay: Relay, worker: Worker) -> None:
+    """300 KB of 1 KB events, each ended by ``\\n\\r\\n``, under a 20,000-byte event limit."""
+    view = await relay.run("up_lf_crlf", first_input("t-up-eol", "e1"))
+    assert_one_run(view)
+    assert view.outcome == {"type": "success"}
+    assert view.types.count("TEXT_MESSAGE_CONTENT") == 300
+
+
 FAILURES = [  # agent, RUN_ERROR code, in its message, upstream calls for the one run
     ("up_problem", "upstream_status", "500: {", 1),
     ("up_unavailable", "upstream_status", "503", 2),
@@ -160,6 +181,8 @@ FAILURES = [  # agent, RUN_ERROR code, in its message, upstream calls for the on
     ("up_huge", "upstream_protocol", "an event over 200000 bytes", 1),
     ("up_idle", "upstream_timeout", "AGUI_UPSTREAM_IDLE_TIMEOUT_S", 1),
     ("up_endless", "upstream_timeout", "AGUI_UPSTREAM_RUN_TIMEOUT_S", 1),
+    ("up_bomb", "upstream_status", "500: (a gzip body, not read)", 1),
+    ("up_echo", "upstream_status", '"authorization":"[redacted]"', 1),
 ]
 
 
@@ -177,6 +200,7 @@ async def test_each_upstream_failure_ends_in_one_run_error_naming_it(
     assert upstream.calls(path) == calls if path else calls == 0
     if agent == "up_problem":
         assert "the ledger is down" in view.terminal["message"]
+    assert TOKEN.split()[1] not in view.terminal["message"]
     await assert_idle(worker, thread, f"{agent}-1")
     # the worker goes on serving, the failed upstream's thread included
     after = await relay.run("up_good", first_input(thread, f"{agent}-2"))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gzip
 import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -84,7 +85,8 @@ def good(body: dict[str, Any]) -> list[dict[str, Any]]:
 def upstream_app(seen: Upstream) -> FastAPI:
     app = FastAPI()
 
-    def streamed(path: str, body: dict[str, Any], events: AsyncIterator[bytes]) -> Response:
+    def streamed(path: str, body: dict[str, Any], events: AsyncIterator[bytes],
+                 media_type: str = SSE) -> Response:
         async def watched() -> AsyncIterator[bytes]:
             ended = False
             seen.in_flight += 1
@@ -97,7 +99,7 @@ def upstream_app(seen: Upstream) -> FastAPI:
                 seen.in_flight -= 1
                 if not ended:
                     seen.disconnected.add(body["runId"])
-        return StreamingResponse(watched(), media_type=SSE)
+        return StreamingResponse(watched(), media_type=media_type)
 
     @app.post("/{path}")
     async def answer(path: str, request: Request) -> Response:
@@ -140,6 +142,25 @@ def upstream_app(seen: Upstream) -> FastAPI:
                                 media_type="application/problem+json")
         if path == "unavailable":
             return JSONResponse({"title": "warming up"}, status_code=503)
+        if path == "bomb":  # 64 KiB on the wire, 64 MiB inflated; identity was asked for
+            return Response(BOMB, status_code=500, media_type="text/plain",
+                            headers={"Content-Encoding": "gzip"})
+        if path == "echo":  # an error page echoing the request, as some proxies' do
+            return JSONResponse({"error": "who are you?", "request": dict(request.headers)},
+                                status_code=401)
+        if path == "latin1":  # UTF-8 events under a charset that says otherwise
+            return streamed(path, body, of([started(body), *text("m-cafe", "café ✓"),
+                                            finished(body, {"type": "success"})]),
+                            media_type=f"{SSE}; charset=iso-8859-1")
+        if path == "lf_crlf":  # each event ends LF, then a CRLF blank line: 300 of 1 KiB
+            events = [started(body), {"type": "TEXT_MESSAGE_START", "messageId": "m-eol",
+                                      "role": "assistant"},
+                      *({"type": "TEXT_MESSAGE_CONTENT", "messageId": "m-eol",
+                         "delta": "x" * 1000} for _ in range(300)),
+                      {"type": "TEXT_MESSAGE_END", "messageId": "m-eol"},
+                      finished(body, {"type": "success"})]
+            return streamed(path, body, _raw(b"".join(
+                b"data: " + orjson.dumps(e) + b"\n\r\n" for e in events)))
         if path == "json":
             return JSONResponse({"hello": "this is not an event stream"})
         if path == "garbage":
@@ -167,6 +188,9 @@ def upstream_app(seen: Upstream) -> FastAPI:
         return JSONResponse({"title": f"no behaviour {path}"}, status_code=404)
 
     return app
+
+
+BOMB = gzip.compress(bytes(64 * 1024 * 1024), compresslevel=9)
 
 
 async def _raw(data: bytes) -> AsyncIterator[bytes]:

@@ -18,7 +18,7 @@ from ag_ui.core import BaseEvent, Interrupt, TextMessageContentEvent, TextMessag
 from producer_support import ListSink, assert_conformant, make_input, runner_for
 
 from contracts.headers import AGENT, EVENT_TYPE, RUN_ID, SCHEMA, SEQ, TRACEPARENT
-from contracts.limits import InputLimits
+from contracts.limits import InputLimits, outcome_limits
 from services.kafka.clients import KafkaError
 from services.kafka.sizing import record_size
 from services.producer.bookkeeping import Failed
@@ -145,6 +145,57 @@ async def test_a_result_too_large_for_its_run_finished_ends_event_too_large() ->
     assert error["code"] == "event_too_large"
     assert "RUN_FINISHED" in error["message"]
     assert_conformant(sink)
+
+
+def nested(levels: int) -> Any:
+    """JSON nested ``levels`` deep (a list in a list ...)."""
+    value: Any = "leaf"
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+async def test_an_interrupt_nested_past_the_depth_limit_ends_the_run_not_the_thread() -> None:
+    """An end the gatekeeper would dead-letter (recording the run failed, nothing open) is
+    refused here: the client never sees an interrupt that could not be answered."""
+    async def asks(_: Any, ctx: RunContext) -> None:
+        ctx.raise_interrupt(Interrupt(id="deep-1", reason="approve",
+                                      response_schema={"schema": nested(100)}))
+
+    runner, sink = runner_for(asks)
+    report = await runner.run()
+    assert sink.types == ["RUN_STARTED", "RUN_ERROR"]
+    error = error_of(sink)
+    assert error["code"] == "invalid_event"
+    assert "nested deeper than 64" in error["message"]
+    assert "outcome/interrupts/0/responseSchema" in error["message"]
+    assert report.outcome == "error"
+    assert report.open_interrupts == ()
+    assert_conformant(sink)
+
+
+async def test_a_result_is_held_to_the_depth_limit_the_gatekeeper_holds_a_runs_end_to(
+        ) -> None:
+    """Around the limit, the worker publishes a RUN_FINISHED exactly when the gatekeeper's
+    check of a run's end (``outcome_limits``) accepts it."""
+    endings = []
+    for levels in range(58, 67):
+        async def finishes(_: Any, ctx: RunContext, levels: int = levels) -> None:
+            ctx.finish({"r": nested(levels)})
+
+        runner, sink = runner_for(finishes)
+        await runner.run()
+        last = sink.records[-1]
+        if last.event_type == "RUN_FINISHED":
+            assert outcome_limits(last.value, InputLimits()) is None, levels
+        else:
+            error = error_of(sink)
+            assert error["code"] == "invalid_event", error
+            assert "nested deeper than 64 levels (at result/r/" in error["message"]
+        endings.append(last.event_type)
+    assert endings[0] == "RUN_FINISHED"
+    assert endings[-1] == "RUN_ERROR"
+    assert endings == sorted(endings, key=lambda kind: kind == "RUN_ERROR")  # one edge
 
 
 def many(count: int, **fields: Any) -> list[Interrupt]:
