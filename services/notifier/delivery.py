@@ -88,11 +88,17 @@ class Webhook:
                 return None
 
     async def _attempt(self, body: bytes, sent: dict[str, str]) -> tuple[bool, str]:
+        """One POST, bounded as a whole by ``timeout_s`` (httpx's timeout bounds each read,
+        and a receiver trickling its answer a byte at a time never trips it); only the
+        answer's status is read, never its body (a receiver answering 200 with an endless
+        one would otherwise fill the notifier's memory)."""
         try:
-            answer = await self._client.post(self._url, content=body, headers=sent)
-        except httpx.TimeoutException:
+            async with (asyncio.timeout(self._settings.timeout_s),
+                        self._client.stream("POST", self._url, content=body,
+                                            headers=sent) as answer):
+                return answer.is_success, f"HTTP {answer.status_code}"
+        except (TimeoutError, httpx.TimeoutException):
             return False, f"timeout after {self._settings.timeout_s:g} s"
         except httpx.HTTPError as exc:
             text = str(exc).replace(self._url, safe_url(self._url))[:_ERROR_MAX]
-            return False, f"{type(exc).__name__}: {text}"
-        return answer.is_success, f"HTTP {answer.status_code}"
+            return False, f"{type(exc).__name__}: {text or 'the connection broke'}"

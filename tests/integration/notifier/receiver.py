@@ -3,7 +3,9 @@
 It records every attempt (headers, raw body, whether the signature verifies)
 and answers as its ``script`` says for the n-th attempt of a delivery id: a
 status, or ``HANG`` (read the request, never answer, close later), so tests
-can make the first attempts fail with a 500 and then with a timeout.
+can make the first attempts fail with a 500 and then with a timeout; or, as
+hostile receivers do, ``TRICKLE`` (a header byte every 50 ms, for ever) or
+``ENDLESS`` (a 200 whose chunked body never ends).
 """
 
 from __future__ import annotations
@@ -20,6 +22,11 @@ from services.notifier.signing import verify
 
 HANG = -1
 """Script answer: take the request and never answer it."""
+
+TRICKLE = -2
+"""Script answer: an answer's head a byte at a time, 50 ms apart, never ending."""
+ENDLESS = -3
+"""Script answer: ``200`` with a chunked body of 64 KiB chunks that never ends."""
 
 Script = Callable[[str, int, WebhookEvent], int]
 """(delivery id, attempt number from 1, event) -> status to answer, or HANG."""
@@ -54,6 +61,8 @@ class Receiver:
         self.attempts: list[Attempt] = []
         self.accepted: list[Attempt] = []
         self.tries: Counter[str] = Counter()
+        self.streamed = 0
+        """Body bytes an ``ENDLESS`` answer has written so far."""
         self._changed = asyncio.Condition()
         self._server: asyncio.Server | None = None
         self._open: set[asyncio.Task[None]] = set()
@@ -100,6 +109,9 @@ class Receiver:
                 if answer == HANG:
                     await asyncio.sleep(self.hang_s)
                     return
+                if answer in (TRICKLE, ENDLESS):
+                    await self._hostile(answer, writer)
+                    return
                 writer.write(f"HTTP/1.1 {answer} X\r\nContent-Length: 0\r\n\r\n".encode())
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError,
@@ -110,6 +122,23 @@ class Receiver:
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
+
+    async def _hostile(self, answer: int, writer: asyncio.StreamWriter) -> None:
+        """Answer as ``TRICKLE`` or ``ENDLESS`` until the client goes away."""
+        if answer == TRICKLE:
+            writer.write(b"HTTP/1.1 200 OK\r\n")
+            while True:
+                for byte in b"X-Slow: yes\r\n":
+                    writer.write(bytes([byte]))
+                    await writer.drain()
+                    await asyncio.sleep(0.05)
+        writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+        chunk = b"%x\r\n%s\r\n" % (65536, b"z" * 65536)
+        while True:
+            writer.write(chunk)
+            await writer.drain()
+            self.streamed += 65536
+            await asyncio.sleep(0.01)
 
     async def _record(self, headers: dict[str, str], body: bytes) -> int:
         event = decode(WebhookEvent, body)

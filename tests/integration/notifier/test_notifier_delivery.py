@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 from notifier_support import SECRET, free_port
-from receiver import HANG, Receiver
+from receiver import ENDLESS, HANG, TRICKLE, Receiver
 
 from contracts.webhooks import WebhookEvent
 from services.notifier.delivery import Webhook
@@ -58,3 +58,29 @@ async def test_a_stop_during_the_backoff_leaves_the_notification_undelivered() -
         await webhook.aclose()
     assert outcome is None, "not dead-lettered: the next owner delivers it again"
     assert len(hook.attempts) == 1
+
+
+async def test_an_attempt_ends_at_its_timeout_however_slowly_its_answer_trickles() -> None:
+    """httpx's own timeout bounds each read, not the attempt: a receiver sending its
+    answer's head a byte every 50 ms would hold the notifier for ever."""
+    async with Receiver(SECRET.encode(), lambda _i, n, _e: TRICKLE if n == 1 else 204) as hook:
+        webhook = _webhook(hook.url, retries=1)
+        async with asyncio.timeout(30):  # a hang fails the test instead of stalling it
+            outcome = await webhook.deliver(EVENT, asyncio.Event())
+        await webhook.aclose()
+    assert outcome is not None
+    assert (outcome.delivered, outcome.attempts, outcome.last) == (True, 2, "HTTP 204")
+    assert [a.answer for a in hook.attempts] == [TRICKLE, 204]
+
+
+async def test_only_the_status_of_an_answer_is_read_never_its_body() -> None:
+    """A receiver answering 200 with a body that never ends: delivered on its status."""
+    async with Receiver(SECRET.encode(), lambda _i, _n, _e: ENDLESS) as hook:
+        webhook = _webhook(hook.url, retries=0, timeout_s=5)
+        async with asyncio.timeout(30):
+            outcome = await webhook.deliver(EVENT, asyncio.Event())
+        await webhook.aclose()
+        streamed = hook.streamed
+    assert outcome is not None
+    assert (outcome.delivered, outcome.attempts, outcome.last) == (True, 1, "HTTP 200")
+    assert streamed < 64 * 65536, "the body was read on"

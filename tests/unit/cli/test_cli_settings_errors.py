@@ -21,6 +21,11 @@ SECRET = "s3cr3t-do-not-print"
     ("services.consumer", {"AGUI_HTTP_PORT": SECRET}, "AGUI_HTTP_PORT"),
     ("services.gatekeeper", {"AGUI_BUSY_POLICY": SECRET}, "AGUI_BUSY_POLICY"),
     ("services.gatekeeper", {"AGUI_GATEKEEPER_BATCH_MS": "1001"}, "AGUI_GATEKEEPER_BATCH_MS"),
+    ("services.notifier", {"AGUI_WEBHOOK_URL": f"ftp://{SECRET}/hook",
+                           "AGUI_WEBHOOK_SECRET": SECRET}, "URL scheme should be 'http'"),
+    ("services.notifier", {"AGUI_WEBHOOK_URL": "http://127.0.0.1:9/", "AGUI_WEBHOOK_SECRET":
+                           SECRET, "AGUI_WEBHOOK_RETRIES": "1000"}, "AGUI_WEBHOOK_RETRIES"),
+    ("services.notifier", {"AGUI_WEBHOOK_URL": "http://127.0.0.1:9/"}, "AGUI_WEBHOOK_SECRET"),
 ])
 def test_a_service_refusing_its_environment_says_which_variable_and_exits_2(
         module: str, env: dict[str, str], named: str) -> None:
