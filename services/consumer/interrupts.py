@@ -199,6 +199,10 @@ def visible(owner: str | None, principal: str, *, enforced: bool) -> bool:
     return not enforced
 
 
+HEAP_SLACK = 1024
+"""Stale expiry entries the heap may hold beyond twice its live ones."""
+
+
 def _instant(value: Any) -> int | None:
     if not isinstance(value, str):
         return None
@@ -223,6 +227,10 @@ class InterruptIndex:
     """Tool calls asked for (queued, or taken and not learned yet)."""
     _held: int = 0
     """Entries holding a tool call."""
+    _rebuild_at: int = HEAP_SLACK
+    """Heap entries past which the heap is rebuilt from the open entries."""
+    _announced_ms: int | None = None
+    """The latest ``due`` instant: the expiries at or before it were told already."""
 
     def __len__(self) -> int:
         return sum(len(v) for v in self._threads.values())
@@ -256,7 +264,20 @@ class InterruptIndex:
                     wanted.add(entry.tool_call_id)
         if wanted and since_ms is not None:
             self._ask(thread_id, since_ms, wanted)
+        if len(self._heap) > self._rebuild_at:
+            self._rebuild_heap()
         return changes
+
+    def _rebuild_heap(self) -> None:
+        """The heap of the open entries' expiries still to tell, only: an answered
+        interrupt leaves its entry until its instant (for good, at a far one); next
+        rebuilt once the heap has doubled."""
+        told = self._announced_ms
+        self._heap = [(e.expires_ms, e.order, e.thread_id, e.interrupt_id)
+                      for e in self.entries()
+                      if e.expires_ms is not None and (told is None or e.expires_ms > told)]
+        heapq.heapify(self._heap)
+        self._rebuild_at = 2 * len(self._heap) + HEAP_SLACK
 
     def _ask(self, thread_id: str, since_ms: int, call_ids: set[str]) -> None:
         queued = self._loads.get(thread_id)
@@ -332,6 +353,11 @@ class InterruptIndex:
         since = started - int(SKEW.total_seconds() * 1000) if started is not None else None
         return tuple(out), since
 
+    @property
+    def expiry_entries(self) -> int:
+        """Entries in the expiry heap, stale ones included (bounded by the rebuilds)."""
+        return len(self._heap)
+
     def next_expiry_ms(self) -> int | None:
         """When the earliest pending expiry falls (possibly of an entry since answered)."""
         return self._heap[0][0] if self._heap else None
@@ -339,6 +365,7 @@ class InterruptIndex:
     def due(self, now_ms: int) -> list[Change]:
         """Pop every expiry at or before ``now_ms`` whose interrupt is still open."""
         out = []
+        self._announced_ms = max(self._announced_ms or now_ms, now_ms)
         while self._heap and self._heap[0][0] <= now_ms:
             _, order, thread_id, interrupt_id = heapq.heappop(self._heap)
             for entry in self._threads.get(thread_id, ()):

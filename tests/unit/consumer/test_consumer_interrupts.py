@@ -142,6 +142,31 @@ def test_due_skips_answered_interrupts() -> None:
     assert index.next_expiry_ms() is None
 
 
+def test_answered_interrupts_leave_no_expiry_behind_however_far_their_instant() -> None:
+    index = InterruptIndex()
+    far = iso(T0 + 86_400_000)
+    index.apply("keep", state("keep", Interrupt(id="k", reason="r", expires_at=far)))
+    for n in range(20_000):
+        index.apply("t", state("t", Interrupt(id=f"i{n}", reason="r", expires_at=far)))
+        index.apply("t", state("t"))
+    assert len(index) == 1
+    assert index.expiry_entries <= 2 * 1 + 1024 + 1
+    assert [c.entry.interrupt_id for c in index.due(T0 + 86_400_000)] == ["k"]
+
+
+def test_a_rebuilt_heap_tells_each_expiry_once() -> None:
+    index = InterruptIndex()
+    index.apply("old", state("old", Interrupt(id="o", reason="r", expires_at=iso(T0 + 10))))
+    index.apply("new", state("new", Interrupt(id="n", reason="r", expires_at=iso(T0 + 500))))
+    assert [c.entry.interrupt_id for c in index.due(T0 + 100)] == ["o"]  # told; still open
+    for n in range(3_000):  # enough answered ones to rebuild the heap more than once
+        index.apply("t", state("t", Interrupt(id=f"i{n}", reason="r", expires_at=iso(T0 + 900))))
+        index.apply("t", state("t"))
+    assert index.due(T0 + 400) == []
+    assert [c.entry.interrupt_id for c in index.due(T0 + 1_000)] == ["n"]
+    assert index.next_expiry_ms() is None
+
+
 async def test_feed_announces_to_the_owner_only_and_times_expiry_with_one_timer() -> None:
     now = [T0]
     feed = InterruptFeed(clock=lambda: now[0])
