@@ -286,3 +286,55 @@ async def test_edit_and_approve_sends_the_edited_arguments(context: BrowserConte
     await expect(events).to_contain_text('ran delete_files with {"path":"/tmp/keep","force":true}',
                                          timeout=WAIT_MS)
     await expect(events).to_contain_text('ran send_mail with {"to":"me@example.com"}')
+
+
+async def test_an_agents_hostile_text_stays_inside_the_page(context: BrowserContext,
+                                                            relay: UpStack) -> None:
+    """100,000 characters with no break, and a right-to-left override: the page stays as
+    wide as the window and the override stays inside its heading."""
+    thread = thread_id("wide")
+    await start(relay, "tenant-a", "scripted", thread, **script(
+        {"id": "wide", "reason": "input", "message": "w" * 100_000},
+        {"id": "bidi", "reason": "input", "message": "approve \u202eevil"}))
+    page = await open_inbox(context, relay, "tenant-a")
+    await expect(article(page, thread, "wide")).to_be_visible(timeout=WAIT_MS)
+    await expect(article(page, thread, "bidi")).to_be_visible()
+    viewport = await page.evaluate("window.innerWidth")
+    width = await page.evaluate("document.documentElement.scrollWidth")
+    assert width <= viewport, f"the page is {width}px wide in a {viewport}px window"
+    isolated = await article(page, thread, "bidi").locator("h3").evaluate(
+        "h => getComputedStyle(h).unicodeBidi")
+    assert isolated == "isolate"
+
+
+async def test_a_malformed_thread_link_shows_the_page_not_a_blank(context: BrowserContext,
+                                                                  relay: UpStack) -> None:
+    page = await context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    await page.goto(f"{relay.url}/inbox#/threads/%E0%A4%A")
+    await expect(page.get_by_label("API key")).to_be_visible(timeout=WAIT_MS)
+    assert errors == []
+
+
+async def test_a_free_answer_that_json_cannot_carry_is_refused_not_sent_as_null(
+        context: BrowserContext, relay: UpStack) -> None:
+    """AG-UI takes any payload but a top-level null; 1e999 parses to Infinity, which
+    JSON.stringify would send as null."""
+    thread = thread_id("null")
+    await start(relay, "tenant-a", "scripted", thread, **script(
+        {"id": "free", "reason": "input", "message": "Anything?"}))
+    page = await open_inbox(context, relay, "tenant-a")
+    card = article(page, thread, "free")
+    await expect(card).to_be_visible(timeout=WAIT_MS)
+    resume = page.locator(f'[data-thread-id="{thread}"]').get_by_role(
+        "button", name="Resume thread")
+    for typed, said in (("null", "cannot be null"), ('{"n": 1e999}', "out of range")):
+        await card.get_by_label("Answer (JSON)").fill(typed)
+        await card.get_by_role("button", name="Use this answer").click()
+        await expect(card.get_by_role("alert")).to_contain_text(said)
+        await expect(card.get_by_text("No answer yet")).to_be_visible()
+        await expect(resume).to_be_disabled()
+    await card.get_by_label("Answer (JSON)").fill('{"n": 1}')
+    await card.get_by_role("button", name="Use this answer").click()
+    await expect(resume).to_be_enabled()

@@ -51,6 +51,19 @@ function WhenVisible({ children }: { children: React.ReactNode }) {
   return seen ? <>{children}</> : <div ref={ref} className="form-placeholder">Answer form…</div>;
 }
 
+/** Why an answer cannot be sent as typed: a top-level null (AG-UI: any JSON but null) or
+ *  a number JSON cannot carry (1e999 parses to Infinity and would be sent as null). */
+function unsendable(value: Json): string {
+  if (value === null) return "An answer cannot be null: send a value, or cancel the interrupt.";
+  const stack: Json[] = [value];
+  while (stack.length) {
+    const v = stack.pop()!;
+    if (typeof v === "number" && !Number.isFinite(v)) return "A number is out of range.";
+    if (v && typeof v === "object") for (const item of Array.isArray(v) ? v : Object.values(v)) stack.push(item);
+  }
+  return "";
+}
+
 function FreeJson({ onAnswer }: { onAnswer: (payload: Json) => void }) {
   const id = useId();
   const [text, setText] = useState("");
@@ -58,12 +71,20 @@ function FreeJson({ onAnswer }: { onAnswer: (payload: Json) => void }) {
   return (
     <form onSubmit={(e) => {
       e.preventDefault();
+      let value: Json;
       try {
-        onAnswer(JSON.parse(text) as Json);
-        setError("");
+        value = JSON.parse(text) as Json;
       } catch (err) {
         setError(`Not JSON: ${(err as Error).message}`);
+        return;
       }
+      const why = unsendable(value);
+      if (why) {
+        setError(why);
+        return;
+      }
+      onAnswer(value);
+      setError("");
     }}>
       <label htmlFor={id}>Answer (JSON)</label>
       <textarea id={id} rows={4} value={text} onChange={(e) => setText(e.target.value)}

@@ -345,6 +345,16 @@ function ThreadPage({ threadId }: { threadId: string }) {
   );
 }
 
+/** The thread id of a `#/threads/<id>` route; a malformed escape is kept as typed (a
+ *  thrown URIError would unmount the whole page). */
+function safeDecode(text: string): string {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return text;
+  }
+}
+
 function App() {
   const [key, setKey] = useState(apiKey());
   const [listing, setListing] = useState<OpenInterrupt[] | null>(null);
@@ -384,7 +394,7 @@ function App() {
       </header>
       <main>
         {problem && !needsKey && <p role="alert" className="problem">{problem.detail}</p>}
-        {threadMatch ? <ThreadPage threadId={decodeURIComponent(threadMatch[1])} />
+        {threadMatch ? <ThreadPage threadId={safeDecode(threadMatch[1])} />
           : listing === null ? (!problem && <p>Loading…</p>)
           : <Inbox key={key} interrupts={listing} />}
       </main>
