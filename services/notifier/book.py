@@ -89,18 +89,32 @@ class Book:
         self._remember(thread_id, after)
         return events
 
-    def advance(self, now_ms: int) -> list[WebhookEvent]:
-        """Move the clock to ``now_ms`` (never back); the expiries that come due."""
-        self.watermark_ms = max(self.watermark_ms, now_ms)
+    def advance(self, now_ms: int, most: int | None = None) -> list[WebhookEvent]:
+        """Move the clock to ``now_ms`` (never back); the expiries that come due.
+
+        With ``most``, at most that many deadlines are taken; the clock then stops
+        just before the first one left, so the watermark committed after them never
+        passes an expiry not told yet (``due`` says whether one is left).
+        """
+        clock = max(self.watermark_ms, now_ms)
         events: list[WebhookEvent] = []
-        while self._deadlines and self._deadlines[0][0] <= self.watermark_ms:
+        taken = 0
+        while self._deadlines and self._deadlines[0][0] <= clock:
+            if most is not None and taken >= most:
+                self.watermark_ms = max(self.watermark_ms, self._deadlines[0][0] - 1)
+                return events
             _, thread_id = heapq.heappop(self._deadlines)
+            taken += 1
             seen = self.threads.get(thread_id)
             if seen is not None:
-                self.threads[thread_id], due = expire(self.scope, thread_id, seen,
-                                                      self.watermark_ms)
+                self.threads[thread_id], due = expire(self.scope, thread_id, seen, clock)
                 events += due
+        self.watermark_ms = clock
         return events
+
+    def due(self, now_ms: int) -> bool:
+        """Whether a deadline at or before ``now_ms`` (or the clock) is still to be taken."""
+        return bool(self._deadlines) and self._deadlines[0][0] <= max(self.watermark_ms, now_ms)
 
     def next_deadline(self) -> datetime | None:
         """The earliest pending deadline (possibly stale), for the loop's poll timeout."""

@@ -94,3 +94,30 @@ def test_the_watermark_travels_in_the_commit_metadata() -> None:
     assert read_watermark(None) is None
     assert read_watermark("") is None
     assert read_watermark("something else w=5") is None
+
+
+def test_expiries_taken_one_at_a_time_never_leave_the_watermark_past_one_untold() -> None:
+    """A restart from the watermark after any step tells every expiry not told yet."""
+    states = {f"t{n}": interrupted(("r", interrupt("a", AT_10S if n < 3 else AT_20S)),
+                                   thread_id=f"t{n}") for n in range(5)}
+    book = Book(SCOPE, 0)
+    book.activate(ms(T0))
+    for tid, s in states.items():
+        book.apply(tid, s, T0)
+    now = ms(T0 + timedelta(seconds=30))
+    told: list[str] = []
+    steps = 0
+    while True:
+        told += [e.thread_id for e in book.advance(now, most=1)]
+        steps += 1
+        again = Book(SCOPE, 0)
+        for tid, s in states.items():
+            again.restore(tid, s)
+        again.activate(book.watermark_ms)
+        left = {e.thread_id for e in again.advance(now)}
+        assert left | set(told) == set(states), (steps, told, left)
+        if not book.due(now):
+            break
+    assert sorted(told) == sorted(states)
+    assert steps == len(states)
+    assert book.watermark_ms == now
