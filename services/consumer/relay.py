@@ -140,6 +140,8 @@ class Relay:
                   "threadView": self.threads.caught_up.is_set()}
         detail = ""
         failing = self.threads.store.failing() if self.threads.store is not None else {}
+        if self.threads.failure is not None:
+            failing = {**failing, "thread-view": self.threads.failure}
         if failing:
             checks["threadStore"] = False
             detail = "; ".join(f"{name} {why}" for name, why in failing.items())

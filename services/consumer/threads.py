@@ -48,6 +48,8 @@ class ThreadView(BackgroundReader):
         """Records the view read from the topic since it started (a restore's are the
         store's: ``ThreadStore.records_restored``)."""
         self.caught_up = asyncio.Event()
+        self.failure: str | None = None
+        """Why the view stopped (readiness says it), when it did."""
         self.progress = Progress()
         self._states: dict[str, bytes] = {}
         self.listeners: list[Callable[[str, bytes | None], None]] = []
@@ -85,7 +87,12 @@ class ThreadView(BackgroundReader):
         if self.store is None:
             await consumer.seek_to_beginning(*parts)
         else:
-            starts = await self.store.restore(self.kafka, [tp.partition for tp in parts])
+            try:
+                starts = await self.store.restore(self.kafka, [tp.partition for tp in parts])
+            except Exception as exc:
+                self.failure = f"its on-disk stores cannot be used: {type(exc).__name__}: {exc}"
+                log.error("thread view stopped, %s", self.failure)
+                raise
             for thread_id, value in self.store.marked():
                 for listener in self.listeners:
                     listener(thread_id, value)

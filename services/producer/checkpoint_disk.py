@@ -95,6 +95,8 @@ class CheckpointDisk:
         self.restored: dict[int, Restored] = {}
         self.partitions = 0
         """The checkpoints topic's partition count (known once a restore ran)."""
+        self.failures: dict[int, str] = {}
+        """Partitions whose store could not be written, and why (``failing``)."""
         self.rereading: dict[int, set[bytes]] = {}
         """Partitions being read again, with the threads written here meanwhile."""
         self._started = False
@@ -205,18 +207,30 @@ class CheckpointDisk:
         waiting = self.unwritten.setdefault(partition, {})
         waiting[value.thread_id.encode()] = (data, ACTIVE if value.active is not None else None)
         try:
+            if partition in self.failures:
+                store.reopen()  # RocksDB stays read-only after a failed write until reopened
             store.write([(k, v, m) for k, (v, m) in waiting.items()],
                         offset + 1 if store.checkpoint == offset else None)
         except StoreError as exc:
-            log.error("checkpoint store of partition %d cannot be written (%d checkpoints "
-                      "kept in memory): %s", partition, len(waiting), exc)
+            if partition not in self.failures:
+                log.error("checkpoint store of partition %d cannot be written (%d checkpoints "
+                          "kept in memory until it can, not ready): %s", partition, len(waiting),
+                          exc)
+            self.failures[partition] = str(exc)
             return
+        if self.failures.pop(partition, None) is not None:
+            log.warning("checkpoint store of partition %d written again", partition)
         waiting.clear()
+
+    def failing(self) -> dict[str, str]:
+        """The stores that cannot be written now (``/readyz``), by name."""
+        return {f"checkpoint-store-{p}": why for p, why in self.failures.items()}
 
     def release(self, partitions: Iterable[int]) -> None:
         for p in set(partitions):
             store = self.stores.pop(p, None)
             self.unwritten.pop(p, None)
+            self.failures.pop(p, None)
             self.restored.pop(p, None)
             self.cache.drop_partition(p)
             for thread_id in [t for t in self.pending if self.partition(t) == p]:

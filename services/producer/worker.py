@@ -108,8 +108,10 @@ class Worker:
     def ready(self) -> bool:
         """Readiness (``/readyz``): listening to ``control``, every agent's partitions
         restored (and left-open runs closed) at least once, and not failed."""
+        disk = self.store.disk if self.store is not None else None
         return (self.failure is None and self.control_ready.is_set() and bool(self.hosts)
-                and all(h.ready.is_set() for h in self.hosts))
+                and all(h.ready.is_set() for h in self.hosts)
+                and not (disk is not None and disk.failing()))
 
     def fail(self, exc: BaseException) -> None:
         """Stop the worker because of ``exc`` (it exits with an error)."""

@@ -104,6 +104,9 @@ def unlock(handle: IO[bytes]) -> None:
 
 def wipe(path: Path) -> None:
     """Delete a store's files (the caller holds its lock)."""
+    if path.is_symlink():  # a link (even a loop or a dangling one) where the directory should be
+        path.unlink()
+        return
     shutil.rmtree(path, ignore_errors=True)
     if path.exists():  # a file where the directory should be
         path.unlink()
@@ -153,7 +156,18 @@ class PartitionStore:
         after a failed write, e.g. a full disk, until it is reopened)."""
         with contextlib.suppress(Exception):
             self._db.close()
-        self._db = _open(self.path)
+        try:
+            self._db = _open(self.path)
+        except StoreUnusableError as exc:
+            # Still unwritable (the disk is still full): keep reading what the store holds,
+            # read-only, so lookups never meet a closed database; the next write reopens again.
+            try:
+                self._db = Rdict(str(self.path), Options(raw_mode=True),
+                                 access_type=AccessType.read_only(error_if_log_file_exist=False))
+            except Exception as inner:
+                raise StoreUnusableError(f"{self.path} reopens neither writable ({exc}) nor "
+                                         f"read-only ({inner})") from inner
+            raise StoreWriteError(f"reopening {self.path} failed: {exc}") from exc
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -247,14 +261,12 @@ class Peek:
 
 def peek(path: Path) -> Peek:
     """Read a store's checkpoint read-only (its owner may have it open meanwhile)."""
-    held = False
-    try:
-        handle = lock(path)
-    except StoreLockedError:
-        held = True
-    else:
-        unlock(handle)
-    size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+    held = _held(path)
+    size = 0
+    for f in path.rglob("*"):
+        with contextlib.suppress(OSError):
+            if f.is_file():
+                size += f.stat().st_size
     try:
         db = Rdict(str(path), Options(raw_mode=True),
                    access_type=AccessType.read_only(error_if_log_file_exist=False))
@@ -267,6 +279,24 @@ def peek(path: Path) -> Peek:
     finally:
         db.close()
     return Peek(offset, size, held, None if stamp == FORMAT else f"not this store: {stamp!r}")
+
+
+def _held(path: Path) -> bool:
+    """Whether a process holds ``path``'s lock now, read without writing anything (a
+    read-only state directory, or one being inspected, stays as it is)."""
+    try:
+        fd = os.open(f"{path}.lock", os.O_RDONLY)
+    except OSError:
+        return False  # no lock file: no owner
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)  # closing releases the shared lock taken above
+    return False
 
 
 def _open(path: Path) -> Rdict:

@@ -10,6 +10,7 @@ answer the same with the stores as without, before and after a restart.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
 import socket
 from datetime import UTC, datetime
@@ -166,3 +167,23 @@ async def test_threads_and_interrupts_answer_the_same_with_the_store_as_without(
     assert stored == without
     assert restarted == without
     assert any((tmp_path / "consumer-threads").iterdir())
+
+
+async def test_a_view_whose_stores_cannot_be_used_says_why(
+        kafka: KafkaSettings, backstage: Backstage, tmp_path: Path) -> None:
+    """``AGUI_STATE_DIR`` naming a file: the view stops, and readiness says why (it said
+    nothing until shutdown)."""
+    root = tmp_path / "a-file"
+    root.write_bytes(b"not a directory")
+    view = ThreadView(kafka, ThreadStore(root, kafka.topics.threads, "i1", cache_mb=1))
+    await view.start()
+    try:
+        async with asyncio.timeout(WAIT_S):
+            while view.failure is None:
+                await asyncio.sleep(0.05)
+        assert "its on-disk stores cannot be used" in view.failure
+        assert "NotADirectoryError" in view.failure or "FileExistsError" in view.failure
+        assert not view.caught_up.is_set()
+    finally:
+        with contextlib.suppress(Exception):
+            await view.stop()

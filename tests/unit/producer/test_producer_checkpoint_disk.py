@@ -5,6 +5,7 @@ written here meanwhile."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -117,3 +118,30 @@ def test_checkpoint_records_become_store_changes_marked_when_a_run_is_active() -
     assert changes(0, records) == [(b"a", active, b"active"), (b"b", idle, None),
                                    (b"c", None, None)]
     assert active_raw(b"[]") is None
+
+
+def test_a_store_that_cannot_be_written_fails_readiness_until_it_is_written_again(
+        small_disk: Path, fill: Callable[[Path], Path]) -> None:
+    """RocksDB stays read-only after a failed write until it is reopened: the store is
+    reopened on each later write, and ``failing`` (readiness) names it meanwhile."""
+    disk = owning(small_disk, *range(PARTITIONS))
+    p = partition_for("t1", PARTITIONS)
+    disk.stores[p].write((), 10)
+    filler = fill(small_disk)
+    offset = 10
+    for n in range(200):  # until a write fails
+        value = cp.begin_run(began("t1", "r1"), run_id=f"r{n}", request_id=f"q{n}",
+                             agent="scripted", worker="w" * 2000, still_open=[], now=NOW)
+        disk.written(value)
+        disk.durable(value, cp.to_bytes(value), p, offset)
+        offset += 1
+        if disk.failing():
+            break
+    assert list(disk.failing()) == [f"checkpoint-store-{p}"]
+    filler.unlink()
+    last = began("t1", "r-last")
+    disk.written(last)
+    disk.durable(last, cp.to_bytes(last), p, offset)
+    assert disk.failing() == {}
+    assert disk.stores[p].get(b"t1") == cp.to_bytes(last)
+    disk.close()

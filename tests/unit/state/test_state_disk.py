@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ from services.state.disk import (
     StoreLockedError,
     StoreUnusableError,
     StoreWriteError,
+    peek,
 )
 
 pytestmark = pytest.mark.unit
@@ -196,20 +196,6 @@ def test_a_failed_write_is_a_store_write_error_and_keeps_nothing(tmp_path: Path)
         store.close()
 
 
-@pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 1 MiB tmpfs: a disk that really fills up (needs root, as CI and make test run)."""
-    if os.geteuid() != 0:
-        pytest.skip("mounting a small tmpfs needs root")
-    mount = tmp_path / "small"
-    mount.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], check=True)
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=True)
-
-
 def test_a_full_disk_fails_the_write_whole_and_keeps_the_last_checkpoint(small_disk: Path) -> None:
     store = PartitionStore.open(small_disk / "p0")
     written = 0
@@ -226,6 +212,63 @@ def test_a_full_disk_fails_the_write_whole_and_keeps_the_last_checkpoint(small_d
     assert written > 0
     assert store.checkpoint == written  # the failed write kept nothing, not even its offset
     store.close()
+
+
+def test_a_store_still_unwritable_when_reopened_is_read_on_and_written_once_there_is_room(
+        small_disk: Path, fill: Callable[[Path], Path]) -> None:
+    """A reopen on a full disk must not leave a closed database behind: every lookup
+    would fail (the gatekeeper's routing loop, the consumer's thread reads)."""
+    store = PartitionStore.open(small_disk / "p0")
+    store.write([(b"kept", b"value", None)], 1)
+    filler = fill(small_disk)
+    failed, written = None, 1
+    for i in range(1000):
+        try:
+            store.write([(f"k{i}".encode(), os.urandom(2000), None)], 2 + i)
+        except StoreWriteError as exc:
+            failed = exc
+            break
+        written = 2 + i
+    assert failed is not None
+    with pytest.raises(StoreWriteError):
+        store.reopen()
+    assert store.get(b"kept") == b"value"
+    assert store.checkpoint == written
+    filler.unlink()
+    store.reopen()
+    store.write([(b"later", b"v2", None)], 7)
+    assert (store.get(b"kept"), store.get(b"later"), store.checkpoint) == (b"value", b"v2", 7)
+    store.close()
+
+
+@pytest.mark.parametrize("link", ["loop", "dangling"])
+def test_a_broken_symlink_where_a_store_should_be_is_replaced_by_a_fresh_store(
+        tmp_path: Path, link: str) -> None:
+    """(A link to a directory is a store kept elsewhere, and is used as one.)"""
+    states = StateDir(tmp_path / "state", "threads", grace_s=60)
+    path = states.path(0)
+    path.parent.mkdir(parents=True)
+    path.symlink_to({"loop": path, "dangling": tmp_path / "nothing"}[link])
+    store, why = states.open(0)
+    assert why is not None
+    assert path.is_dir()
+    assert not path.is_symlink()
+    store.write([(b"t", b"v", None)], 3)
+    assert store.checkpoint == 3
+    store.close()
+
+
+def test_peek_writes_nothing_into_the_directory_it_inspects(tmp_path: Path) -> None:
+    store = PartitionStore.open(tmp_path / "p0")
+    store.write([(b"t", b"v", None)], 9)
+    assert peek(tmp_path / "p0").held
+    store.close()
+    lock = tmp_path / "p0.lock"
+    lock.unlink(missing_ok=True)
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    seen = peek(tmp_path / "p0")
+    assert (seen.offset, seen.held) == (9, False)
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before
 
 
 async def test_a_new_owner_waits_for_the_previous_one_to_close_the_store(tmp_path: Path) -> None:
