@@ -24,6 +24,7 @@ from rich.console import Console
 from services.agui.audit import AuditEntry, audit
 from services.cli.ops.columns import Column, Grid, print_grid
 from services.cli.ops.kafka_io import EXIT_OK, EXIT_REFUSED, run_command, stderr, stdout
+from services.cli.ops.safe import markup, safe
 from services.kafka.thread_log import ThreadRecords, read_thread
 from services.runtime.settings import KafkaSettings
 
@@ -61,7 +62,7 @@ def print_audit(console: Console, found: ThreadRecords) -> None:
     """The table, or a line saying the thread raised no interrupt."""
     entries = audit(found.events, found.decisions)
     if not entries:
-        console.print(f"thread {found.thread_id} raised no interrupt", markup=False)
+        console.print(f"thread {safe(found.thread_id)} raised no interrupt", markup=False)
         return
     print_grid(console, audit_grid(entries))
 
@@ -69,9 +70,9 @@ def print_audit(console: Console, found: ThreadRecords) -> None:
 async def _audit(settings: KafkaSettings, thread_id: str, as_json: bool) -> int:
     found = await read_thread(settings, thread_id)
     for warning in found.warnings:
-        stderr().print(f"[yellow]warning:[/] {warning}")
+        stderr().print(f"[yellow]warning:[/] {markup(warning)}")
     if found.state is None and not found.events and not found.decisions:
-        stderr().print(f"[red]unknown thread[/] {thread_id}: nothing on "
+        stderr().print(f"[red]unknown thread[/] {markup(thread_id)}: nothing on "
                        f"{settings.topics.threads}, {settings.topics.events} or "
                        f"{settings.topics.decisions}")
         return EXIT_REFUSED

@@ -31,6 +31,7 @@ from services.cli.ops.kafka_io import (
     stderr,
     stdout,
 )
+from services.cli.ops.safe import markup
 from services.cli.ops.tail import emit
 from services.cli.ops.watch import Watcher
 from services.kafka.reader import Start, TopicReader
@@ -51,13 +52,13 @@ def requested_by() -> str:
 async def _current_run(settings: KafkaSettings, thread_id: str) -> str | None:
     state = await read_state(settings, thread_id)
     if state is None:
-        stderr().print(f"[red]refused:[/] thread {thread_id} has no state on "
-                       f"{settings.topics.threads}; name the run: cancel {thread_id} RUN")
+        stderr().print(f"[red]refused:[/] thread {markup(thread_id)} has no state on "
+                       f"{settings.topics.threads}; name the run: cancel {markup(thread_id)} RUN")
         return None
     if state.status != "running" or state.run_id is None:
-        hint = (f"; to move past its open interrupts: agui-relay resume {thread_id} --cancel-all"
-                if state.status == "interrupted" else "")
-        stderr().print(f"[red]refused:[/] thread {thread_id} is {state.status}, no run to "
+        hint = ("; to move past its open interrupts: agui-relay resume "
+                f"{markup(thread_id)} --cancel-all" if state.status == "interrupted" else "")
+        stderr().print(f"[red]refused:[/] thread {markup(thread_id)} is {state.status}, no run to "
                        f"cancel{hint}")
         return None
     return state.run_id
@@ -83,12 +84,13 @@ async def _cancel(settings: KafkaSettings, thread_id: str, run_id: str | None, f
                                            int(command.requested_at.timestamp() * 1000),
                                            thread_id, {}, to_wire(command)).ndjson() + "\n")
             else:
-                stdout().print(f"cancel sent for run [cyan]{run_id}[/] of thread "
-                               f"[bold]{thread_id}[/] ({topics.control}[{partition}]@{offset})")
+                stdout().print(f"cancel sent for run [cyan]{markup(run_id)}[/] of thread "
+                               f"[bold]{markup(thread_id)}[/] "
+                               f"({topics.control}[{partition}]@{offset})")
             if follow and await watcher.run_end(run_id, within_s) is None:
                 if not stop.is_set():
-                    stderr().print(f"[yellow]run {run_id} did not close within {within_s:g}s[/]"
-                                   " (is a producer worker running it?)")
+                    stderr().print(f"[yellow]run {markup(run_id)} did not close within "
+                                   f"{within_s:g}s[/] (is a producer worker running it?)")
                 return EXIT_ERROR
         finally:
             await watcher.close()
@@ -107,5 +109,8 @@ def cancel(
 ) -> None:
     """Cancel a running run (the producer ends it with the cancelled outcome)."""
     settings = KafkaSettings()
+    if not 0 < within_s < float("inf"):  # also refuses nan: checked before anything is sent
+        stderr().print(f"[red]error:[/] --timeout {within_s}: give a number of seconds above 0")
+        raise typer.Exit(EXIT_ERROR)
     raise typer.Exit(run_command(lambda stop: _cancel(settings, thread_id, run_id, follow,
                                                       as_json, within_s, stop)))

@@ -23,6 +23,8 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
+from services.cli.ops.safe import safe
+
 GAP = 3
 """Spaces between plain columns, as ``kubectl get`` leaves."""
 
@@ -46,7 +48,7 @@ class Grid:
         """Append a row; plain strings become unstyled ``Text`` on one line."""
         if len(cells) != len(self.columns):
             raise ValueError(f"a row of {len(cells)} cells under {len(self.columns)} columns")
-        self.rows.append(tuple(c if isinstance(c, Text) else Text(" ".join(c.splitlines()))
+        self.rows.append(tuple(c if isinstance(c, Text) else Text(safe(" ".join(c.splitlines())))
                                for c in cells))
 
 

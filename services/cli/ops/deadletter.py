@@ -21,9 +21,11 @@ import typer
 from rich.json import JSON
 from rich.padding import Padding
 from rich.table import Table
+from rich.text import Text
 
 from services.cli.ops.kafka_io import EXIT_ERROR, EXIT_OK, run_command, stderr, stdout
 from services.cli.ops.render import clip
+from services.cli.ops.safe import markup, safe
 from services.kafka.reader import TopicReader
 from services.kafka.records import OpsRecord, from_kafka, parse_value
 from services.runtime.settings import KafkaSettings
@@ -85,9 +87,11 @@ async def _list(settings: KafkaSettings, as_json: bool) -> int:
     for number, letter in enumerate(letters, 1):
         body = letter.fields
         table.add_row(str(number), f"{letter.partition}:{letter.offset}",
-                      str(body.get("failedAt", "-")), str(body.get("service", "-")),
-                      f"{body.get('sourceTopic')}[{body.get('partition')}]@{body.get('offset')}",
-                      str(body.get("code", "-")), clip(str(body.get("reason", "")), 60))
+                      Text(safe(body.get("failedAt", "-"))), Text(safe(body.get("service", "-"))),
+                      Text(safe(f"{body.get('sourceTopic')}[{body.get('partition')}]"
+                                f"@{body.get('offset')}")),
+                      Text(safe(body.get("code", "-"))),
+                      Text(clip(str(body.get("reason", "")), 60)))
     stdout().print(table)
     return EXIT_OK
 
@@ -109,8 +113,8 @@ async def _show(settings: KafkaSettings, which: str, as_json: bool) -> int:
     letters = await read_letters(settings)
     letter = pick(letters, which)
     if letter is None:
-        stderr().print(f"[red]no dead letter {which!r}[/]: give its number (1..{len(letters)}) "
-                       "or PARTITION:OFFSET")
+        stderr().print(f"[red]no dead letter {markup(repr(which))}[/]: give its number "
+                       f"(1..{len(letters)}) or PARTITION:OFFSET")
         return EXIT_ERROR
     if as_json:
         sys.stdout.write(_json(letter) + "\n")
@@ -118,16 +122,17 @@ async def _show(settings: KafkaSettings, which: str, as_json: bool) -> int:
     body = letter.fields
     console = stdout()
     console.print(f"[bold]dead letter {letter.partition}:{letter.offset}[/] on {letter.topic}")
-    console.print(f"  [bold red]{body.get('code')}[/]: {body.get('reason')}")
-    console.print(f"  refused by {body.get('service')} at {body.get('failedAt')}")
-    console.print(f"  from {body.get('sourceTopic')} partition {body.get('partition')} "
-                  f"offset {body.get('offset')}, key {body.get('key')!r}")
+    console.print(f"  [bold red]{markup(body.get('code'))}[/]: {markup(body.get('reason'))}")
+    console.print(f"  refused by {markup(body.get('service'))} at {markup(body.get('failedAt'))}")
+    console.print(markup(f"  from {body.get('sourceTopic')} partition {body.get('partition')} "
+                         f"offset {body.get('offset')}, key {body.get('key')!r}"))
     if body.get("headers"):
-        console.print("  headers: " + ", ".join(f"{k}={v}" for k, v in body["headers"].items()))
+        console.print("  headers: " + markup(", ".join(f"{k}={v}"
+                                                         for k, v in body["headers"].items())))
     console.print("  original record:")
     value = original(letter)
     if isinstance(value, str):
-        console.print(f"    {value}", markup=False)
+        console.print(f"    {safe(value)}", markup=False)
     else:
         console.print(Padding(JSON.from_data(value, indent=2), (0, 0, 0, 4), expand=False))
     return EXIT_OK

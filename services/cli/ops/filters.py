@@ -29,7 +29,10 @@ def parse_since(text: str, now: datetime) -> datetime:
     match = _DURATION.match(text)
     if match:
         seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2).lower()]
-        return now - timedelta(seconds=seconds)
+        try:
+            return now - timedelta(seconds=seconds)
+        except OverflowError as exc:
+            raise ValueError(f"--since {text!r}: reaches before year 1") from exc
     try:
         moment = datetime.fromisoformat(text.strip())
     except ValueError as exc:

@@ -21,6 +21,7 @@ from rich.text import Text
 from contracts.headers import AGENT, EVENT_TYPE, RUN_ID
 from services.agui.expiry import read_expiry
 from services.agui.jsdate import to_epoch_ms
+from services.cli.ops.safe import safe
 from services.kafka.records import OpsRecord
 
 DETAIL_MAX = 96
@@ -49,7 +50,7 @@ _VERDICT_STYLES = {"admitted": "bold green", "rejected": "bold red", "queued": "
 
 def clip(text: str, limit: int = DETAIL_MAX) -> str:
     """``text`` on one line, cut to ``limit`` characters with an ellipsis."""
-    flat = " ".join(text.split())
+    flat = safe(" ".join(text.split()))
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
@@ -79,7 +80,7 @@ def time_left(expires_at: str | None, now: datetime) -> str:
         return "no expiry"
     expiry = read_expiry(expires_at)
     if expiry.epoch_ms is None:
-        return f"never expires (unparseable expiresAt {expires_at!r})"
+        return f"never expires (unparseable expiresAt {safe(repr(expires_at))})"
     delta_s = (expiry.epoch_ms - to_epoch_ms(now)) / 1000
     if expiry.is_expired(now):
         return f"expired {duration(delta_s)} ago"
@@ -96,26 +97,26 @@ def interrupt_line(interrupt: Mapping[str, Any], now: datetime, indent: str = " 
     """``⏸ interrupt ID  reason=R  "message"  expires in ...`` for one interrupt."""
     line = Text(indent)
     line.append("⏸ interrupt ", style="yellow")
-    line.append(str(interrupt.get("id")), style="bold yellow")
-    line.append(f"  reason={interrupt.get('reason')}")
+    line.append(safe(interrupt.get("id")), style="bold yellow")
+    line.append(f"  reason={safe(interrupt.get('reason'))}")
     if interrupt.get("message"):
         line.append(f"  “{clip(str(interrupt['message']), 80)}”", style="italic")
     expires = interrupt.get("expiresAt")
     left = time_left(expires if isinstance(expires, str) else None, now)
     line.append(f"  {left}", style="red" if left.startswith("expired") else "green")
     if interrupt.get("toolCallId"):
-        line.append(f"  tool={interrupt['toolCallId']}", style="dim")
+        line.append(f"  tool={safe(interrupt['toolCallId'])}", style="dim")
     if interrupt.get("subagentRunId"):
-        line.append(f"  subagent={interrupt['subagentRunId']}", style="dim")
+        line.append(f"  subagent={safe(interrupt['subagentRunId'])}", style="dim")
     return line
 
 
 def _head(rec: OpsRecord, run: str, label: str, style: str) -> Text:
     line = Text()
     line.append(clock(rec.timestamp_ms), style="dim")
-    line.append(f"  {rec.key or '-'}", style="bold")
-    line.append(f"  {run or '-'}", style="cyan")
-    line.append(f"  {label:<{TYPE_WIDTH}}", style=style)
+    line.append(f"  {safe(rec.key or '-')}", style="bold")
+    line.append(f"  {safe(run or '-')}", style="cyan")
+    line.append(f"  {safe(label):<{TYPE_WIDTH}}", style=style)
     return line
 
 
@@ -182,11 +183,11 @@ def event_lines(rec: OpsRecord, now: datetime) -> list[Text]:
     run = rec.headers.get(RUN_ID) or str(body.get("runId") or "")
     detail, style = _event_detail(kind, body)
     line = _head(rec, run, kind, style or _EVENT_STYLES.get(kind, "white"))
-    line.append(detail)
+    line.append(safe(detail))
     if rec.headers.get(AGENT) and kind == "RUN_STARTED":
-        line.append(f"  agent={rec.headers[AGENT]}", style="dim")
+        line.append(f"  agent={safe(rec.headers[AGENT])}", style="dim")
     if body.get("subagentRunId") and not kind.startswith("SUBAGENT_"):
-        line.append(f"  ↳{body['subagentRunId']}", style="dim")
+        line.append(f"  ↳{safe(body['subagentRunId'])}", style="dim")
     lines = [line]
     outcome = body.get("outcome")
     if kind == "RUN_FINISHED" and isinstance(outcome, dict) and outcome.get("type") == "interrupt":
@@ -202,11 +203,11 @@ def decision_lines(rec: OpsRecord) -> list[Text]:
     line = _head(rec, str(body.get("runId") or ""), f"DECISION {verdict}",
                  _VERDICT_STYLES.get(verdict, "white"))
     if body.get("code"):
-        line.append(f"{body['code']}: ", style="bold red")
+        line.append(f"{safe(body['code'])}: ", style="bold red")
     line.append(clip(str(body.get("message", ""))))
     if body.get("interruptIds"):
-        line.append(f"  [{', '.join(map(str, body['interruptIds']))}]", style="yellow")
-    line.append(f"  request={body.get('requestId')}", style="dim")
+        line.append(f"  [{safe(', '.join(map(str, body['interruptIds'])))}]", style="yellow")
+    line.append(f"  request={safe(body.get('requestId'))}", style="dim")
     return [line]
 
 
@@ -214,10 +215,10 @@ def deadletter_lines(rec: OpsRecord) -> list[Text]:
     """A dead letter: its code, where the refused record came from, and why."""
     body = rec.fields
     line = _head(rec, "", "DEADLETTER", "bold red reverse")
-    line.append(f"{body.get('code')}: ", style="bold red")
+    line.append(f"{safe(body.get('code'))}: ", style="bold red")
     line.append(clip(str(body.get("reason", ""))))
-    line.append(f"  from {body.get('sourceTopic')}[{body.get('partition')}]@{body.get('offset')}"
-                f" by {body.get('service')}", style="dim")
+    line.append(safe(f"  from {body.get('sourceTopic')}[{body.get('partition')}]"
+                     f"@{body.get('offset')} by {body.get('service')}"), style="dim")
     return [line]
 
 

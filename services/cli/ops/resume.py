@@ -39,6 +39,7 @@ from services.cli.ops.kafka_io import (
     stdout,
 )
 from services.cli.ops.resume_plan import Plan, ResumeOptions, parse_resolve, plan_resume
+from services.cli.ops.safe import markup
 from services.cli.ops.tail import emit
 from services.cli.ops.watch import Watcher
 from services.kafka.reader import Start, TopicReader
@@ -64,7 +65,7 @@ def build_request(found: ThreadRecords, plan: Plan, agent: str | None) -> RunReq
         transcript.warnings.append(f"no events of thread {found.thread_id} left on the events "
                                    "topic (retention?): resuming without its message history")
     for warning in transcript.warnings:
-        stderr().print(f"[yellow]warning:[/] {warning}")
+        stderr().print(f"[yellow]warning:[/] {markup(warning)}")
     wire: dict[str, Any] = {
         "threadId": found.thread_id,
         "runId": f"run-{uuid.uuid4().hex[:16]}",
@@ -87,7 +88,7 @@ def plan_for(found: ThreadRecords, options: ResumeOptions) -> Plan:
                       "(unknown thread, or the gatekeeper has not seen it)")
     plan = plan_resume(found.state, options, datetime.now(UTC))
     for warning in plan.warnings:
-        stderr().print(f"[yellow]warning:[/] {warning}")
+        stderr().print(f"[yellow]warning:[/] {markup(warning)}")
     if not plan.ok:
         raise RefusedError("\n".join(f"  {p.code}: {p.message}" for p in plan.problems))
     return plan
@@ -102,8 +103,9 @@ def _announce(request: RunRequest, partition: int, offset: int, settings: KafkaS
         sys.stdout.write(rec.ndjson() + "\n")
         return
     entries = ", ".join(f"{e.interrupt_id}={e.status}" for e in request.input.resume or [])
-    stdout().print(f"→ resuming [bold]{request.input.thread_id}[/] with agent {request.agent}: "
-                   f"new run [cyan]{request.input.run_id}[/], {entries} "
+    stdout().print(f"→ resuming [bold]{markup(request.input.thread_id)}[/] with agent "
+                   f"{markup(request.agent)}: new run [cyan]{markup(request.input.run_id)}[/], "
+                   f"{markup(entries)} "
                    f"[dim](request {request.request_id}, "
                    f"{len(request.input.messages)} messages)[/]")
 
@@ -161,6 +163,9 @@ def resume(
 ) -> None:
     """Resume an interrupted thread: every open interrupt resolved or cancelled."""
     settings = KafkaSettings()
+    if not 0 < within_s < float("inf"):  # also refuses nan: checked before anything is sent
+        stderr().print(f"[red]error:[/] --timeout {within_s}: give a number of seconds above 0")
+        raise typer.Exit(EXIT_ERROR)
     try:
         options = ResumeOptions(resolve=[parse_resolve(item) for item in resolve or []],
                                 cancel=list(cancel or []), cancel_expired=cancel_expired,
@@ -174,7 +179,8 @@ def resume(
         try:
             request = build_request(found, plan_for(found, options), agent)
         except RefusedError as exc:
-            stderr().print(f"[bold red]refused, nothing sent[/] — thread {thread_id}:\n{exc}")
+            stderr().print(f"[bold red]refused, nothing sent[/] — thread {markup(thread_id)}:\n"
+                           f"{markup(exc)}")
             return EXIT_REFUSED
         if dry_run:
             sys.stdout.write(encode(request).decode() + "\n")

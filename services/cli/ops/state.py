@@ -21,9 +21,11 @@ from typing import Annotated
 import orjson
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from contracts.topics import TopicCatalog
 from services.cli.ops.kafka_io import EXIT_OK, run_command, stdout
+from services.cli.ops.safe import safe
 from services.kafka.clients import TopicPartition
 from services.kafka.reader import TopicReader
 from services.runtime.settings import KafkaSettings
@@ -99,7 +101,7 @@ async def _state(settings: KafkaSettings, root: Path, as_json: bool) -> int:
             sys.stdout.write(orjson.dumps(row.to_json()).decode() + "\n")
         return EXIT_OK
     if not rows:
-        stdout().print(f"no state stores under {root}")
+        stdout().print(f"no state stores under {root}", markup=False)
         return EXIT_OK
     table = Table("store", "partition", "offset", "changelog end", "behind", "on disk", "open",
                   title=f"state stores under {root}", title_justify="left",
@@ -108,10 +110,10 @@ async def _state(settings: KafkaSettings, root: Path, as_json: bool) -> int:
     for row in rows:
         behind = row.behind
         table.add_row(
-            row.store, str(row.partition),
+            Text(safe(row.store)), str(row.partition),
             str(row.peeked.offset) if row.peeked.offset is not None else "-",
             str(row.end) if row.end is not None else "-",
-            f"[red]{row.peeked.error}[/]" if row.peeked.error else
+            Text(safe(row.peeked.error), style="red") if row.peeked.error else
             (f"[{'yellow' if behind else 'green'}]{behind}[/]" if behind is not None else "-"),
             f"{row.peeked.disk_bytes / 1e6:.1f} MB", "yes" if row.peeked.held else "no")
     stdout().print(table)

@@ -23,9 +23,11 @@ from typing import Annotated, Any
 import orjson
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from services.cli.ops.kafka_io import EXIT_OK, run_command, stderr, stdout
 from services.cli.ops.render import duration
+from services.cli.ops.safe import markup, safe
 from services.gatekeeper.census import Counts, Stuck, examine
 from services.kafka.reader import TopicReader
 from services.kafka.records import from_kafka, latest_states
@@ -41,7 +43,10 @@ def parse_duration(text: str) -> timedelta:
     if match is None:
         raise ValueError(f"{text!r}: expected a duration such as 90s, 5m, 2h or 1d")
     unit = (match.group(2) or "s").lower()
-    return timedelta(seconds=float(match.group(1)) * _UNIT_SECONDS[unit])
+    try:
+        return timedelta(seconds=float(match.group(1)) * _UNIT_SECONDS[unit])
+    except OverflowError as exc:
+        raise ValueError(f"{text!r}: too long a duration") from exc
 
 
 def report_json(counts: Counts, stuck: list[Stuck], now: datetime,
@@ -84,10 +89,11 @@ def report_table(counts: Counts, stuck: list[Stuck], limit: timedelta) -> Table:
         state = item.state
         expiries = {o.interrupt.id: o.interrupt.expires_at for o in state.open_interrupts}
         expired = ", ".join(f"{i} ({expiries.get(i)})" for i in item.expired) or "-"
-        table.add_row(state.thread_id, state.status, state.agent or "-", state.run_id or "-",
+        table.add_row(Text(safe(state.thread_id)), state.status, Text(safe(state.agent or "-")),
+                      Text(safe(state.run_id or "-")),
                       f"[red]{duration(item.running.total_seconds())}[/]" if item.running
                       else "-",
-                      f"[red]{expired}[/]" if item.expired else expired)
+                      Text(safe(expired), style="red" if item.expired else ""))
     return table
 
 
@@ -96,7 +102,7 @@ async def _stuck(settings: KafkaSettings, limit: timedelta, as_json: bool) -> in
         records = await reader.read_all(await reader.all_partitions(settings.topics.threads))
     states, warnings = latest_states(from_kafka(r, settings.topics) for r in records)
     for warning in warnings:
-        stderr().print(f"[yellow]warning:[/] {warning}")
+        stderr().print(f"[yellow]warning:[/] {markup(warning)}")
     now = datetime.now(UTC)
     counts, stuck = examine(states.values(), now, limit)
     if as_json:

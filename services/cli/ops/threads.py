@@ -43,6 +43,7 @@ from services.cli.ops.kafka_io import (
     stdout,
 )
 from services.cli.ops.render import clock, duration, interrupt_line, time_left
+from services.cli.ops.safe import markup, safe
 from services.cli.ops.threadview import (
     RunSummary,
     ThreadRow,
@@ -82,7 +83,7 @@ def thread_grid(rows: list[ThreadRow], now: datetime) -> Grid:
                  Column("run", ids=True), Column("open interrupts", ids=True),
                  Column("oldest expiry"), Column("last activity")])
     for row in rows:
-        opened = Text(", ".join(row.open_interrupts) or "-")
+        opened = Text(safe(", ".join(row.open_interrupts)) or "-")
         if row.expired:
             opened.append(f" ({len(row.expired)} expired)", style="red")
         grid.add(row.thread_id, Text(row.status, style=_STATUS_STYLE.get(row.status, "white")),
@@ -98,7 +99,7 @@ async def _list(settings: KafkaSettings, status: str | None, expired: bool, agen
         records = await reader.read_all(await reader.all_partitions(settings.topics.threads))
     states, warnings = latest_states(from_kafka(r, settings.topics) for r in records)
     for warning in warnings:
-        stderr().print(f"[yellow]warning:[/] {warning}")
+        stderr().print(f"[yellow]warning:[/] {markup(warning)}")
     now = datetime.now(UTC)
     rows = select((row_of(s, now) for s in states.values()), status=status, expired=expired,
                   agent=agent)
@@ -154,13 +155,13 @@ def show_json(found: ThreadRecords) -> dict[str, Any]:
 def _state_line(found: ThreadRecords, now: datetime) -> Text:
     state = found.state
     if state is None:
-        line = Text(found.thread_id, style="bold")
+        line = Text(safe(found.thread_id), style="bold")
         line.append(": no thread state (the gatekeeper has not recorded this thread)")
         return line
-    line = Text(state.thread_id, style="bold")
+    line = Text(safe(state.thread_id), style="bold")
     line.append("  ")
     line.append(state.status, style=_STATUS_STYLE.get(state.status, "white"))
-    line.append(f"  agent={state.agent or '-'}  run={state.run_id or '-'}  "
+    line.append(f"  agent={safe(state.agent or '-')}  run={safe(state.run_id or '-')}  "
                 f"updated {_ago(state.updated_at, now)}")
     return line
 
@@ -202,7 +203,7 @@ def print_show(console: Console, found: ThreadRecords, now: datetime) -> None:
     for item in opened:
         wire = to_wire(item.interrupt)
         console.print(interrupt_line(wire, now, indent="  "),
-                      Text(f"run={item.run_id}", style="dim"), soft_wrap=True)
+                      Text(f"run={safe(item.run_id)}", style="dim"), soft_wrap=True)
         if wire.get("responseSchema"):
             console.print("    responseSchema:")
             schema = JSON.from_data(wire["responseSchema"], indent=2)
@@ -233,9 +234,9 @@ async def _show(settings: KafkaSettings, thread_id: str, as_json: bool) -> int:
     found = await read_thread(settings, thread_id)
     found.state = await settled(settings, found)
     for warning in found.warnings:
-        stderr().print(f"[yellow]warning:[/] {warning}")
+        stderr().print(f"[yellow]warning:[/] {markup(warning)}")
     if found.state is None and not found.events and not found.decisions:
-        stderr().print(f"[red]unknown thread[/] {thread_id}: nothing on "
+        stderr().print(f"[red]unknown thread[/] {markup(thread_id)}: nothing on "
                        f"{settings.topics.threads}, {settings.topics.events} or "
                        f"{settings.topics.decisions}")
         return EXIT_REFUSED
