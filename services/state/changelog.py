@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from services.kafka.clients import ConsumerRecord, TopicPartition, new_consumer
+from services.kafka.lookup import client_of
+from services.kafka.topic_ids import topic_ids
 from services.runtime.settings import KafkaSettings
 from services.state.disk import Change, PartitionStore
 from services.state.plan import Plan, plan
@@ -78,11 +80,12 @@ async def catch_up(
         consumer.assign(list(tps.values()))
         ends = await closed_ends(settings, consumer, list(tps.values()), client_id, hanging)
         firsts: dict[TopicPartition, int] = await consumer.beginning_offsets(list(tps.values()))
+        topic_id = (await topic_ids(client_of(consumer), [topic])).get(topic)
         plans: dict[int, Plan] = {}
         for p, tp in tps.items():
             store, wiped = stores[p]
             plans[p] = chosen = plan(store.checkpoint, wiped or "no checkpoint",
-                                     firsts[tp], ends[tp])
+                                     firsts[tp], ends[tp], store.topic_id, topic_id)
             if chosen.full:
                 if wiped is None:
                     store.reopen_fresh()
@@ -94,7 +97,7 @@ async def catch_up(
         counts = await _read(consumer, tps, ends, stores, changes)
         seconds = time.monotonic() - started
         for p, tp in tps.items():
-            stores[p][0].write((), ends[tp])
+            stores[p][0].write((), ends[tp], topic_id)
             log.info("state store of %s p%d restored: %d records read (%s restore) in %.0f ms",
                      topic, p, counts[p], "full" if plans[p].full else "delta", seconds * 1000,
                      extra={"partition": p, "records": counts[p], "full": plans[p].full})

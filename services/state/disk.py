@@ -40,6 +40,7 @@ from rocksdict import (
 FORMAT = b"agui-relay state store 1"
 FORMAT_KEY = b"\x00format"
 OFFSET_KEY = b"\x00changelog-offset"
+TOPIC_KEY = b"\x00changelog-topic-id"
 DATA = b"d/"
 MARK = b"m/"
 WRITE_BUFFER_BYTES = 2 << 20
@@ -182,6 +183,13 @@ class PartitionStore:
         raw = self._read(OFFSET_KEY)
         return int(raw) if raw is not None else None
 
+    @property
+    def topic_id(self) -> str | None:
+        """The id of the changelog topic the checkpoint counts offsets of, once a restore
+        has written it (a topic recreated under the same name has another)."""
+        raw = self._read(TOPIC_KEY)
+        return raw.decode() if raw is not None else None
+
     def get(self, key: bytes) -> bytes | None:
         return self._read(DATA + key)
 
@@ -210,8 +218,10 @@ class PartitionStore:
 
     # ---- writing ---------------------------------------------------------------------
 
-    def write(self, changes: Iterable[Change], checkpoint: int | None) -> None:
-        """Apply ``changes`` and, when given, move the checkpoint: all in one write batch."""
+    def write(self, changes: Iterable[Change], checkpoint: int | None,
+              topic_id: str | None = None) -> None:
+        """Apply ``changes`` and, when given, move the checkpoint and record the changelog
+        topic's id: all in one write batch."""
         batch = WriteBatch(raw_mode=True)
         for key, value, mark in changes:
             if value is None:
@@ -224,6 +234,8 @@ class PartitionStore:
                 batch.delete(MARK + key)
         if checkpoint is not None:
             batch.put(OFFSET_KEY, str(checkpoint).encode())
+        if topic_id is not None:
+            batch.put(TOPIC_KEY, topic_id.encode())
         try:
             self._db.write(batch)
         except Exception as exc:

@@ -56,3 +56,22 @@ def test_every_plan_reads_a_range_of_the_log_ending_at_its_end(
     assert p.end == end
     assert first <= p.start <= end or (p.full and p.start == first)
     assert p.full == (checkpoint is None or not first <= checkpoint <= end)
+
+
+def test_a_store_of_another_topic_of_the_same_name_rebuilds_however_far_the_new_one_grew(
+        ) -> None:
+    p = plan(61, "unused", 0, 101, stored_topic="aa" * 16, topic="bb" * 16)
+    assert (p.full, p.start, p.end) == (True, 0, 101)
+    assert "deleted and created again" in p.reason
+
+
+def test_a_store_that_does_not_say_its_topic_rebuilds_and_the_same_topic_is_a_delta() -> None:
+    unsaid = plan(7, "unused", 0, 10, stored_topic=None, topic="aa" * 16)
+    assert unsaid.full
+    assert "does not say which topic" in unsaid.reason
+    assert plan(7, "unused", 0, 10, stored_topic="aa" * 16, topic="aa" * 16).full is False
+
+
+def test_a_broker_that_gives_no_topic_id_leaves_the_offsets_to_decide() -> None:
+    assert plan(7, "unused", 0, 10, stored_topic=None, topic=None).full is False
+    assert plan(7, "unused", 0, 10, stored_topic="aa" * 16, topic=None).full is False
