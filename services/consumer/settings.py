@@ -12,6 +12,8 @@ from pathlib import Path
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from services.runtime.settings import StateDirectory
+
 
 class ConsumerSettings(BaseSettings):
     """``AGUI_*`` environment variables of the consumer service."""
@@ -86,7 +88,7 @@ class ConsumerSettings(BaseSettings):
     """Time from a complete head to the complete body; later: 408 and close."""
     http_keepalive_s: float = Field(5.0, alias="AGUI_HTTP_KEEPALIVE_S", gt=0, le=600)
     """How long an idle connection (no request under way) stays open."""
-    state_dir: Path | None = Field(None, alias="AGUI_STATE_DIR")
+    state_dir: StateDirectory = Field(None, alias="AGUI_STATE_DIR")
     """Where the thread view keeps its states on disk (``threadstore``, under
     ``consumer-threads/<instance>``); unset: in memory, read in full at every start."""
     state_cache_mb: int = Field(64, alias="AGUI_STATE_CACHE_MB", ge=0)

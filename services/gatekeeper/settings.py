@@ -13,13 +13,13 @@ nobody reads.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from services.gatekeeper.rules import BusyPolicy, Policy, UnknownEntryPolicy
+from services.runtime.settings import StateDirectory
 
 BATCH_FETCH_BYTES = 1_048_576
 """What a batching fetch waits for (``AGUI_GATEKEEPER_BATCH_MS``): more than any batch of
@@ -90,7 +90,7 @@ class GatekeeperSettings(BaseSettings):
     makes ``/readyz`` fail, naming it (``stall``)."""
     running_too_long_s: float = Field(300.0, alias="AGUI_RUNNING_TOO_LONG_S", gt=0)
     """A run older than this counts in ``agui_threads_running_too_long``."""
-    state_dir: Path | None = Field(None, alias="AGUI_STATE_DIR")
+    state_dir: StateDirectory = Field(None, alias="AGUI_STATE_DIR")
     """Where each owned partition's thread states are kept on disk (``threadstore``);
     unset: in memory, every ``threads`` record read again on each assignment."""
     state_cache_mb: int = Field(64, alias="AGUI_STATE_CACHE_MB", ge=0)

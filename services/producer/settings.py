@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import os
 import socket
-from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from services.producer.ttl import check_settings
+from services.runtime.settings import StateDirectory
 
 
 def default_worker_id() -> str:
@@ -45,7 +45,7 @@ class ProducerSettings(BaseSettings):
     recovery_margin_s: float = Field(60.0, alias="AGUI_RECOVERY_MARGIN_S", ge=0)
     """How far before a lost run's start marker the events scan begins (clock skew)."""
     worker_id: str = Field(default_factory=default_worker_id, alias="AGUI_WORKER_ID")
-    state_dir: Path | None = Field(None, alias="AGUI_STATE_DIR")
+    state_dir: StateDirectory = Field(None, alias="AGUI_STATE_DIR")
     """Where the owned partitions' thread checkpoints are kept on disk
     (``checkpoint_disk``); unset: in memory, read in full on every assignment."""
     state_cache_mb: int = Field(64, alias="AGUI_STATE_CACHE_MB", ge=0)

@@ -9,9 +9,9 @@ the CLI and the object is passed in.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import BeforeValidator, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from contracts.limits import DEFAULT_MAX_ID_LENGTH, DEFAULT_MAX_JSON_DEPTH, InputLimits
@@ -19,6 +19,18 @@ from contracts.topics import DEFAULT_PARTITIONS, DEFAULT_PREFIX, TopicCatalog
 
 LOCAL_BOOTSTRAP = "127.0.0.1:9092"
 
+
+
+def _named(value: object) -> object:
+    """An empty ``AGUI_STATE_DIR`` (compose's ``${VAR}`` of an unset variable) is refused:
+    as a path it is the working directory, where stores would land unseen."""
+    if isinstance(value, str) and not value.strip():
+        raise ValueError("is empty: name a directory, or leave it unset to keep state in memory")
+    return value
+
+
+StateDirectory = Annotated[Path | None, BeforeValidator(_named)]
+"""``AGUI_STATE_DIR``: where a service keeps its on-disk stores (None: in memory)."""
 
 class KafkaSettings(BaseSettings):
     """How to reach the brokers and which topics to use.

@@ -26,6 +26,8 @@ SECRET = "s3cr3t-do-not-print"
     ("services.notifier", {"AGUI_WEBHOOK_URL": "http://127.0.0.1:9/", "AGUI_WEBHOOK_SECRET":
                            SECRET, "AGUI_WEBHOOK_RETRIES": "1000"}, "AGUI_WEBHOOK_RETRIES"),
     ("services.notifier", {"AGUI_WEBHOOK_URL": "http://127.0.0.1:9/"}, "AGUI_WEBHOOK_SECRET"),
+    ("services.gatekeeper", {"AGUI_STATE_DIR": ""}, "AGUI_STATE_DIR: Value error, is empty"),
+    ("services.consumer", {"AGUI_STATE_DIR": " "}, "AGUI_STATE_DIR: Value error, is empty"),
 ])
 def test_a_service_refusing_its_environment_says_which_variable_and_exits_2(
         module: str, env: dict[str, str], named: str) -> None:
