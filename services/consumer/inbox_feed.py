@@ -51,6 +51,7 @@ from services.consumer.interrupts import (
     tool_calls_of,
     visible,
 )
+from services.consumer.problems import RetryLater
 from services.kafka.clients import ConsumerRecord, TopicPartition
 from services.kafka.reader import Start, TopicReader
 from services.runtime.settings import KafkaSettings
@@ -62,6 +63,8 @@ HISTORY_READS = 4
 consumer scanning two partitions: a flood of them must not take the instance down)."""
 QUEUE_SIZE = 256
 """Changes a subscriber may have unsent before it is dropped."""
+FULL_RETRY_AFTER_S = 5
+"""``Retry-After`` of a subscription refused because the instance serves its most."""
 KEEPALIVE = b": keep-alive\n\n"
 READY = b": ready\n\n"
 END = b""
@@ -83,6 +86,10 @@ class InboxSettings(BaseSettings):
     tool_call_bytes: int = Field(16_384, alias="AGUI_INBOX_TOOL_CALL_BYTES", ge=0,
                                  le=1_048_576)
     """A call's arguments (JSON text) listed up to this size; larger ones are not held."""
+    max_feeds: int = Field(1_000, alias="AGUI_INBOX_MAX_FEEDS", ge=1, le=1_000_000)
+    """``/interrupts/stream`` connections one instance serves at once; past it ``503
+    too_many_streams`` with ``Retry-After`` (each holds a socket and what its kernel
+    buffers for a client that does not read)."""
 
     def budget(self) -> Budget:
         return Budget(self.tool_calls, self.tool_call_bytes)
@@ -115,9 +122,10 @@ class InterruptFeed:
     """The index, its subscribers and its one expiry timer."""
 
     def __init__(self, clock: Callable[[], int] = wall_ms, *, budget: Budget | None = None,
-                 kafka: KafkaSettings | None = None) -> None:
+                 kafka: KafkaSettings | None = None, max_subscribers: int = 1_000) -> None:
         self.index = InterruptIndex(budget or Budget())
         self.clock = clock
+        self.max_subscribers = max_subscribers
         self.loader = ToolCallLoader(kafka, self.index, self.announce) if kafka else None
         """Reads the tool calls the index asks for (none without Kafka: a unit test)."""
         self.subscribers: set[Subscriber] = set()
@@ -187,6 +195,12 @@ class InterruptFeed:
             await self.loader.stop()
 
     def subscribe(self, principal: str, *, enforced: bool) -> Subscriber:
+        """A new subscriber; ``RetryLater`` ``too_many_streams`` when ``max_subscribers``
+        are served already."""
+        if len(self.subscribers) >= self.max_subscribers:
+            raise RetryLater("too_many_streams", f"this instance already serves "
+                             f"{self.max_subscribers} interrupt streams (AGUI_INBOX_MAX_FEEDS)",
+                             FULL_RETRY_AFTER_S)
         sub = Subscriber(principal, enforced)
         self.subscribers.add(sub)
         return sub

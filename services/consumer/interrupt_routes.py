@@ -188,7 +188,9 @@ def install(app: FastAPI, relay: Relay, settings: InboxSettings | None = None
             ) -> InterruptFeed:
     """Index the thread view's states and serve the routes (before ``direct.install``);
     the app's lifespan, on its way out, stops the feed before the relay stops."""
-    inbox = InterruptFeed(budget=(settings or InboxSettings()).budget(), kafka=relay.kafka)
+    inbox_settings = settings or InboxSettings()
+    inbox = InterruptFeed(budget=inbox_settings.budget(), kafka=relay.kafka,
+                          max_subscribers=inbox_settings.max_feeds)
     inner = app.router.lifespan_context
 
     @asynccontextmanager

@@ -21,6 +21,7 @@ from services.consumer.interrupts import (
     tool_calls_of,
     visible,
 )
+from services.consumer.problems import RetryLater
 from services.consumer.tenancy import may_read
 
 T0 = 1_800_000_000_000
@@ -322,3 +323,18 @@ def test_inbox_settings_read_the_environment(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv("AGUI_INBOX_TOOL_CALL_BYTES", "100")
     assert InboxSettings().budget() == Budget(5, 100)
     assert InterruptFeed(budget=InboxSettings().budget()).index.budget == Budget(5, 100)
+
+
+def test_an_instance_serves_at_most_its_number_of_interrupt_streams(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGUI_INBOX_MAX_FEEDS", "2")
+    feed = InterruptFeed(max_subscribers=InboxSettings().max_feeds)
+    first = feed.subscribe("a", enforced=True)
+    feed.subscribe("b", enforced=True)
+    with pytest.raises(RetryLater) as refused:
+        feed.subscribe("c", enforced=True)
+    assert refused.value.code == "too_many_streams"
+    assert "AGUI_INBOX_MAX_FEEDS" in refused.value.detail
+    assert refused.value.response().headers["Retry-After"] == "5"
+    feed.unsubscribe(first)
+    feed.subscribe("c", enforced=True)
