@@ -48,6 +48,10 @@ WRITE_BUFFER_BYTES = 2 << 20
 BLOCK_CACHE = Cache(8 << 20)
 """One RocksDB block cache for every store of the process (the decoded cache is ours)."""
 
+UNWRITABLE = ("No space left on device", "Read-only file system", "Permission denied")
+"""What RocksDB says when a store cannot be opened because of the disk it is on: the
+store is not wiped for it (it may be whole, and a rebuild could not be written either)."""
+
 Change = tuple[bytes, bytes | None, bytes | None]
 """A key, its new value (None: deleted) and its mark (None: not marked): a small value
 the owner lists at open without reading every value (a deleted key is never marked)."""
@@ -159,7 +163,7 @@ class PartitionStore:
             self._db.close()
         try:
             self._db = _open(self.path)
-        except StoreUnusableError as exc:
+        except (StoreUnusableError, StoreWriteError) as exc:
             # Still unwritable (the disk is still full): keep reading what the store holds,
             # read-only, so lookups never meet a closed database; the next write reopens again.
             try:
@@ -317,6 +321,9 @@ def _open(path: Path) -> Rdict:
     try:
         db = Rdict(str(path), _options())
     except Exception as exc:
+        if any(said in str(exc) for said in UNWRITABLE):  # the disk's state, not the files'
+            raise StoreWriteError(f"{path} cannot be opened for writing, kept as it is "
+                                  f"({exc})") from exc
         raise StoreUnusableError(f"the files do not open as a store ({exc})") from exc
     try:
         stamp = db.get(FORMAT_KEY)

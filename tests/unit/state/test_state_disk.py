@@ -241,6 +241,23 @@ def test_a_store_still_unwritable_when_reopened_is_read_on_and_written_once_ther
     store.close()
 
 
+def test_a_store_that_cannot_open_for_want_of_space_is_kept_not_wiped(
+        small_disk: Path, fill: Callable[[Path], Path]) -> None:
+    """Restarted on a full disk, a whole store must not be taken for broken files: wiped,
+    its rebuild could not be written either, and every restart would lose another."""
+    states = StateDir(small_disk, "threads", grace_s=60)
+    store, _ = states.open(0)
+    store.write([(b"kept", b"value", None)], 41)
+    store.close()
+    filler = fill(small_disk)
+    with pytest.raises(StoreWriteError, match="kept as it is"):
+        states.open(0)
+    filler.unlink()
+    store, why = states.open(0)
+    assert (why, store.checkpoint, store.get(b"kept")) == (None, 41, b"value")
+    store.close()
+
+
 @pytest.mark.parametrize("link", ["loop", "dangling"])
 def test_a_broken_symlink_where_a_store_should_be_is_replaced_by_a_fresh_store(
         tmp_path: Path, link: str) -> None:
