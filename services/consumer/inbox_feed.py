@@ -8,9 +8,11 @@ the feed keeps ONE timer armed for the index's earliest expiry (a heap, not
 a task per interrupt); when it fires, the due entries are announced
 ``expired`` and the timer is armed for the next one.
 
-A subscriber has a bounded queue. One that falls behind (a stalled client)
-is dropped — its stream ends — instead of buffering without limit; the
-page reconnects and lists again, which is also what it does at start. The
+A subscriber's queue is bounded in bytes (``QUEUE_BYTES``). One that falls
+that far behind (a stalled client) is dropped — its stream ends — instead of
+buffering without limit; the page reconnects and lists again, which is also
+what it does at start. A burst is not a stall: the changes of one batch the
+thread view applies are all queued before any stream task runs. The
 stream is ``data: <change JSON>`` frames, a ``: keep-alive`` comment after
 ``keepalive_s`` of silence, and a first ``: ready`` comment so a client
 knows it is subscribed before it lists (nothing between is lost).
@@ -61,8 +63,9 @@ log = logging.getLogger(__name__)
 HISTORY_READS = 4
 """Thread histories read at once per instance; past it ``503 busy`` (each read is a Kafka
 consumer scanning two partitions: a flood of them must not take the instance down)."""
-QUEUE_SIZE = 256
-"""Changes a subscriber may have unsent before it is dropped."""
+QUEUE_BYTES = 1 << 20
+"""Bytes a subscriber may have unsent before it is dropped (a count of 256 changes cut
+healthy clients at every burst, while 256 large interrupts could queue 64 MB)."""
 FULL_RETRY_AFTER_S = 5
 """``Retry-After`` of a subscription refused because the instance serves its most."""
 KEEPALIVE = b": keep-alive\n\n"
@@ -105,17 +108,28 @@ class Subscriber:
     def __init__(self, principal: str, enforced: bool) -> None:
         self.principal = principal
         self.enforced = enforced
-        self.queue: asyncio.Queue[bytes] = asyncio.Queue(QUEUE_SIZE)
+        self.queue: asyncio.Queue[bytes] = asyncio.Queue()
+        self.queued = 0
+        """Bytes in ``queue`` (bounded by ``QUEUE_BYTES``)."""
         self.dropped = False
 
     def offer(self, frame: bytes) -> bool:
-        """Queue a frame; False when full (the subscriber is then dropped)."""
-        try:
-            self.queue.put_nowait(frame)
-        except asyncio.QueueFull:
+        """Queue a frame; False when it would pass ``QUEUE_BYTES`` (the subscriber is then
+        dropped)."""
+        if self.queued and self.queued + len(frame) > QUEUE_BYTES:
             self.dropped = True
             return False
+        self.queue.put_nowait(frame)
+        self.queued += len(frame)
         return True
+
+    async def next(self) -> list[bytes]:
+        """The frames queued, waiting for one."""
+        frames = [await self.queue.get()]
+        while not self.queue.empty():
+            frames.append(self.queue.get_nowait())
+        self.queued -= sum(map(len, frames))
+        return frames
 
 
 class InterruptFeed:
@@ -305,15 +319,12 @@ async def stream_body(sub: Subscriber, keepalive_s: float) -> AsyncIterator[byte
     while True:
         try:
             async with asyncio.timeout(keepalive_s):
-                frame = await sub.queue.get()
+                frames = await sub.next()
         except TimeoutError:
             if sub.dropped:
                 return
             yield KEEPALIVE
             continue
-        frames = [frame]
-        while not sub.queue.empty():
-            frames.append(sub.queue.get_nowait())
         chunk = b"".join(frames)
         if chunk:
             yield chunk

@@ -10,7 +10,7 @@ import pytest
 from ag_ui.core import Interrupt
 
 from contracts import OpenInterrupt, ThreadState, encode
-from services.consumer.inbox_feed import InboxSettings, InterruptFeed, stream_body
+from services.consumer.inbox_feed import QUEUE_BYTES, InboxSettings, InterruptFeed, stream_body
 from services.consumer.interrupts import (
     SKEW,
     Budget,
@@ -194,13 +194,33 @@ async def test_feed_announces_to_the_owner_only_and_times_expiry_with_one_timer(
 async def test_a_subscriber_that_falls_behind_is_dropped_and_its_stream_ends() -> None:
     feed = InterruptFeed(clock=lambda: T0)
     sub = feed.subscribe("a", enforced=True)
-    for n in range(sub.queue.maxsize + 1):
-        feed.on_state(f"t{n}", state(f"t{n}", Interrupt(id=f"i{n}", reason="r")))
-    assert sub.dropped
+    opened = 0
+    while not sub.dropped:  # 10 KB interrupts until a mebibyte is unsent
+        feed.on_state(f"t{opened}", state(f"t{opened}", Interrupt(
+            id=f"i{opened}", reason="r", message="m" * 10_000)))
+        opened += 1
     assert sub not in feed.subscribers
+    assert 90 < opened < 120
+    assert sub.queued <= QUEUE_BYTES
     chunks = [c async for c in stream_body(sub, keepalive_s=5)]
     assert chunks[0] == b": ready\n\n"
-    assert b"".join(chunks[1:]).count(b"data: ") == sub.queue.maxsize
+    assert b"".join(chunks[1:]).count(b"data: ") == opened - 1
+
+
+async def test_a_burst_of_changes_in_one_batch_reaches_a_subscriber_whole() -> None:
+    """The thread view applies a batch before any stream task runs: 600 interrupts
+    opening at once (expiring together, say) is a burst, not a stalled client."""
+    feed = InterruptFeed(clock=lambda: T0)
+    sub = feed.subscribe("a", enforced=True)
+    for n in range(600):
+        feed.on_state(f"t{n}", state(f"t{n}", Interrupt(id=f"i{n}", reason="r")))
+    assert not sub.dropped
+    body = stream_body(sub, keepalive_s=5)
+    assert await anext(body) == b": ready\n\n"
+    assert (await anext(body)).count(b"data: ") == 600
+    assert sub.queued == 0
+    feed.close()
+    assert [c async for c in body] == []
 
 
 async def test_close_ends_every_stream_at_once() -> None:
