@@ -8,10 +8,11 @@ the CLI and the object is passed in.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BeforeValidator, Field, SecretStr, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from contracts.limits import DEFAULT_MAX_ID_LENGTH, DEFAULT_MAX_JSON_DEPTH, InputLimits
@@ -29,7 +30,23 @@ def _named(value: object) -> object:
     return value
 
 
-StateDirectory = Annotated[Path | None, BeforeValidator(_named)]
+def _usable(path: Path | None) -> Path | None:
+    """The directory exists and can be written, or can be made where it is named: checked
+    before the service joins its group (it would join, fail its first assignment and leave,
+    churning the group on every restart)."""
+    if path is None:
+        return None
+    probe = path
+    while not probe.exists() and not probe.is_symlink() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise ValueError(f"{probe} is not a directory")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise ValueError(f"{probe} cannot be written by this process")
+    return path
+
+
+StateDirectory = Annotated[Path | None, BeforeValidator(_named), AfterValidator(_usable)]
 """``AGUI_STATE_DIR``: where a service keeps its on-disk stores (None: in memory)."""
 
 class KafkaSettings(BaseSettings):

@@ -28,6 +28,9 @@ SECRET = "s3cr3t-do-not-print"
     ("services.notifier", {"AGUI_WEBHOOK_URL": "http://127.0.0.1:9/"}, "AGUI_WEBHOOK_SECRET"),
     ("services.gatekeeper", {"AGUI_STATE_DIR": ""}, "AGUI_STATE_DIR: Value error, is empty"),
     ("services.consumer", {"AGUI_STATE_DIR": " "}, "AGUI_STATE_DIR: Value error, is empty"),
+    # a file where the directory should be, or above it: refused before joining any group
+    ("services.gatekeeper", {"AGUI_STATE_DIR": __file__}, "is not a directory"),
+    ("services.consumer", {"AGUI_STATE_DIR": f"{__file__}/stores"}, "is not a directory"),
 ])
 def test_a_service_refusing_its_environment_says_which_variable_and_exits_2(
         module: str, env: dict[str, str], named: str) -> None:
