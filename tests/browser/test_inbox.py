@@ -338,3 +338,26 @@ async def test_a_free_answer_that_json_cannot_carry_is_refused_not_sent_as_null(
     await card.get_by_label("Answer (JSON)").fill('{"n": 1}')
     await card.get_by_role("button", name="Use this answer").click()
     await expect(resume).to_be_enabled()
+
+
+async def test_a_pattern_that_backtracks_exponentially_does_not_freeze_the_page(
+        context: BrowserContext, relay: UpStack) -> None:
+    """``^(a+)+$`` against 40 a's and a "!" runs for minutes on the page's only thread; it
+    is not checked in the browser (the agent checks its answers), a plain pattern still is."""
+    thread = thread_id("redos")
+    schema = {"type": "object", "required": ["word", "digits"], "properties": {
+        "word": {"type": "string", "title": "Word", "pattern": "^(a+)+$",
+                 "default": "a" * 40 + "!"},
+        "digits": {"type": "string", "title": "Digits", "pattern": "^[0-9]+$"}}}
+    await start(relay, "tenant-a", "scripted", thread, **script(
+        {"id": "evil", "reason": "input", "message": "Spell it", "responseSchema": schema}))
+    page = await open_inbox(context, relay, "tenant-a")
+    card = article(page, thread, "evil")
+    await expect(card).to_be_visible(timeout=WAIT_MS)
+    await card.get_by_label("Digits").fill("abc")
+    await card.get_by_role("button", name="Use this answer").click(timeout=WAIT_MS)
+    await expect(card).to_contain_text("must match pattern", timeout=WAIT_MS)
+    await card.get_by_label("Digits").fill("42")
+    await card.get_by_role("button", name="Use this answer").click(timeout=WAIT_MS)
+    await expect(card.get_by_text('"digits":"42"')).to_be_visible(timeout=WAIT_MS)
+    assert await page.evaluate("1 + 1") == 2

@@ -1,16 +1,29 @@
 // One interrupt's answer form: generated from its responseSchema by react-jsonschema-form
-// and validated in the browser with ajv (the same JSON Schema the gatekeeper checks);
+// and validated in the browser with ajv (the gatekeeper checks no payload against it);
 // with no schema, a free JSON field. And "Edit and approve": the gated tool call's
 // arguments in a form generated from the schema's `arguments` property (free JSON when
 // that property describes no fields), the answer checked against the whole schema.
 
 import Form from "@rjsf/core";
-import validator from "@rjsf/validator-ajv8";
+import { customizeValidator } from "@rjsf/validator-ajv8";
 import type { RJSFSchema } from "@rjsf/utils";
 import type React from "react";
 import { useEffect, useId, useRef, useState } from "react";
+import safeRegex from "safe-regex2";
 import type { Json, JsonObject, OpenInterrupt } from "./api";
 import { argumentsForm } from "./resume";
+
+/** ajv's engine for `pattern`, less the patterns that backtrack exponentially (nested
+ *  quantifiers, as `^(a+)+$`): on a long answer that almost matches, one would freeze the
+ *  tab, ajv running on the page's only thread. Such a pattern is not checked here; the
+ *  agent checks what it receives (the gatekeeper checks no payload against its schema). */
+const guardedRegExp = Object.assign(
+  (pattern: string, flags: string) =>
+    safeRegex(pattern) ? new RegExp(pattern, flags) : { test: () => true },
+  { code: "guardedRegExp" },
+);
+
+const validator = customizeValidator({ ajvOptionsOverrides: { code: { regExp: guardedRegExp } } });
 
 function initial(schema: JsonObject, toolArguments: Json | undefined): Json | undefined {
   const props = schema.properties as JsonObject | undefined;
