@@ -22,14 +22,16 @@ answer), which the gatekeeper does not make. Pure: no I/O, no clock.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 import jsonschema
 import orjson
+import regex
 from ag_ui.core import Interrupt, ResumeEntry, RunAgentInput
+from jsonschema.exceptions import ValidationError
 
 from contracts import Decision, RejectionCode, RunRequest, ThreadState
 from services.agui.expiry import read_expiry
@@ -96,11 +98,40 @@ def schema_error(payload: Any, schema: dict[str, Any] | None) -> tuple[str | Non
         validator_cls.check_schema(schema)
     except jsonschema.SchemaError as exc:
         return None, f"responseSchema is not a valid JSON Schema, answer not checked: {exc.message}"
-    error = jsonschema.exceptions.best_match(validator_cls(schema).iter_errors(payload))
+    slow: list[str] = []
+    bounded = jsonschema.validators.extend(  # type: ignore[no-untyped-call]
+        validator_cls, {"pattern": _bounded_pattern(slow)})
+    error = jsonschema.exceptions.best_match(bounded(schema).iter_errors(payload))
+    warning = (f"pattern {slow[0]!r} did not finish within {PATTERN_S:g} s against the answer "
+               "(it backtracks exponentially): not checked" if slow else None)
     if error is None:
-        return None, None
+        return None, warning
     where = "/".join(str(p) for p in error.absolute_path)
-    return f"{'at /' + where + ': ' if where else ''}{error.message}", None
+    return f"{'at /' + where + ': ' if where else ''}{error.message}", warning
+
+
+PATTERN_S = 1.0
+"""How long one ``pattern`` may take against an answer: an agent's ``^(a|aa)+$`` would
+otherwise hold the operator's terminal for minutes (``regex``'s timeout; ``re`` has none)."""
+
+
+def _bounded_pattern(slow: list[str]) -> Callable[..., Iterator[ValidationError]]:
+    """The ``pattern`` keyword, each match bounded by ``PATTERN_S``; a pattern that runs
+    out of time is named in ``slow`` and passes."""
+    def pattern(validator: Any, expected: str, instance: Any, _: Any
+                ) -> Iterator[ValidationError]:
+        if not validator.is_type(instance, "string"):
+            return
+        try:
+            found = regex.search(expected, instance, timeout=PATTERN_S)
+        except TimeoutError:
+            slow.append(expected)
+            return
+        except regex.error:
+            return  # not a pattern this engine reads: as the browser, left unchecked
+        if found is None:
+            yield ValidationError(f"{instance!r} does not match {expected!r}")
+    return pattern
 
 
 def _entries(state: ThreadState, options: ResumeOptions, now: datetime) -> list[ResumeEntry]:

@@ -243,3 +243,18 @@ def test_property_cancel_all_alone_always_passes(
     plan = plan_resume(state, ResumeOptions(cancel_all=True), NOW)
     assert plan.ok
     assert {e.status for e in plan.entries} == {"cancelled"}
+
+
+def test_a_pattern_that_backtracks_exponentially_is_bounded_and_said_not_checked() -> None:
+    """An agent's ``^(a|aa)+$`` against 40 a's and a "!" would hold the operator's terminal
+    for minutes; it gets ``PATTERN_S`` and a warning, and plain patterns still decide."""
+    schema = {"type": "object", "properties": {
+        "word": {"type": "string", "pattern": "^(a|aa)+$"},
+        "digits": {"type": "string", "pattern": "^[0-9]+$"}}}
+    why, warning = schema_error({"word": "a" * 40 + "!", "digits": "42"}, schema)
+    assert why is None
+    assert warning is not None
+    assert "'^(a|aa)+$' did not finish within 1 s" in warning
+    why, warning = schema_error({"word": "aaa", "digits": "4x"}, schema)
+    assert why == "at /digits: '4x' does not match '^[0-9]+$'"
+    assert warning is None
