@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from services.kafka.clients import ConsumerRecord, TopicPartition, new_consumer
+from services.kafka.clients import ConsumerRecord, KafkaError, TopicPartition, new_consumer
 from services.kafka.lookup import client_of
 from services.kafka.topic_ids import topic_ids
 from services.runtime.settings import KafkaSettings
@@ -80,7 +80,7 @@ async def catch_up(
         consumer.assign(list(tps.values()))
         ends = await closed_ends(settings, consumer, list(tps.values()), client_id, hanging)
         firsts: dict[TopicPartition, int] = await consumer.beginning_offsets(list(tps.values()))
-        topic_id = (await topic_ids(client_of(consumer), [topic])).get(topic)
+        topic_id = await topic_id_of(consumer, topic)
         plans: dict[int, Plan] = {}
         for p, tp in tps.items():
             store, wiped = stores[p]
@@ -104,6 +104,17 @@ async def catch_up(
     finally:
         await consumer.stop()
     return {p: Restored(p, plans[p], counts[p], seconds) for p in tps}
+
+
+async def topic_id_of(consumer: Any, topic: str) -> str | None:
+    """``topic``'s id, or None from a broker that does not give one (before Kafka 2.8): the
+    plan then trusts the offsets alone, as it did before ids were kept."""
+    try:
+        return (await topic_ids(client_of(consumer), [topic])).get(topic)
+    except (KafkaError, NotImplementedError) as exc:
+        log.warning("the id of %s could not be read (%r): a store of a topic recreated under "
+                    "its name is told only by its offsets", topic, exc)
+        return None
 
 
 async def read_again(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from services.state.changelog import topic_id_of
 from services.state.plan import plan
 
 pytestmark = pytest.mark.unit
@@ -75,3 +76,20 @@ def test_a_store_that_does_not_say_its_topic_rebuilds_and_the_same_topic_is_a_de
 def test_a_broker_that_gives_no_topic_id_leaves_the_offsets_to_decide() -> None:
     assert plan(7, "unused", 0, 10, stored_topic=None, topic=None).full is False
     assert plan(7, "unused", 0, 10, stored_topic="aa" * 16, topic=None).full is False
+
+
+class _OldBroker:
+    """A client whose broker speaks no metadata version with topic ids."""
+
+    def get_random_node(self) -> int:
+        return 1
+
+    async def send(self, node: int, request: object) -> object:
+        raise NotImplementedError("Support for MetadataRequest v12 has not yet been added")
+
+
+async def test_a_broker_without_topic_ids_leaves_the_restore_to_the_offsets(
+        caplog: pytest.LogCaptureFixture) -> None:
+    consumer = type("Consumer", (), {"_client": _OldBroker()})()
+    assert await topic_id_of(consumer, "p.threads") is None
+    assert "told only by its offsets" in caplog.text
