@@ -96,7 +96,7 @@ class BoundedStream(httpx.AsyncByteStream):
     """
 
     BOUNDARIES = (b"\n\n", b"\r\r", b"\n\r")
-    """Two line ends in a row, each a CR, an LF or a CRLF: an LF followed by a CR is
+    r"""Two line ends in a row, each a CR, an LF or a CRLF: an LF followed by a CR is
     always one (it covers ``\r\n\r\n``, ``\n\r\n`` and ``\r\n\r``)."""
     HOLD = 65_536
 
