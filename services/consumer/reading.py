@@ -89,10 +89,16 @@ class BackgroundReader:
         self._task = asyncio.create_task(self._run(), name=f"consumer-{self.name}")
 
     async def stop(self) -> None:
+        """End the task and stop the consumer, also when the task had failed (its consumer
+        would go on refreshing metadata, and the app's shutdown would fail on the error)."""
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
+            try:
                 await self._task
+            except asyncio.CancelledError:
+                pass
+            except Exception as exc:
+                log.warning("%s had stopped on an error: %r", self.name, exc)
         if self._consumer is not None:
             await self._consumer.stop()
             self._consumer = None
