@@ -69,7 +69,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """``make test`` (``-n 3 --dist loadscope``): hand pytest-xdist's workers whole suites
+    """``make test`` (``-n 2 --dist loadscope``): hand pytest-xdist's workers whole suites
     of ``SHARED_STACK_SUITES`` and, elsewhere, whole files (their module fixtures), each
     in collection order. Each worker's session fixture starts a local broker of its own
     (an external ``KAFKA_BOOTSTRAP_SERVERS`` is shared; every test has topics of its
