@@ -40,7 +40,10 @@ FIELD_MAX = 200
 """Characters of one string argument or field a line keeps (``AGUI_LOG_FIELD_MAX``)."""
 EXC_MAX = 16_384
 """Characters of a traceback a line keeps."""
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+CONTROLS = "\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+"""What must not reach a log line or a terminal as it is, as a regex class: the C0 and C1
+controls, DEL and the bidi controls (which reorder what a reader sees)."""
+_CONTROL = re.compile(f"[{CONTROLS}]")
 
 
 def clip(text: str, limit: int) -> str:
@@ -51,7 +54,8 @@ def clip(text: str, limit: int) -> str:
 
 
 def escape_controls(text: str) -> str:
-    """Control characters as escapes (``\\n``, ``\\x1b``): one record stays one line."""
+    """Control and bidi characters as escapes (``\\n``, ``\\x1b``, ``\\u202e``): one
+    record stays one line, read in the order it was written."""
     if _CONTROL.search(text) is None:
         return text
     return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)

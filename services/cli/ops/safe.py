@@ -15,7 +15,9 @@ import re
 
 from rich.markup import escape
 
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+from services.runtime.logging import CONTROLS
+
+_UNSAFE = re.compile(f"[{CONTROLS}]")
 
 
 def _escaped(match: re.Match[str]) -> str:

@@ -44,6 +44,7 @@ def test_clip_says_how_much_was_cut() -> None:
 def test_escape_controls_keeps_a_record_on_one_line() -> None:
     assert escape_controls("a\nb\x1b[31m\x00") == "a\\nb\\x1b[31m\\x00"
     assert escape_controls("plain") == "plain"
+    assert escape_controls("a\x9bb\u202ec\x85") == "a\\x9bb\\u202ec\\x85"
 
 
 def test_a_huge_id_argument_makes_a_bounded_line(
