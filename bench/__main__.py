@@ -49,6 +49,14 @@ def run_bench(name: str, bootstrap: str) -> dict[str, Any] | None:
     return result
 
 
+def _swept(doc: dict[str, Any] | None, rate: float, *path: str) -> Any:
+    """A figure of ``bench.consumer``'s sweep at ``rate``."""
+    for point in _get(doc, "sweep") or ():
+        if point.get("rate") == rate:
+            return _get(point, *path)
+    return None
+
+
 def _get(doc: dict[str, Any] | None, *path: str) -> Any:
     for key in path:
         if not isinstance(doc, dict) or key not in doc:
@@ -103,6 +111,11 @@ HEADLINES: tuple[Headline, ...] = (
      lambda r: (_get(r["consumer"], "relay_overhead_to_floor", "p50_ms"),
                 _get(r["consumer"], "relay_overhead_to_floor", "p99_ms")),
      "{:.1f}x / {:.1f}x", "≤ 2x"),
+    ("consumer", "the same at 50 / 100 runs/s, p50 (cores busy at 200: relay / floor)",
+     lambda r: (*(_swept(r["consumer"], rate, "ratio", "p50_ms") for rate in (50, 100)),
+                _swept(r["consumer"], 200, "relay_cores"), _swept(r["consumer"], 200,
+                                                                   "floor_cores")),
+     "{:.1f}x / {:.1f}x ({:.2f} / {:.2f})", ""),
     ("consumer", "1,000 concurrent SSE streams: errors",
      lambda r: _get(r["consumer"], "streams", "errors"), "{}", "0"),
     ("consumer_scaling", "consumer CPU per streamed event, 2 instances / 1 (runs of 500)",

@@ -32,6 +32,12 @@
    must get its RUN_STARTED, all must be open at once on the one consumer
    instance, and every one must end with RUN_FINISHED, with no error.
 
+``--sweep RATE ...`` (default 50 100) measures the baseline, the relay and the floor at
+more offered rates too, in the same processes, and prints the overhead's ratio to the
+floor at each beside the cores the relay's processes and the broker keep busy (the
+floor's alike): on a machine whose cores the relay's load nearly fills at ``--rate``,
+its latency there is queueing for a core, and the sweep shows where it starts.
+
 ``--relay-env KEY=VALUE`` sets a setting of the relay's services (to compare
 tunings in the same conditions). ``--latency-only`` runs the latency phases
 only (baseline, relay, floor: the overhead and its ratio to the floor),
@@ -423,6 +429,8 @@ async def bench(bootstrap: str, args: argparse.Namespace, log_dir: Path) -> dict
             console.print(f"[dim]{name}: {results[name]}[/]")
             if name == "relay":
                 measured = load.samples
+        sweep = [await load_point(rate, args.seconds, script, pids, baseline_url, relay_url)
+                 for rate in args.sweep]
         if not args.latency_only:
             streams = await offered_load(relay_url, args.rate, args.streams,
                                          {"delayMs": int(args.hold * 1000)})
@@ -433,6 +441,9 @@ async def bench(bootstrap: str, args: argparse.Namespace, log_dir: Path) -> dict
     results["relay_hops"] = hops(measured, await hop_stamps(kafka, threads))
     results["kafka_floor"] = await floor(bootstrap, args.rate, args.seconds)
     console.print(f"[dim]kafka floor: {results['kafka_floor']}[/]")
+    for point in sweep:
+        point["kafka_floor"] = await floor(bootstrap, point["rate"], args.seconds)
+    results["sweep"] = [swept(p) for p in (*sweep, {"rate": args.rate, **results})]
     base = results["baseline"]
     for name in ("relay", "consumer_alone"):
         if name in results and "p50_ms" in base and "p50_ms" in results[name]:
@@ -444,6 +455,45 @@ async def bench(bootstrap: str, args: argparse.Namespace, log_dir: Path) -> dict
             k: over[k] / kafka_floor[k] for k in ("p50_ms", "p90_ms", "p99_ms")}
     results["load_average"] = os.getloadavg()
     return results
+
+
+async def load_point(rate: float, seconds: float, script: dict[str, Any], pids: dict[str, int],
+                     baseline_url: str, relay_url: str) -> dict[str, Any]:
+    """The baseline and the relay at one more offered rate (``--sweep``), with each relay
+    process's CPU per run; the floor at that rate is measured after the relay stops."""
+    point: dict[str, Any] = {"rate": rate}
+    count = int(rate * seconds)
+    for name, url, charged in (("baseline", baseline_url, ()),
+                               ("relay", relay_url, ("gatekeeper", "producer", "consumer"))):
+        charged = (*charged, "broker") if "broker" in pids else charged
+        await offered_load(url, rate, WARMUP, script)
+        before = {n: cpu_seconds(pids[n]) for n in charged}
+        point[name] = percentiles(await offered_load(url, rate, count, script))
+        point[name]["cpu_ms_per_run"] = {
+            n: round((cpu_seconds(pids[n]) - before[n]) * 1000 / count, 2) for n in charged}
+    console.print(f"[dim]at {rate:g} runs/s: {point}[/]")
+    return point
+
+
+def swept(point: dict[str, Any]) -> dict[str, Any]:
+    """One rate's overhead, floor and ratio, and the cores the relay's processes and the
+    broker kept busy: the ratio grows as those approach the machine's cores."""
+    base, relay, kafka_floor = point["baseline"], point["relay"], point["kafka_floor"]
+    out: dict[str, Any] = {"rate": point["rate"]}
+    if "p50_ms" in base and "p50_ms" in relay:
+        over = {k: relay[k] - base[k] for k in ("p50_ms", "p99_ms")}
+        out.update(overhead=over, floor={k: kafka_floor[k] for k in ("p50_ms", "p99_ms")},
+                   ratio={k: over[k] / kafka_floor[k] for k in ("p50_ms", "p99_ms")})
+    out["relay_cores"] = _cores(relay["cpu_ms_per_run"], point["rate"])
+    out["floor_cores"] = _cores(kafka_floor.get("cpu_ms_per_request", {}), point["rate"])
+    out["errors"] = relay["errors"]
+    return out
+
+
+def _cores(cpu_ms: dict[str, float], rate: float) -> float:
+    """Cores kept busy by the processes charged per run, the load generator left out."""
+    return round(sum(v for n, v in cpu_ms.items() if n != "client" and "load" not in n)
+                 * rate / 1000, 2)
 
 
 def report(r: dict[str, Any]) -> None:
@@ -499,6 +549,24 @@ def report(r: dict[str, Any]) -> None:
     for name in ("baseline", "relay", "consumer_alone", "streams"):
         if name in r and r[name]["errors"]:
             console.print(f"[red]{name} errors:[/] {r[name]['first_errors']}")
+    if len(r.get("sweep", ())) > 1:
+        sweep = Table(title="Relay overhead against the floor by offered load (each rate's "
+                            "floor measured in this run)")
+        for column in ("runs/s", "overhead p50 / p99 (ms)", "floor p50 / p99 (ms)",
+                       "ratio p50 / p99", "cores busy: relay / floor", "errors"):
+            sweep.add_column(column, justify="right")
+        for p in sorted(r["sweep"], key=lambda p: p["rate"]):
+            if "ratio" not in p:
+                continue
+            o, f, q = p["overhead"], p["floor"], p["ratio"]
+            sweep.add_row(f"{p['rate']:g}", f"{o['p50_ms']:.1f} / {o['p99_ms']:.1f}",
+                          f"{f['p50_ms']:.1f} / {f['p99_ms']:.1f}",
+                          f"{q['p50_ms']:.1f}x / {q['p99_ms']:.1f}x",
+                          f"{p['relay_cores']:.2f} / {p['floor_cores']:.2f}", str(p["errors"]))
+        console.print(sweep)
+        console.print(f"[dim]cores busy: CPU per run of the relay's processes and the broker "
+                      f"(the floor's: its two hops and the broker) times the rate, of "
+                      f"{os.cpu_count()} cores; target ≤ 2x at {r['rate']:g} runs/s[/]")
     console.print(f"[dim]load average at the end: {r['load_average']}[/]")
     if "streams" not in r:
         return
@@ -522,6 +590,10 @@ def main() -> None:
                         help="a setting for the relay's gatekeeper, worker and consumer "
                              "service (repeatable), e.g. "
                              "AGUI_GATEKEEPER_TRANSACTION_INTERVAL_MS=10")
+    parser.add_argument("--sweep", type=float, nargs="*", default=[50.0, 100.0],
+                        metavar="RATE",
+                        help="more offered rates (runs/s) at which the relay's overhead and "
+                             "the floor are measured too (default 50 100; none: --sweep)")
     parser.add_argument("--latency-only", action="store_true",
                         help="only the baseline, relay and floor phases (the overhead, its "
                              "ratio to the floor and the relay's hops)")
