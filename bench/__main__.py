@@ -130,6 +130,11 @@ HEADLINES: tuple[Headline, ...] = (
      lambda r: _at_20_100(r, "cpu_ratio"), "{:.2f} / {:.2f}", ""),
     ("consumer_throughput", "  the same against aiokafka on its defaults (bench.bare_reader)",
      lambda r: _at_20_100(r, "ratio_bare"), "{:.2f} / {:.2f}", ""),
+    ("consumer_throughput", "  the most the cores allow: service costing what the reader does "
+                            "/ nothing, 20 / 100",
+     lambda r: (*_at_20_100(r, "bounds", "ratio_as_reader"),
+                *_at_20_100(r, "bounds", "ratio_without_service")),
+     "{:.2f} / {:.2f}; {:.2f} / {:.2f}", ""),
     ("consumer_throughput", "CPU µs per event at 100: broker / consumer / stand-in / client / "
      "plain reader",
      lambda r: tuple(_get(r["consumer_throughput"], "phases", "100", *path) for path in (

@@ -317,11 +317,15 @@ async def bench(bootstrap: str, args: argparse.Namespace, log_dir: Path) -> dict
             }
             if "events_per_s" in bare:
                 doc["ratio_bare"] = round(sse["events_per_s"] / max(bare["events_per_s"], 1), 3)
-            doc["bounds"] = machine_bounds(sse["cpu_us_per_event"])
+            doc["bounds"] = machine_bounds(
+                sse["cpu_us_per_event"],
+                plain.get("cpu_us_per_event", {}).get("plain_reader"))
             if "events_per_s" in plain:
                 doc["ratio"] = round(sse["events_per_s"] / max(plain["events_per_s"], 1), 3)
-                doc["bounds"]["ratio_without_service"] = round(
-                    doc["bounds"]["without_service"] / max(plain["events_per_s"], 1), 3)
+                for bound in ("without_service", "as_reader"):
+                    if bound in doc["bounds"]:
+                        doc["bounds"][f"ratio_{bound}"] = round(
+                            doc["bounds"][bound] / max(plain["events_per_s"], 1), 3)
                 # What one core buys each side: events/s if each had a core to itself.
                 doc["cpu_ratio"] = round(
                     plain["cpu_us_per_event"]["plain_reader"]
@@ -340,16 +344,23 @@ async def bench(bootstrap: str, args: argparse.Namespace, log_dir: Path) -> dict
     }
 
 
-def machine_bounds(per_event: dict[str, float | None]) -> dict[str, Any]:
+def machine_bounds(per_event: dict[str, float | None],
+                   reader_us: float | None = None) -> dict[str, Any]:
     """What this machine's cores could deliver at the CPU per event measured: every process
-    of the window together, and the same if the consumer service cost nothing (the
-    broker, the stand-in and the clients alone): no service on these cores streams faster."""
+    of the window together; the same if the consumer service cost nothing (the broker,
+    the stand-in and the clients alone): no service on these cores streams faster; and,
+    given the plain reader's CPU per event, if the service cost what that reader does
+    (read the records, nothing more): the most any service that reads them with aiokafka
+    could stream here."""
     cores = os.cpu_count() or 1
     spent = {n: v for n, v in per_event.items() if v}
     others = sum(v for n, v in spent.items() if n != "consumer")
-    return {"cores": cores,
-            "all": round(cores * 1e6 / max(sum(spent.values()), 1e-9)),
-            "without_service": round(cores * 1e6 / max(others, 1e-9))}
+    bounds = {"cores": cores,
+              "all": round(cores * 1e6 / max(sum(spent.values()), 1e-9)),
+              "without_service": round(cores * 1e6 / max(others, 1e-9))}
+    if reader_us:
+        bounds["as_reader"] = round(cores * 1e6 / (others + reader_us))
+    return bounds
 
 
 def _us(value: float | None) -> str:
@@ -430,6 +441,12 @@ def report(r: dict[str, Any]) -> None:
             f" events/s if the consumer service cost nothing (ratio "
             f"{bounds.get('ratio_without_service', float('nan')):.2f} to the plain reader)"
         )
+        if "as_reader" in bounds:
+            console.print(
+                f"{doc['concurrency']} at a time, {bounds['as_reader']:,} events/s if the "
+                f"consumer service cost what the plain reader does per event, reading and "
+                f"nothing more (ratio {bounds.get('ratio_as_reader', float('nan')):.2f}): "
+                f"the most a service reading with aiokafka could stream on these cores")
     console.print(
         f"[dim]broker pid {r['broker_pid']}; load average at the end: "
         f"{', '.join(f'{v:.2f}' for v in r['load_average'])}[/]"
