@@ -124,8 +124,13 @@ class OwnerResponse:
 async def connect(url: str, method: str, target: str, headers: Iterable[tuple[str, str]],
                   body: bytes | None, *, connect_s: float, read_s: float) -> OwnerResponse:
     """Send the request to ``url`` (``http://host:port``) and wait for the response head."""
-    where = urlsplit(url)
-    host, port = where.hostname or "127.0.0.1", where.port or 80
+    try:  # an owner's URL comes from another instance: not trusted to parse
+        where = urlsplit(url)
+        host, port = where.hostname or "127.0.0.1", where.port or 80
+        if not where.netloc.isascii():
+            raise ValueError("a host that is not ASCII")
+    except ValueError as exc:  # the caller's "failed before any byte", not a 500
+        raise ConnectionError(f"no connection can be made to {url!r}: {exc}") from None
     async with asyncio.timeout(connect_s):
         reader, writer = await asyncio.open_connection(host, port, limit=READ_BYTES * 4)
     try:

@@ -8,8 +8,9 @@ misconfiguration fails at startup with a message rather than at load.
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from services.runtime.settings import StateDirectory
@@ -31,6 +32,20 @@ class ConsumerSettings(BaseSettings):
     path (instances speak HTTP/1.1 to each other), at most 255 characters: forwarded heads
     carry it and are allowed only so much past the limit (``protocol.FORWARDED_SLACK``).
     Anything else is refused at start, not found out at the first forward."""
+
+    @field_validator("advertised_url")
+    @classmethod
+    def _reachable(cls, url: str | None) -> str | None:
+        """A port other instances can connect to (1-65535, when given) and an ASCII host:
+        the pattern alone let ``:8000x`` or ``:99999`` through, and every forward to the
+        instance then failed with a 500."""
+        if url is None:
+            return url
+        where = urlsplit(url)  # ValueError for a broken IPv6 literal
+        if where.port == 0 or not (where.hostname or "").isascii():  # .port: ValueError too
+            raise ValueError("want http://host:port with an ASCII host and a port 1-65535")
+        return url
+
     forward_settle_s: float = Field(15.0, alias="AGUI_FORWARD_SETTLE_S", gt=0, le=300)
     """How long a request for another instance's thread waits for ownership to settle (a
     rebalance, a dead owner's partitions handed on) before a ``503 owner_unavailable``."""

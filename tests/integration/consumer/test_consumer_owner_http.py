@@ -152,3 +152,12 @@ async def test_a_whole_answer_is_not_broken() -> None:
         response = await owner_http.connect(url, "GET", "/", [], None, connect_s=2, read_s=5)
         assert [piece async for piece in response.body()] == [b"data: a"]
         assert not response.broken
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:18103x", "http://127.0.0.1:99999",
+                                 "http://[::1", "http://h\u2713:8000"])
+async def test_an_owner_url_no_connection_can_use_fails_as_before_any_byte(url: str) -> None:
+    """Another instance advertised it (an older one, or settings checked less well): the
+    forward must fail as a connection does, to be retried or answered 503, never a 500."""
+    with pytest.raises(OSError, match="no connection can be made"):
+        await owner_http.connect(url, "GET", "/threads/t", [], None, connect_s=1, read_s=1)

@@ -26,6 +26,12 @@ def test_an_advertised_url_other_instances_can_reach_is_taken(url: str) -> None:
     "http://user@consumer-1:8000",
     "http://consumer 1:8000",
     "http://" + "h" * 249,  # 256 characters: past what a forwarded head may add
+    "http://127.0.0.1:18103x",  # no port a connection could use: every forward failed 500
+    "http://127.0.0.1:99999",
+    "http://127.0.0.1:0",
+    "http://consumer-1:8000:8000",
+    "http://[::1",
+    "http://cönsumer:8000",
 ])
 def test_an_advertised_url_no_forward_could_use_is_refused_at_start(url: str) -> None:
     with pytest.raises(ValidationError, match="AGUI_ADVERTISED_URL"):
