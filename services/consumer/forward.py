@@ -23,8 +23,11 @@ request's ids are checked and (for a POST) its body read and validated:
 3. the owner's answer is passed on (``passed_on``): its status and headers
    (a problem, ``WWW-Authenticate``, ``Retry-After`` and all) and its body —
    an event stream's bytes as they arrive, never buffered. The client
-   leaving cancels the upstream request, so the owner sees the disconnect
-   too; the owner's connection breaking mid-stream ends
+   leaving cancels the upstream request and closes its connection; the
+   owner never cancels a forwarded run for that (it cannot tell a client
+   leaving from a client cut here for reading nothing), so this instance
+   applies ``AGUI_CANCEL_ON_DISCONNECT`` itself (``on_left``); the owner's
+   connection breaking mid-stream ends
    the client's stream as a truncated one (no byte is invented), which the
    client continues with ``Last-Event-ID`` through any instance;
 4. a forward that fails before any byte of an answer (the owner cannot be
@@ -52,7 +55,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,7 +69,7 @@ from services.consumer import owner_http
 from services.consumer.metrics import ConsumerMetrics
 from services.consumer.ownership import Ownership
 from services.consumer.problems import PROBLEM_TYPE, OwnerUnavailable, limit_problem
-from services.consumer.sse import EventStreamResponse
+from services.consumer.sse import EventStreamResponse, StreamOutcome
 
 log = logging.getLogger(__name__)
 
@@ -142,9 +145,14 @@ class Forwarder:
         return OwnerUnavailable(detail, RETRY_AFTER_S)
 
     async def dispatch(self, request: Request, partition: int, *, body: bytes | None = None,
-                       run: bool = False) -> Response | Here:
+                       run: bool = False, on_left: Callable[[], None] | None = None
+                       ) -> Response | Here:
         """The owner's response, or ``Here`` (the module docstring's steps; ``run``: a
-        POST that publishes a RunRequest, which gets an idempotency key)."""
+        POST that publishes a RunRequest, which gets an idempotency key). ``on_left``:
+        called when the client leaves a forwarded stream before the owner ended it (not
+        when it was closed for reading nothing): the owner cannot tell a client leaving
+        from this instance closing the connection, so the run's disconnect rule is
+        applied here."""
         arrived = arrived_as(request)
         if not await self.ownership.wait_settled(self.settle_s):
             raise self._unavailable("the instances are rebalancing; ask again")
@@ -156,7 +164,7 @@ class Forwarder:
         request_id = str(uuid.uuid4()) if run else None
         generation = self.ownership.generation
         response = await self._send(route.url, partition, request, body, request_id,
-                                    attempt=1)
+                                    attempt=1, on_left=on_left)
         if response is not None:
             self.metrics.forwards.labels("forwarded").inc()
             return response
@@ -170,14 +178,15 @@ class Forwarder:
             return Here(request_id, retried=True)
         if route.url is not None:
             response = await self._send(route.url, partition, request, body, request_id,
-                                        attempt=2)
+                                        attempt=2, on_left=on_left)
             if response is not None:
                 self.metrics.forwards.labels("retried").inc()
                 return response
         raise self._unavailable("the owner of this thread cannot be reached")
 
     async def _send(self, url: str, partition: int, request: Request, body: bytes | None,
-                    request_id: str | None, *, attempt: int) -> Response | None:
+                    request_id: str | None, *, attempt: int,
+                    on_left: Callable[[], None] | None = None) -> Response | None:
         """The owner's response, once its head arrived; None when it failed before."""
         headers = {name: value for name in PASSED
                    if (value := request.headers.get(name)) is not None}
@@ -200,7 +209,7 @@ class Forwarder:
             if response.status == 503 and await _owner_unavailable(response):
                 log.info("forward to %s: it does not own the partition (yet)", url)
                 return None
-            return await passed_on(response)
+            return await passed_on(response, on_left)
         except ConnectionResetError as exc:  # a whole answer broke off: none of it passed on
             log.warning("forward to %s failed before its answer was whole: %s", url, exc)
             return None
@@ -255,14 +264,23 @@ async def _owner_unavailable(response: owner_http.OwnerResponse) -> bool:
     return False
 
 
-async def passed_on(upstream: owner_http.OwnerResponse) -> Response:
+async def passed_on(upstream: owner_http.OwnerResponse,
+                    on_left: Callable[[], None] | None = None) -> Response:
     """The owner's response for the client (step 3 of the module docstring): an event
     stream streamed through as it arrives (a client leaving cancels it, which closes the
-    connection to the owner), anything else (a problem, a thread's state, a 204) read whole."""
+    connection to the owner, and calls ``on_left``), anything else (a problem, a thread's
+    state, a 204) read whole."""
     headers = [(k, v) for k, v in upstream.headers if k not in HOP_BY_HOP]
     if upstream.status == 200 and upstream.header(b"content-type").startswith(
             "text/event-stream"):
-        response = EventStreamResponse(upstream.body(), on_close=upstream.close)
+        outcome = StreamOutcome()
+
+        def on_close() -> None:
+            upstream.close()
+            if on_left is not None and not outcome.terminal and not outcome.dropped:
+                on_left()
+
+        response = EventStreamResponse(_whole(upstream, outcome), on_close, outcome)
         response.raw_headers = headers
         return response
     body = upstream.replay if upstream.replay is not None else await upstream.read()
@@ -271,3 +289,12 @@ async def passed_on(upstream: owner_http.OwnerResponse) -> Response:
     if upstream.status != 204 and upstream.status >= 200:
         answer.raw_headers.append((b"content-length", str(len(body)).encode("ascii")))
     return answer
+
+
+async def _whole(upstream: owner_http.OwnerResponse,
+                 outcome: StreamOutcome) -> AsyncIterator[bytes]:
+    """The owner's stream, marking ``outcome.terminal`` once the owner ended it (its body
+    came whole: the run's end, or the owner's own end of the stream)."""
+    async for piece in upstream.body():
+        yield piece
+    outcome.terminal = not upstream.broken

@@ -25,11 +25,14 @@ request cycle and adds, per connection:
   keep-alive timeout only after a response), and no keep-alive timeout while
   a request is arriving (the head clock is the one that counts then);
 - a clock for a client that reads nothing while a response waits to write to
-  it (``AGUI_STREAM_IDLE_S``, ``write_idle``): the connection is closed. Not
-  for a forwarded request: the instance that forwarded it reads from here only
-  as fast as its own client takes the bytes, and watches that client with the
-  same clock (a slow client through a forward was cut here, by the owner, for
-  the forwarding instance's bursts of reading).
+  it (``AGUI_STREAM_IDLE_S``, ``write_idle``): the connection is closed. For
+  a forwarded request the clock runs ``FORWARDED_IDLE_FACTOR`` times as long:
+  the instance that forwarded it reads from here only as fast as its own
+  client takes the bytes, and watches that client with the same clock (a slow
+  client through a forward was cut here, by the owner, for the forwarding
+  instance's bursts of reading), but the header that marks a request
+  forwarded can come from any client, and one that wrote it and read nothing
+  held its stream, connection and log reader for ever.
 
 A refusal is written by the protocol itself, as a problem document (the
 app never sees the request; when the app has begun answering the request,
@@ -73,6 +76,9 @@ FORWARDED_SLACK = 1024
 """Bytes a forwarded head may exceed the limit by: the lines the forward adds to the
 client's (``Host``, ``Connection``, ``Content-Length`` and the ``agui-*`` headers, two of
 them advertised URLs of at most 255 characters) come to under 700 bytes."""
+FORWARDED_IDLE_FACTOR = 2
+"""How many ``AGUI_STREAM_IDLE_S`` a forwarded response may wait to write: the forwarding
+instance cuts a client that reads nothing after one, and then closes its connection here."""
 FORWARDED_NAME = FORWARDED_BY.encode()
 LINGER_S = 2.0
 """How long a refused connection keeps reading (and discarding) before it closes."""
@@ -131,8 +137,13 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
 
     def pause_writing(self) -> None:
         super().pause_writing()
-        if not self._forwarded:  # the instance that forwarded it watches its own client
-            self._write_watch.paused()
+        idle_s = self.limits.write_idle_s
+        # the instance that forwarded it watches its own client; FORWARDED_IDLE_FACTOR
+        # times as long here still ends a stream whose "forwarder" is a client that
+        # wrote the header itself and reads nothing
+        self._write_watch.limit_s = idle_s * FORWARDED_IDLE_FACTOR if self._forwarded \
+            else idle_s
+        self._write_watch.paused()
 
     def resume_writing(self) -> None:
         super().resume_writing()

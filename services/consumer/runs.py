@@ -51,7 +51,7 @@ from contracts.limits import InputLimits, bracket_count, check_run_input
 from contracts.records import identity
 from services.consumer import lookback
 from services.consumer.agents import AgentDirectory
-from services.consumer.forward import Forwarder, Here
+from services.consumer.forward import Forwarder, Here, forwarded
 from services.consumer.headers import require_json
 from services.consumer.limits import EdgeLimits, check_counts, check_ids, too_deep_to_parse
 from services.consumer.metrics import ConsumerMetrics
@@ -165,14 +165,17 @@ class RunService:
         except (InvalidInput, PayloadTooLarge, RequestTimeout) as problem:
             self.metrics.requests.labels(problem.code).inc()
             raise
+        principal = principal or self.settings.principal
+        requested_by = identity(principal, key_name) or principal
         here = Here()
         if self.forwarder is not None:
             answer = await self.forwarder.dispatch(
-                request, self.fanout.partition_of(run_input.thread_id), body=body, run=True)
+                request, self.fanout.partition_of(run_input.thread_id), body=body, run=True,
+                on_left=lambda: self._disconnected(run_input.thread_id, run_input.run_id,
+                                                   requested_by))
             if isinstance(answer, Response):
                 return answer
             here = answer
-        principal = principal or self.settings.principal
         try:
             unseen = self.tenancy.check_run(run_input.thread_id, principal)
         except NotFound:
@@ -199,8 +202,9 @@ class RunService:
             self.fanout.unsubscribe(stream)
             raise
         preface = self.from_log(run_input, decision.decided_at) if here.retried else None
-        return self.respond(stream, identity(principal, key_name) or principal,
-                            preface=preface)
+        # a forwarded request's client is the forwarding instance's (see ``dispatch``)
+        return self.respond(stream, requested_by, preface=preface,
+                            owns_run=not forwarded(request))
 
     def from_log(self, run_input: RunAgentInput,
                  admitted_at: datetime) -> AsyncIterator[Delivery | None]:
@@ -267,28 +271,31 @@ class RunService:
                 owns_run: bool = True) -> EventStreamResponse:
         """The SSE response over ``stream``; unsubscribes (and maybe cancels) on close.
 
-        ``owns_run``: the stream is the run's POST response, so a client that
-        disconnects before the terminal event may cancel it (replays never do).
+        ``owns_run``: the stream is the run's POST response to its own client, so a
+        client that disconnects before the terminal event may cancel it (replays never
+        do, nor a forwarded POST: the forwarding instance does).
         """
         outcome = StreamOutcome()
 
         def on_close() -> None:
-            if owns_run and not outcome.terminal and not outcome.dropped and not self.closing:
-                self._disconnected(stream, requested_by)
+            if owns_run and not outcome.terminal and not outcome.dropped:
+                self._disconnected(stream.thread_id, stream.run_id, requested_by)
             self.fanout.unsubscribe(stream)
 
         body = run_body(stream, outcome, keepalive_s=self.settings.keepalive_s, after=after,
                         preface=preface)
         return EventStreamResponse(body, on_close, outcome)
 
-    def _disconnected(self, stream: RunStream, requested_by: str) -> None:
-        fields = run_fields(stream.thread_id, stream.run_id)
+    def _disconnected(self, thread_id: str, run_id: str, requested_by: str) -> None:
+        """The run's client left before its end (not cut for reading nothing)."""
+        if self.closing:
+            return
+        fields = run_fields(thread_id, run_id)
         if not self.settings.cancel_on_disconnect:
             log.info("client disconnected; the run goes on", extra=fields)
             return
         log.info("client disconnected; cancelling the run", extra=fields)
-        self.spawn(self.cancel(stream.thread_id, stream.run_id, requested_by,
-                               origin="disconnect"))
+        self.spawn(self.cancel(thread_id, run_id, requested_by, origin="disconnect"))
 
     async def cancel(self, thread_id: str, run_id: str, requested_by: str, *,
                      origin: str) -> ControlCommand:

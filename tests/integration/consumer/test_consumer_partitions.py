@@ -247,8 +247,11 @@ async def test_a_forwarded_request_is_never_forwarded_again(
         assert plain.json()["code"] == "unknown_thread"
 
 
-async def test_a_client_leaving_a_forwarded_stream_is_seen_by_the_owner(
+async def test_a_client_leaving_a_forwarded_stream_cancels_its_run_once_from_where_it_was(
         kafka: KafkaSettings, backstage: Backstage) -> None:
+    """With AGUI_CANCEL_ON_DISCONNECT, the forwarding instance cancels the run (the owner
+    only sees its connection closed, which an idle cut closes too), and the owner's stream
+    ends."""
     async with three(kafka, cancel_on_disconnect=True) as instances:
         thread, home, away = placed(kafka, instances)
         body = run_input(thread_id=thread)
@@ -268,6 +271,56 @@ async def test_a_client_leaving_a_forwarded_stream_is_seen_by_the_owner(
         async with asyncio.timeout(WAIT_S):
             while home.relay.fanout.stream_count:
                 await asyncio.sleep(0.05)
+        assert counter(away.relay, "agui_consumer_cancels_total", origin="disconnect") == 1
+        assert counter(home.relay, "agui_consumer_cancels_total", origin="disconnect") == 0
+
+
+async def test_a_forwarded_client_cut_for_reading_nothing_does_not_cancel_its_run(
+        kafka: KafkaSettings, backstage: Backstage) -> None:
+    """A client cut for reading nothing keeps its run, through a forward as directly: the
+    forwarding instance cuts it and closes its connection to the owner, which had taken
+    that for the client leaving and cancelled the run."""
+    async with three(kafka, stream_queue=16, stream_idle_s=1.0,
+                     cancel_on_disconnect=True) as instances:
+        thread, home, away = placed(kafka, instances)
+        async with slow_http(away.url) as http:
+            _, run_id, reader = await open_run(http, backstage, thread)
+            await emit_pads(backstage, thread, run_id, 1, 3000, 4096)  # 12 MB: past the sockets
+            await until(lambda: counter(away.relay,
+                                        "agui_consumer_streams_idle_closed_total") >= 1,
+                        "the forwarding instance never cut its idle client")
+            await until(lambda: home.relay.fanout.stream_count == 0,
+                        "the owner's stream stayed open")
+            await asyncio.sleep(1.0)
+            await reader.response.aclose()
+        for instance in (home, away):
+            assert counter(instance.relay, "agui_consumer_cancels_total",
+                           origin="disconnect") == 0
+    assert await backstage.control_count() == 0
+
+
+async def test_a_client_that_forges_the_forwarded_header_is_still_cut_for_reading_nothing(
+        kafka: KafkaSettings, backstage: Backstage) -> None:
+    """``agui-forwarded-by`` can come from any client: one that sent it and read nothing
+    held its stream, its connection and a log reader for ever. A forwarded request's clock
+    runs twice as long (the forwarding instance cuts its own client after one), not never."""
+    async with serving(kafka, stream_queue=16, stream_idle_s=1.0) as app, \
+            slow_http(app.url) as http:
+        body = run_input(f"forged-{uuid.uuid4().hex[:8]}")
+        thread, run_id = str(body["threadId"]), str(body["runId"])
+        post = asyncio.create_task(http.send(http.build_request(
+            "POST", f"/agents/{AGENT}", json=body,
+            headers={FORWARDED_BY: "http://not-an-instance"}), stream=True))
+        await backstage.decide(await backstage.next_request())
+        response = await post
+        assert response.status_code == 200
+        await backstage.emit(thread, run_id, [started(thread, run_id)])
+        await emit_pads(backstage, thread, run_id, 1, 3000, 4096)
+        await backstage.emit(thread, run_id, [finished(thread, run_id)], seqs=[3001])
+        await until(lambda: counter(app.relay, "agui_consumer_streams_idle_closed_total") >= 1,
+                    "a client forging agui-forwarded-by was never cut for reading nothing")
+        await until(lambda: app.relay.fanout.stream_count == 0, "its stream stayed open")
+        await response.aclose()
 
 
 async def test_streams_open_on_an_instance_that_loses_their_partition_go_on_to_their_end(
