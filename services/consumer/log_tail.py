@@ -10,7 +10,11 @@ says the reader is past everything the fan-out routed, the stream is back on
 the fan-out and the reader stops.
 
 Bounded per instance: at most ``AGUI_STREAM_LOG_READERS`` readers at once
-(each is a Kafka consumer holding at most one fetch of one partition). A
+(each is a Kafka consumer holding at most one fetch of one partition), shared
+with the replays' scans (``replay``), which take one for their life or are
+answered ``503 replay_busy`` when none is free (a thousand replays by clients
+that read nothing had held a thousand consumers, and their decoding froze
+the instance for every other client). A
 stream that falls behind while all are taken waits for one, first come first
 served, sending keep-alives; its client gets nothing new meanwhile, and
 nothing is buffered for it beyond its full queue (already sent by then). A
@@ -26,7 +30,9 @@ import logging
 from collections.abc import AsyncGenerator
 
 from contracts.headers import EVENT_TYPE, RUN_ID, SEQ, header_value
+from services.consumer.lookback import BUSY_RETRY_AFTER_S
 from services.consumer.metrics import ConsumerMetrics
+from services.consumer.problems import RetryLater
 from services.consumer.streams import Delivery, RunStream
 from services.kafka.clients import ConsumerRecord, TopicPartition, new_consumer
 from services.kafka.metadata import partition_counts
@@ -78,6 +84,17 @@ class LogTail:
     async def follow(self, stream: RunStream) -> AsyncGenerator[Delivery | None, None]:
         """The run's records from where the stream stopped buffering, until it rejoins the
         fan-out (or the caller stops at the run's end); ``None`` now and then as a tick."""
+        async for tick in self.turn():
+            yield tick
+        try:
+            async for item in self._read(stream):
+                yield item
+        finally:
+            self.give()
+
+    async def turn(self) -> AsyncGenerator[None, None]:
+        """Wait for a reader, first come first served, yielding a ``None`` tick every
+        ``TICK_S`` meanwhile; once it ends the caller holds one and must ``give`` it."""
         waiting = self.slots.locked()
         if waiting:
             self.metrics.stream_log_waiting.inc()
@@ -92,16 +109,29 @@ class LogTail:
         finally:
             if waiting:
                 self.metrics.stream_log_waiting.dec()
+        self._taken()
+
+    async def take_now(self) -> None:
+        """A reader at once for a request not yet answered (a replay's scan), or ``503
+        replay_busy``: it would otherwise wait without a head, behind streams that may
+        read for as long as their clients take."""
+        if self.slots.locked():  # none free, or streams already waiting for one
+            self.metrics.replays_busy.inc()
+            raise RetryLater("replay_busy", f"all {self.readers} of this instance's log "
+                             "readers are in use; ask again later", BUSY_RETRY_AFTER_S)
+        await self.slots.acquire()  # free: returns without waiting
+        self._taken()
+
+    def _taken(self) -> None:
         self.active += 1
         self.peak = max(self.peak, self.active)
         self.metrics.stream_log_readers.inc()
-        try:
-            async for item in self._read(stream):
-                yield item
-        finally:
-            self.active -= 1
-            self.metrics.stream_log_readers.dec()
-            self.slots.release()
+
+    def give(self) -> None:
+        """Return a reader taken by ``turn`` or ``take_now``."""
+        self.active -= 1
+        self.metrics.stream_log_readers.dec()
+        self.slots.release()
 
     async def _read(self, stream: RunStream) -> AsyncGenerator[Delivery | None, None]:
         lag = stream.lag
@@ -130,8 +160,8 @@ class LogTail:
                     return
                 if not records:
                     yield None
-        finally:
-            await consumer.stop()
+        finally:  # shielded: a client leaving now must not leave the consumer open
+            await asyncio.shield(consumer.stop())
 
     async def _count(self, topic: str) -> int:
         if self._partitions is None:

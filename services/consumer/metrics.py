@@ -60,7 +60,12 @@ class ConsumerMetrics:
             "Connections closed because the client read nothing for AGUI_STREAM_IDLE_S",
             registry=r)
         self.stream_log_readers = Gauge(
-            "agui_consumer_stream_log_readers", "Streams reading from the log now", registry=r)
+            "agui_consumer_stream_log_readers",
+            "Log readers in use now (AGUI_STREAM_LOG_READERS): streams behind the fan-out "
+            "and replays' scans", registry=r)
+        self.replays_busy = Counter(
+            "agui_consumer_replays_busy",
+            "Replays answered 503 replay_busy: no log reader free", registry=r)
         self.stream_log_waiting = Gauge(
             "agui_consumer_stream_log_waiting",
             "Streams behind the fan-out waiting for a log reader (AGUI_STREAM_LOG_READERS)",

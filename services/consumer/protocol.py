@@ -76,9 +76,10 @@ FORWARDED_SLACK = 1024
 """Bytes a forwarded head may exceed the limit by: the lines the forward adds to the
 client's (``Host``, ``Connection``, ``Content-Length`` and the ``agui-*`` headers, two of
 them advertised URLs of at most 255 characters) come to under 700 bytes."""
-FORWARDED_IDLE_FACTOR = 2
+FORWARDED_IDLE_FACTOR = 3
 """How many ``AGUI_STREAM_IDLE_S`` a forwarded response may wait to write: the forwarding
-instance cuts a client that reads nothing after one, and then closes its connection here."""
+instance cuts a client that reads nothing within two (a watch that saw progress at its
+last look looks again one later), and then closes its connection here."""
 FORWARDED_NAME = FORWARDED_BY.encode()
 LINGER_S = 2.0
 """How long a refused connection keeps reading (and discarding) before it closes."""

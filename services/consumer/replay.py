@@ -46,6 +46,7 @@ finished run, or the 404 of a run neither the view nor the fan-out knows.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
@@ -53,7 +54,7 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from starlette.responses import Response
 
 from services.consumer import lookback
-from services.consumer.log_tail import run_delivery
+from services.consumer.log_tail import BATCH, run_delivery
 from services.consumer.ordering import TERMINAL_TYPES, parse_last_event_id
 from services.consumer.problems import InvalidInput, NotFound, Unavailable
 from services.consumer.relay import Relay
@@ -68,7 +69,7 @@ TICK_S = 1.0
 """A long scan yields ``None`` at least this often, so the body can keep alive."""
 async def scan_run(kafka: KafkaSettings, fanout: FanOut, thread_id: str, run_id: str, *,
                    reason: str = "replay", since_ms: int | None = None,
-                   full_scans: lookback.FullScans | None = None,
+                   full_scans: lookback.FullScans | None = None, wait: bool = False,
                    ) -> AsyncGenerator[Delivery | None, None]:
     """Every record of the run up to the current end, in partition order.
 
@@ -76,7 +77,10 @@ async def scan_run(kafka: KafkaSettings, fanout: FanOut, thread_id: str, run_id:
     not remembered the scan begins at the first record of that time, not at the
     partition's beginning. A scan from the beginning takes one of ``full_scans`` for its
     life (raising ``503 replay_busy`` on its first step when none is free) and counts as
-    ``<reason>_full``. Yields ``None`` now and then while scanning (a keep-alive tick).
+    ``<reason>_full``. Every scan reads with one of the instance's log readers
+    (``log_tail``): taken at once or ``503 replay_busy``, or, with ``wait`` (a response
+    already begun), waited for. Yields ``None`` now and then while scanning or waiting
+    (a keep-alive tick).
     """
     topic = kafka.topics.events
     count = fanout.partitions.get(topic) or kafka.partitions
@@ -88,9 +92,18 @@ async def scan_run(kafka: KafkaSettings, fanout: FanOut, thread_id: str, run_id:
     if slot is not None:
         slot.take()
         reason += "_full"
+    readers = fanout.tail
+    reading = False
     try:
+        if readers is not None:
+            if wait:
+                async for tick in readers.turn():
+                    yield tick
+            else:
+                await readers.take_now()
+            reading = True
         consumer = new_consumer(kafka, "agui-consumer-replay", group_id=None,
-                                auto_offset_reset="earliest", max_poll_records=2000)
+                                auto_offset_reset="earliest", max_poll_records=BATCH)
         await consumer.start()
         try:
             consumer.assign([tp])
@@ -106,7 +119,7 @@ async def scan_run(kafka: KafkaSettings, fanout: FanOut, thread_id: str, run_id:
             tick = time.monotonic()
             scanned = fanout.metrics.log_records_scanned.labels(reason)
             while await consumer.position(tp) < end:
-                batch = await consumer.getmany(tp, timeout_ms=500, max_records=2000)
+                batch = await consumer.getmany(tp, timeout_ms=500, max_records=BATCH)
                 records = batch.get(tp, ())
                 scanned.inc(len(records))
                 for record in records:
@@ -118,9 +131,11 @@ async def scan_run(kafka: KafkaSettings, fanout: FanOut, thread_id: str, run_id:
                 if time.monotonic() - tick >= TICK_S:
                     tick = time.monotonic()
                     yield None
-        finally:
-            await consumer.stop()
+        finally:  # shielded: a client leaving now must not leave the consumer open
+            await asyncio.shield(consumer.stop())
     finally:
+        if reading and readers is not None:
+            readers.give()
         if slot is not None:
             slot.give()
 

@@ -219,7 +219,7 @@ class RunService:
         span = self.forwarder.attempt_span_s if self.forwarder is not None else 0.0
         since = lookback.since_ms(max(admitted_at.timestamp(), time.time() - span))
         return scan_run(self.kafka, self.fanout, run_input.thread_id, run_input.run_id,
-                        reason="retried_forward", since_ms=since)
+                        reason="retried_forward", wait=True, since_ms=since)
 
     async def _decide(self, run_request: RunRequest, value: bytes,
                       headers: list[tuple[str, bytes]], unseen: bool) -> Decision:

@@ -303,7 +303,8 @@ async def test_a_client_that_forges_the_forwarded_header_is_still_cut_for_readin
         kafka: KafkaSettings, backstage: Backstage) -> None:
     """``agui-forwarded-by`` can come from any client: one that sent it and read nothing
     held its stream, its connection and a log reader for ever. A forwarded request's clock
-    runs twice as long (the forwarding instance cuts its own client after one), not never."""
+    runs three times as long (the forwarding instance cuts its own client within two), not
+    never."""
     async with serving(kafka, stream_queue=16, stream_idle_s=1.0) as app, \
             slow_http(app.url) as http:
         body = run_input(f"forged-{uuid.uuid4().hex[:8]}")

@@ -13,10 +13,21 @@ a reader and are all served in the end.
 from __future__ import annotations
 
 import asyncio
+import socket
+from typing import Any
 
 import pytest
 from consumer_harness import Backstage, finished, serving
-from slow_sse import BufferPeak, SseReader, counter, emit_pads, open_run, slow_http, until
+from slow_sse import (
+    WAIT_S,
+    BufferPeak,
+    SseReader,
+    counter,
+    emit_pads,
+    open_run,
+    slow_http,
+    until,
+)
 
 from services.consumer.forward import FORWARDED_BY
 from services.consumer.relay import Relay
@@ -136,7 +147,8 @@ async def test_a_forwarded_stream_is_left_to_the_forwarding_instance_to_cut(
     """The instance that forwarded a request reads the owner's answer only as fast as its
     own client takes it, in bursts, and watches that client with the same limit: the
     owner cut such a slow client's forward for idleness in between (found by probing).
-    Here a forwarded request reads nothing for three limits, then everything."""
+    Here a forwarded request reads nothing for two limits (the longest the forwarding
+    instance waits before it cuts its own client), then everything."""
     async with serving(kafka, stream_queue=QUEUE, stream_idle_s=1.0) as app, \
             slow_http(app.url) as http:
         relay = app.relay
@@ -146,9 +158,77 @@ async def test_a_forwarded_stream_is_left_to_the_forwarding_instance_to_cut(
         await emit_pads(backstage, thread_id, run_id, 1, 2 * HALF, PAD)
         await backstage.emit(thread_id, run_id, [finished(thread_id, run_id)],
                              seqs=[2 * HALF + 1])
-        await asyncio.sleep(3.0)  # three idle limits of reading nothing
+        await asyncio.sleep(2.0)  # two idle limits of reading nothing
         await reader.read_to_end()
         idle_closed = sample(relay, "streams_idle_closed_total")
     assert idle_closed == 0
     assert not reader.cut
     assert [seq for seq, _ in reader.frames] == list(range(2 * HALF + 2))
+
+
+async def test_replays_by_clients_that_read_nothing_take_no_more_than_the_log_readers(
+        kafka: KafkaSettings, backstage: Backstage, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each replay read the run with a Kafka consumer of its own, at its client's pace, and
+    nothing bounded them: 300 replays by clients that read nothing held 151 broker
+    connections and 890 MB, and froze the instance for everyone (found by probing). A
+    replay's scan now takes one of the ``AGUI_STREAM_LOG_READERS`` or is answered ``503
+    replay_busy`` with ``Retry-After``."""
+    import services.consumer.replay as replay_module
+
+    readers, replays = 4, 24
+    opened = {"now": 0, "peak": 0}
+    real = replay_module.new_consumer
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        consumer = real(*args, **kwargs)
+        start, stop = consumer.start, consumer.stop
+
+        async def started() -> None:
+            await start()
+            opened["now"] += 1
+            opened["peak"] = max(opened["peak"], opened["now"])
+
+        async def stopped() -> None:
+            opened["now"] -= 1
+            await stop()
+
+        consumer.start, consumer.stop = started, stopped
+        return consumer
+
+    monkeypatch.setattr(replay_module, "new_consumer", counting)
+    async with serving(kafka, stream_log_readers=readers) as app, \
+            slow_http(app.url) as http:
+        thread_id, run_id, reader = await open_run(http, backstage)
+        await emit_pads(backstage, thread_id, run_id, 1, 2 * HALF, PAD)
+        await backstage.emit(thread_id, run_id, [finished(thread_id, run_id)],
+                             seqs=[2 * HALF + 1])
+        await reader.read_to_end()
+        await reader.response.aclose()
+        host, port = app.url.removeprefix("http://").split(":")
+        request = (f"GET /threads/{thread_id}/runs/{run_id}/events HTTP/1.1\r\n"
+                   "Host: x\r\n\r\n").encode()
+        heads: list[bytes] = []
+        clients = []
+        try:
+            for _ in range(replays):  # each asks for the whole 12 MB run and reads no more
+                client = await asyncio.open_connection(host, int(port), limit=1024)
+                client[1].transport.set_write_buffer_limits(0)
+                sock = client[1].get_extra_info("socket")
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                client[1].write(request)
+                clients.append(client)
+            for client_reader, _ in clients:
+                async with asyncio.timeout(WAIT_S):
+                    heads.append(await client_reader.readuntil(b"\r\n"))
+            await asyncio.sleep(1.0)  # every scan that got a reader has started
+            peak = opened["peak"]
+            thread = await app.http.get(f"/threads/{thread_id}")
+        finally:
+            for _, writer in clients:
+                writer.close()
+    statuses = sorted(head.split()[1].decode() for head in heads)
+    assert peak <= readers
+    assert statuses.count("200") == readers
+    assert statuses.count("503") == replays - readers
+    assert thread.status_code in (200, 404)  # answered while the replays hold their readers
+    assert sample(app.relay, "replays_busy_total") == replays - readers
