@@ -30,7 +30,7 @@ from services.consumer import (
     interrupt_routes,
     problems,
 )
-from services.consumer.headers import OneAuthorization
+from services.consumer.headers import SingleHeaders
 from services.consumer.relay import Relay
 from services.consumer.routes import router, served
 from services.consumer.settings import ConsumerSettings
@@ -88,7 +88,7 @@ def create_app(settings: ConsumerSettings | None = None,
     direct.install(app, served)
     auth.install(app, settings, keys, relay.metrics.registry)
     inbox_static.install(app)
-    app.add_middleware(OneAuthorization)
+    app.add_middleware(SingleHeaders)
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:

@@ -13,7 +13,7 @@ every request it:
   scrapes by pod annotation and the metrics carry no ids and no secrets;
 - otherwise wants ``Authorization: Bearer <token>`` naming a configured
   key (exactly one such header: two are refused before this middleware
-  runs, with authentication on or off, by ``headers.OneAuthorization``), and
+  runs, with authentication on or off, by ``headers.SingleHeaders``), and
   answers a ``401`` problem with ``WWW-Authenticate: Bearer``
   before the app sees the request (so before the body is read);
 - puts the key's tenant in ``request.state.principal`` and its name, when

@@ -5,8 +5,9 @@ Two refusals a browser-facing JSON API owes its callers:
 - more than one ``Authorization`` header is a ``400 duplicate_header``,
   whether authentication is on or off and before it runs: which of two
   credentials counts is the kind of question proxies and servers answer
-  differently, so none is picked (``OneAuthorization``, the outermost
-  middleware);
+  differently, so none is picked (``SingleHeaders``, the outermost
+  middleware). The same for ``Last-Event-ID``: which of two positions a
+  stream resumes from is no less ambiguous;
 - a JSON route takes a body only as ``application/json`` or
   ``application/*+json`` (parameters such as ``charset`` allowed):
   anything else, or no ``Content-Type`` on ``POST /agents/{agent}``, is a
@@ -24,7 +25,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from services.consumer.problems import InvalidInput, UnsupportedMediaType
 
-AUTHORIZATION = b"authorization"
+SINGLE = (b"authorization", b"last-event-id")
+"""Headers a request may carry at most once (names as the server hands them: lower case)."""
 
 
 def is_json(content_type: str) -> bool:
@@ -49,22 +51,23 @@ def require_json(content_type: str | None, *, required: bool) -> None:
             f"this route takes application/json, not {shown!r}")
 
 
-class OneAuthorization:
-    """ASGI middleware: a request with two ``Authorization`` headers gets the 400."""
+class SingleHeaders:
+    """ASGI middleware: a request with two of a ``SINGLE`` header gets the 400."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            seen = False
+            seen: set[bytes] = set()
             for name, _ in scope["headers"]:
-                if name == AUTHORIZATION:
-                    if seen:
+                if name in SINGLE:
+                    if name in seen:
+                        shown = "Authorization" if name == SINGLE[0] else "Last-Event-ID"
                         problem = InvalidInput(
-                            "duplicate_header", "the request has more than one Authorization "
+                            "duplicate_header", f"the request has more than one {shown} "
                             "header; send exactly one")
                         await problem.response()(scope, receive, send)
                         return
-                    seen = True
+                    seen.add(name)
         await self.app(scope, receive, send)

@@ -125,7 +125,11 @@ def parse_last_event_id(raw: str | None) -> int | None:
     """The sequence number in a ``Last-Event-ID`` header; ValueError if malformed."""
     if raw is None or raw.strip() == "":
         return None
-    value = int(raw.strip())
+    text = raw.strip()
+    digits = text[1:] if text.startswith("-") else text
+    if not (digits.isascii() and digits.isdigit()):  # int() took "+10", "1_0", Arabic digits
+        raise ValueError("Last-Event-ID is a sequence number")
+    value = int(text)
     if value < -1:
         raise ValueError("Last-Event-ID is a sequence number")
     return value

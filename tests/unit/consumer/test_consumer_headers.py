@@ -65,6 +65,15 @@ async def test_two_authorization_headers_are_400_before_authentication(
         assert response.json()["code"] == "duplicate_header"
 
 
+async def test_two_last_event_id_headers_are_400_not_the_first_taken(
+        http: httpx.AsyncClient) -> None:
+    twice = [("Authorization", f"Bearer {TOKEN}"), ("Last-Event-ID", "3"),
+             ("last-event-id", "40")]
+    response = await http.get("/threads/t/runs/r/events", headers=twice)
+    assert (response.status_code, response.json()["code"]) == (400, "duplicate_header")
+    assert "Last-Event-ID" in response.json()["detail"]
+
+
 async def test_a_run_with_a_body_that_is_not_json_is_415_after_authentication(
         http: httpx.AsyncClient) -> None:
     auth = {"Authorization": f"Bearer {TOKEN}"}

@@ -151,7 +151,8 @@ def test_last_event_id_parses(raw: str | None, expected: int | None) -> None:
     assert parse_last_event_id(raw) == expected
 
 
-@pytest.mark.parametrize("raw", ["abc", "1.5", "-7"])
+@pytest.mark.parametrize("raw", ["abc", "1.5", "-7", "+10", "1_0", "\u0661\u0660", "- 1",
+                                 "0x10", "1e3"])
 def test_a_malformed_last_event_id_is_refused(raw: str) -> None:
     with pytest.raises(ValueError, match=r".+"):
         parse_last_event_id(raw)
