@@ -40,8 +40,11 @@ request's ids are checked and (for a POST) its body read and validated:
    a retry (``agui-forward-attempt: 2``): the run may have started from the
    first attempt, so its owner answers it from the log first (``replay``'s
    scan), then live. A second failure, or no settled owner in time, is a
-   ``503 owner_unavailable`` with ``Retry-After``. Every wait is bounded;
-   nothing is dispatched twice.
+   ``503 owner_unavailable`` with ``Retry-After``. Every wait is bounded (for
+   the owner's head: a run's POST by its decision, queue and keep-alive
+   times, any other route by four keep-alive periods), a client that leaves
+   meanwhile ends it and closes the owner's connection, and nothing is
+   dispatched twice.
 
 The headers ``agui-forwarded-by``, ``agui-request-id`` and
 ``agui-forward-attempt`` are trusted from whoever sends them: put the
@@ -62,6 +65,7 @@ from typing import Any
 import orjson
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.types import Receive
 
 from contracts.limits import LimitExceeded
 from contracts.records import REQUEST_ID_MAX_LENGTH
@@ -123,13 +127,17 @@ class Forwarder:
     """Routes a thread's requests to the instance that owns its partition."""
 
     def __init__(self, ownership: Ownership, metrics: ConsumerMetrics, *, settle_s: float,
-                 read_s: float) -> None:
+                 read_s: float, other_read_s: float | None = None) -> None:
         self.ownership = ownership
         self.metrics = metrics
         self.settle_s = settle_s
         self.read_s = read_s
-        """Longer than any silence an answer may have (a queued decision, the keep-alive
-        period), so a dead owner still cannot hang a client for ever."""
+        """Longer than any silence a run's answer may have (a queued decision, the
+        keep-alive period), so a dead owner still cannot hang a client for ever."""
+        self.other_read_s = min(read_s, other_read_s or read_s)
+        """The same for every other route (a thread's state, a replay, a cancel), which
+        waits for no decision: an owner that accepts connections and answers nothing
+        held a ``GET /threads`` for 175 s."""
 
     @property
     def attempt_span_s(self) -> float:
@@ -163,14 +171,26 @@ class Forwarder:
             raise self._unavailable("no instance owns this thread's partition now")
         request_id = str(uuid.uuid4()) if run else None
         generation = self.ownership.generation
-        response = await self._send(route.url, partition, request, body, request_id,
-                                    attempt=1, on_left=on_left)
+        try:
+            return await self._forward(request, partition, route.url, generation, body,
+                                       request_id, run=run, on_left=on_left)
+        except ClientGoneError:  # nobody to answer: the owner's connection is closed already
+            self.metrics.forwards.labels("client_left").inc()
+            log.info("the client left before the owner (%s) answered", route.url)
+            return Response(status_code=499)
+
+    async def _forward(self, request: Request, partition: int, url: str, generation: int,
+                       body: bytes | None, request_id: str | None, *, run: bool,
+                       on_left: Callable[[], None] | None) -> Response | Here:
+        """Steps 2-4 of the module docstring, from the first attempt at ``url``."""
+        response = await self._send(url, partition, request, body, request_id,
+                                    attempt=1, run=run, on_left=on_left)
         if response is not None:
             self.metrics.forwards.labels("forwarded").inc()
             return response
         self.metrics.forwards.labels("failed_before_any_byte").inc()
         if not await self.ownership.moved_on(generation, self.settle_s):
-            raise self._unavailable(f"the owner of this thread ({route.url}) cannot be "
+            raise self._unavailable(f"the owner of this thread ({url}) cannot be "
                                     "reached and no other instance has taken it over yet")
         route = self.ownership.route(partition, forwarded=False)
         if route.local:
@@ -178,14 +198,14 @@ class Forwarder:
             return Here(request_id, retried=True)
         if route.url is not None:
             response = await self._send(route.url, partition, request, body, request_id,
-                                        attempt=2, on_left=on_left)
+                                        attempt=2, run=run, on_left=on_left)
             if response is not None:
                 self.metrics.forwards.labels("retried").inc()
                 return response
         raise self._unavailable("the owner of this thread cannot be reached")
 
     async def _send(self, url: str, partition: int, request: Request, body: bytes | None,
-                    request_id: str | None, *, attempt: int,
+                    request_id: str | None, *, attempt: int, run: bool,
                     on_left: Callable[[], None] | None = None) -> Response | None:
         """The owner's response, once its head arrived; None when it failed before."""
         headers = {name: value for name in PASSED
@@ -197,10 +217,11 @@ class Forwarder:
         raw = request.scope.get("raw_path") or request.scope["path"].encode("utf-8")
         query = request.scope.get("query_string") or b""
         target = raw.decode("latin-1") + ("?" + query.decode("latin-1") if query else "")
+        read_s = self.read_s if run else self.other_read_s
         try:
-            response = await self._head(url, partition, owner_http.connect(
+            response = await self._head(url, partition, request, read_s, owner_http.connect(
                 url, request.method, target, headers.items(), body, connect_s=CONNECT_S,
-                read_s=self.read_s))
+                read_s=read_s))
         except (OSError, TimeoutError) as exc:
             log.warning("forward to %s failed before any byte: %s", url,
                         exc or type(exc).__name__)
@@ -214,10 +235,12 @@ class Forwarder:
             log.warning("forward to %s failed before its answer was whole: %s", url, exc)
             return None
 
-    async def _head(self, url: str, partition: int,
+    async def _head(self, url: str, partition: int, request: Request, read_s: float,
                     connecting: Coroutine[Any, Any, owner_http.OwnerResponse]
                     ) -> owner_http.OwnerResponse:
-        """The owner's response head, unless ``url`` stops owning ``partition`` first.
+        """The owner's response head, unless ``url`` stops owning ``partition`` first, or
+        the client leaves (``ClientGoneError``: it held a connection to the owner, and its fd,
+        for as long as the owner took).
 
         An owner that froze (a long pause, a host gone silent) holds the connection
         open and answers nothing; the group hands its partitions on after its
@@ -226,16 +249,20 @@ class Forwarder:
         ``read_s``, which a queued decision may need.
         """
         head = asyncio.ensure_future(connecting)
+        gone = asyncio.ensure_future(_client_gone(request.receive))
         try:
             while not head.done():
                 moved = asyncio.ensure_future(
-                    self.ownership.moved_on(self.ownership.generation, self.read_s))
+                    self.ownership.moved_on(self.ownership.generation, read_s))
                 try:
-                    await asyncio.wait((head, moved), return_when=asyncio.FIRST_COMPLETED)
+                    await asyncio.wait((head, moved, gone),
+                                       return_when=asyncio.FIRST_COMPLETED)
                 finally:
                     moved.cancel()
                 if head.done():
                     break
+                if gone.done():
+                    raise ClientGoneError
                 now = self.ownership.route(partition, forwarded=False)
                 if moved.done() and not moved.cancelled() and moved.result() and (
                         now.local or now.url != url):
@@ -243,10 +270,21 @@ class Forwarder:
                                        "had not answered")
             return head.result()
         finally:
+            gone.cancel()
             if not head.done():
                 head.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await head
+
+
+class ClientGoneError(Exception):
+    """The client disconnected while its forward waited for the owner's answer."""
+
+
+async def _client_gone(receive: Receive) -> None:
+    """Return once the server reports the client gone (a body, if any, was read before)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 async def _owner_unavailable(response: owner_http.OwnerResponse) -> bool:

@@ -71,7 +71,7 @@ class Relay:
         self.forwarder = Forwarder(
             self.fanout.ownership, self.metrics, settle_s=settings.forward_settle_s,
             read_s=settings.decision_timeout_s + settings.queued_timeout_s
-            + 2 * settings.keepalive_s)
+            + 2 * settings.keepalive_s, other_read_s=4 * settings.keepalive_s)
         """Requests for a thread another instance owns go there (``forward``)."""
         self.fanout.tail = LogTail(kafka, self.metrics, settings.stream_log_readers)
         self.full_scans = FullScans(settings.replay_full_scans)

@@ -553,3 +553,62 @@ async def test_a_request_id_of_another_run_is_refused_not_streamed_for_ever(
     assert response.status_code == 400, response.text
     assert response.json()["code"] == "invalid_header"
     assert r in response.json()["detail"]
+
+
+@asynccontextmanager
+async def silent_owner(kafka: KafkaSettings, **overrides: Any
+                       ) -> AsyncIterator[tuple[Served, Served, list[asyncio.Event]]]:
+    """Two instances, the second advertising a listener that takes connections and never
+    answers (an instance whose HTTP side hangs while it stays in the group); with the
+    events set as each connection to it closes."""
+    closed: list[asyncio.Event] = []
+
+    async def hold(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        event = asyncio.Event()
+        closed.append(event)
+        while await reader.read(65536):  # never answers; returns at the caller's close
+            pass
+        event.set()
+        writer.close()
+
+    listener = await asyncio.start_server(hold, "127.0.0.1", 0)
+    port = listener.sockets[0].getsockname()[1]
+    try:
+        async with serving(kafka, **overrides) as here, \
+                serving(kafka, advertised_url=f"http://127.0.0.1:{port}", **overrides) as gone:
+            async with asyncio.timeout(WAIT_S):
+                while len(set(here.relay.fanout.ownership.owners)) != 2 or not all(
+                        i.relay.fanout.ownership.settled.is_set() for i in (here, gone)):
+                    await asyncio.sleep(0.05)
+            yield here, gone, closed
+    finally:
+        listener.close()
+
+
+def thread_of(instance: Served) -> str:
+    return next(t for t in threads_on_every_partition(instance.relay.kafka, 1)
+                if instance.relay.fanout.partition_of(t) in instance.relay.fanout.ownership.mine)
+
+
+async def test_a_thread_read_through_an_owner_that_never_answers_ends_within_its_bound(
+        kafka: KafkaSettings, backstage: Backstage) -> None:
+    """A thread's state needs no decision: its forward waits for the owner's head a few
+    keep-alive periods (``4 * AGUI_KEEPALIVE_S``), not the run's bound (decision, queue
+    and keep-alives: 175 s on the defaults), then answers 503 owner_unavailable."""
+    async with silent_owner(kafka, keepalive_s=0.5, forward_settle_s=1.0) as (here, gone, _):
+        answer = await here.http.get(f"/threads/{thread_of(gone)}")
+    assert (answer.status_code, answer.json()["code"]) == (503, "owner_unavailable")
+    assert answer.headers["retry-after"]
+
+
+async def test_a_client_leaving_while_its_forward_waits_closes_the_owners_connection(
+        kafka: KafkaSettings, backstage: Backstage) -> None:
+    """A hundred clients that left held a hundred connections to a silent owner (and their
+    fds) for as long as the forward's bound; the forward now watches its client too."""
+    async with silent_owner(kafka) as (here, gone, closed):
+        async with httpx.AsyncClient(base_url=here.url, timeout=0.5) as http:
+            with pytest.raises(httpx.ReadTimeout):  # the client gives up and leaves
+                await http.get(f"/threads/{thread_of(gone)}")
+        await until(lambda: bool(closed) and closed[0].is_set(),
+                    "the connection to the owner stayed open after its client left")
+        assert counter(here.relay, "agui_consumer_forwards_total", outcome="client_left") == 1
