@@ -47,7 +47,7 @@ from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from services.consumer.paths import PathTemplate, segments
-from services.consumer.problems import MethodNotAllowed, Problem
+from services.consumer.problems import InvalidInput, MethodNotAllowed, Problem
 
 Endpoint = Callable[..., Awaitable[Response]]
 
@@ -71,7 +71,11 @@ class DirectRoutes:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             raw = scope.get("raw_path") or scope["path"].encode("utf-8")
-            parts = segments(raw)
+            undecodable = False
+            try:
+                parts = segments(raw, errors="strict")
+            except UnicodeDecodeError:
+                parts, undecodable = segments(raw), True
             if parts is not None:
                 method = scope["method"]
                 allowed: set[str] = set()
@@ -79,6 +83,11 @@ class DirectRoutes:
                     params = route.template.match(parts)
                     if params is None:
                         continue
+                    if undecodable:
+                        bad = InvalidInput("invalid_request",
+                                           "the path's ids are not UTF-8 once percent-decoded")
+                        await bad.response()(scope, receive, send)
+                        return
                     if method in route.methods:
                         await self._serve(route, params, scope, receive, send)
                         return

@@ -6,8 +6,10 @@ percent-decoded: ``/threads/p%2Fchild-1`` reaches the router as
 ``/`` — every pipeline child's (``<parent>/<key>-<token>``) — could be
 neither read, replayed nor cancelled. A ``PathTemplate`` matches
 ``scope["raw_path"]`` instead: split on the literal ``/`` the client wrote,
-then each segment percent-decoded (as the server decodes a path: UTF-8,
-undecodable bytes replaced), so ``%2F`` inside a segment is part of the id.
+then each segment percent-decoded (UTF-8), so ``%2F`` inside a segment is part
+of the id. A route's parameter whose bytes are not UTF-8 is refused by the
+caller rather than replaced (the server's decoding would replace them, and
+two ids would read as one).
 Pure: bytes in, parameters out.
 """
 
@@ -62,10 +64,14 @@ class PathTemplate:
         return params
 
 
-def segments(raw_path: bytes) -> list[str] | None:
-    """The decoded segments of a raw path (query string cut); None unless it starts with '/'."""
+def segments(raw_path: bytes, errors: str = "replace") -> list[str] | None:
+    """The decoded segments of a raw path (query string cut); None unless it starts with '/'.
+
+    ``errors="strict"``: ``UnicodeDecodeError`` for a segment whose bytes are not UTF-8
+    once percent-decoded (replaced, ``%ff`` and ``%EF%BF%BD`` would name one thread).
+    """
     path, _, _ = raw_path.partition(b"?")
     if not path.startswith(b"/"):
         return None
     text = path[1:].decode("latin-1")
-    return [unquote(s) if "%" in s else s for s in text.split("/")]
+    return [unquote(s, errors=errors) if "%" in s else s for s in text.split("/")]

@@ -62,6 +62,19 @@ async def test_the_route_renders_its_problems(http: httpx.AsyncClient) -> None:
     assert problem(not_ready)["code"] == "not_ready"
 
 
+async def test_an_id_that_is_not_utf_8_once_decoded_is_400_not_replaced(
+        http: httpx.AsyncClient) -> None:
+    """``%ff%fe`` had read as the thread "\ufffd\ufffd", as had any other bytes that are
+    not UTF-8: one name for many ids."""
+    for path in ("/threads/%ff%fe", "/threads/t/runs/%ED%A0%80/events",
+                 "/threads/%C0%AF/runs/r/cancel"):
+        method = "POST" if path.endswith("cancel") else "GET"
+        answer = await http.request(method, path)
+        assert (answer.status_code, problem(answer)["code"]) == (400, "invalid_request"), path
+    replaced = await http.get("/threads/%EF%BF%BD")  # U+FFFD itself is an id like any other
+    assert replaced.status_code != 400
+
+
 async def test_another_method_is_a_405_and_another_path_fastapis_404(
         http: httpx.AsyncClient) -> None:
     wrong_method = await http.get("/agents/scripted")

@@ -30,6 +30,8 @@ def test_segments_cut_the_query_and_decode_like_the_server() -> None:
     assert segments(b"/threads/t?x=1") == ["threads", "t"]
     assert segments(b"/threads/%E2%9C%93%ff") == ["threads", "\u2713\ufffd"]
     assert segments(b"threads/t") is None
+    with pytest.raises(UnicodeDecodeError):
+        segments(b"/threads/%E2%9C%93%ff", errors="strict")
 
 
 def test_literals_must_match_and_parameters_be_non_empty() -> None:
