@@ -19,8 +19,12 @@ stream that falls behind while all are taken waits for one, first come first
 served, sending keep-alives; its client gets nothing new meanwhile, and
 nothing is buffered for it beyond its full queue (already sent by then). A
 reader is released when its stream rejoins the fan-out, reaches the run's end
-or closes (client gone, or disconnected by ``AGUI_STREAM_IDLE_S``), so the
-wait lasts as long as the slowest of the streams reading ahead of it.
+or closes (client gone, or disconnected by ``AGUI_STREAM_IDLE_S``), and, while
+another waits, after ``SLICE_S`` of holding it: at the next record its client
+takes, the holder gives the reader up and waits in line again from where it
+stopped. So a wait lasts about a slice per holder ahead of it; only a client
+that reads nothing at all holds its reader longer, until the idle limit
+disconnects it.
 """
 
 from __future__ import annotations
@@ -46,6 +50,10 @@ TICK_S = 1.0
 """A reader waiting for a slot or for records yields ``None`` this often (keep-alive ticks)."""
 BATCH = 500
 """Records fetched per read: what one stream may hold of the log at a time."""
+SLICE_S = 5.0
+"""How long a reader is held before it goes to the next in line, when one waits: a
+client reading steadily but slowly (4 KiB/s) held its reader until its run was read and
+stalled every other stream behind the fan-out for as long (found by probing)."""
 
 
 def run_delivery(record: ConsumerRecord, key: bytes, run_id: str) -> Delivery | None:
@@ -61,6 +69,29 @@ def run_delivery(record: ConsumerRecord, key: bytes, run_id: str) -> Delivery | 
                     record.offset)
 
 
+class Turn:
+    """One hold of a reader: due once it has been held ``SLICE_S`` while others wait."""
+
+    __slots__ = ("given_up", "since", "tail")
+
+    def __init__(self, tail: LogTail) -> None:
+        self.tail = tail
+        self.since = asyncio.get_running_loop().time()
+        self.given_up = False
+
+    def due(self) -> bool:
+        return (self.tail.waiting > 0
+                and asyncio.get_running_loop().time() - self.since >= SLICE_S)
+
+    def give_up(self, stream: RunStream | None = None) -> None:
+        """The reader goes to the next in line; the holder waits for another."""
+        self.given_up = True
+        self.tail.metrics.log_turns_given_up.inc()
+        if stream is not None:
+            log.debug("stream of run %s gives its log reader up to the next in line",
+                      stream.run_id, extra=run_fields(stream.thread_id, stream.run_id))
+
+
 class LogTail:
     """The instance's readers for streams that fell behind (see the module docstring)."""
 
@@ -70,6 +101,8 @@ class LogTail:
         self.readers = readers
         self.slots = asyncio.Semaphore(readers)
         self.active = 0
+        self.waiting = 0
+        """Streams and replays waiting for a reader now (what makes a turn come due)."""
         self.peak = 0
         """The most readers open at once since startup (at most ``readers``)."""
         self._partitions: int | None = None
@@ -83,44 +116,56 @@ class LogTail:
 
     async def follow(self, stream: RunStream) -> AsyncGenerator[Delivery | None, None]:
         """The run's records from where the stream stopped buffering, until it rejoins the
-        fan-out (or the caller stops at the run's end); ``None`` now and then as a tick."""
-        async for tick in self.turn():
-            yield tick
-        try:
-            async for item in self._read(stream):
-                yield item
-        finally:
-            self.give()
+        fan-out (or the caller stops at the run's end); ``None`` now and then as a tick.
+        A turn that comes due (``Turn``) gives its reader up and waits for the next."""
+        while True:
+            async for tick in self.turn():
+                yield tick
+            held = Turn(self)
+            try:
+                async for item in self._read(stream, held):
+                    yield item
+            finally:
+                self.give()
+            if not held.given_up:
+                return
 
     async def turn(self) -> AsyncGenerator[None, None]:
         """Wait for a reader, first come first served, yielding a ``None`` tick every
         ``TICK_S`` meanwhile; once it ends the caller holds one and must ``give`` it."""
-        waiting = self.slots.locked()
-        if waiting:
+        if self.slots.locked():
             self.metrics.stream_log_waiting.inc()
-        try:
-            while True:
-                try:
-                    async with asyncio.timeout(TICK_S):
-                        await self.slots.acquire()
-                    break
-                except TimeoutError:
-                    yield None
-        finally:
-            if waiting:
+            self.waiting += 1
+            try:
+                while True:
+                    try:
+                        async with asyncio.timeout(TICK_S):
+                            await self.slots.acquire()
+                        break
+                    except TimeoutError:
+                        yield None
+            finally:
+                self.waiting -= 1
                 self.metrics.stream_log_waiting.dec()
+        else:
+            await self.slots.acquire()  # free: returns without waiting
         self._taken()
 
-    async def take_now(self) -> None:
-        """A reader at once for a request not yet answered (a replay's scan), or ``503
-        replay_busy``: it would otherwise wait without a head, behind streams that may
-        read for as long as their clients take."""
-        if self.slots.locked():  # none free, or streams already waiting for one
-            self.metrics.replays_busy.inc()
-            raise RetryLater("replay_busy", f"all {self.readers} of this instance's log "
-                             "readers are in use; ask again later", BUSY_RETRY_AFTER_S)
-        await self.slots.acquire()  # free: returns without waiting
-        self._taken()
+    async def take_soon(self) -> None:
+        """A reader for a request not yet answered (a replay's scan), waited for up to
+        ``SLICE_S`` and a tick (the turns of the streams holding them come due meanwhile),
+        or ``503 replay_busy``: the client would wait with no head at all."""
+        ticks, waited = self.turn(), 0.0
+        try:
+            async for _ in ticks:
+                waited += TICK_S
+                if waited > SLICE_S:
+                    self.metrics.replays_busy.inc()
+                    raise RetryLater("replay_busy", f"all {self.readers} of this instance's "
+                                     "log readers are in use; ask again later",
+                                     BUSY_RETRY_AFTER_S)
+        finally:
+            await ticks.aclose()
 
     def _taken(self) -> None:
         self.active += 1
@@ -128,19 +173,20 @@ class LogTail:
         self.metrics.stream_log_readers.inc()
 
     def give(self) -> None:
-        """Return a reader taken by ``turn`` or ``take_now``."""
+        """Return a reader taken by ``turn`` or ``take_soon``."""
         self.active -= 1
         self.metrics.stream_log_readers.dec()
         self.slots.release()
 
-    async def _read(self, stream: RunStream) -> AsyncGenerator[Delivery | None, None]:
+    async def _read(self, stream: RunStream,
+                    turn: Turn) -> AsyncGenerator[Delivery | None, None]:
         lag = stream.lag
         topic = self.kafka.topics.events
         tp = TopicPartition(topic, partition_for(stream.thread_id, await self._count(topic)))
         consumer = new_consumer(self.kafka, "agui-consumer-catchup", group_id=None,
                                 max_poll_records=BATCH)
-        await consumer.start()
         try:
+            await consumer.start()  # in the try: a client leaving now stops it too
             consumer.assign([tp])
             consumer.seek(tp, lag.resume_at)
             key = stream.thread_id.encode("utf-8")
@@ -150,18 +196,30 @@ class LogTail:
                 records = batch.get(tp, [])
                 for record in records:
                     delivery = run_delivery(record, key, stream.run_id)
-                    if delivery is not None:
-                        yield delivery
+                    if delivery is None:
+                        continue
+                    yield delivery
+                    if turn.due():  # no await since the yield: the fan-out feeds from here
+                        if self._rejoined(stream, record.offset + 1):
+                            return
+                        turn.give_up(stream)
+                        return
                 position = await consumer.position(tp)
-                if lag.read_to(position):  # no await between: the fan-out feeds it from here
-                    self.metrics.streams_rejoined.inc()
-                    log.info("stream of run %s rejoined the live fan-out", stream.run_id,
-                             extra=run_fields(stream.thread_id, stream.run_id))
+                if self._rejoined(stream, position):  # no await between: as above
                     return
                 if not records:
                     yield None
         finally:  # shielded: a client leaving now must not leave the consumer open
             await asyncio.shield(consumer.stop())
+
+    def _rejoined(self, stream: RunStream, position: int) -> bool:
+        """Tell the stream's lag the reader is at ``position``; True when it rejoined."""
+        if not stream.lag.read_to(position):
+            return False
+        self.metrics.streams_rejoined.inc()
+        log.info("stream of run %s rejoined the live fan-out", stream.run_id,
+                 extra=run_fields(stream.thread_id, stream.run_id))
+        return True
 
     async def _count(self, topic: str) -> int:
         if self._partitions is None:

@@ -63,6 +63,10 @@ class ConsumerMetrics:
             "agui_consumer_stream_log_readers",
             "Log readers in use now (AGUI_STREAM_LOG_READERS): streams behind the fan-out "
             "and replays' scans", registry=r)
+        self.log_turns_given_up = Counter(
+            "agui_consumer_log_turns_given_up",
+            "Log readers handed on to a stream or replay waiting for one, after "
+            "their holder's slice", registry=r)
         self.replays_busy = Counter(
             "agui_consumer_replays_busy",
             "Replays answered 503 replay_busy: no log reader free", registry=r)

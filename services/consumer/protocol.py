@@ -47,6 +47,8 @@ hand are parsed, so a request that arrives in one read costs no timer.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, cast
@@ -80,6 +82,13 @@ FORWARDED_IDLE_FACTOR = 3
 """How many ``AGUI_STREAM_IDLE_S`` a forwarded response may wait to write: the forwarding
 instance cuts a client that reads nothing within two (a watch that saw progress at its
 last look looks again one later), and then closes its connection here."""
+SEND_BUFFER = 256 * 1024
+"""Bytes the kernel may hold for one client (``SO_SNDBUF``; Linux doubles it for its own
+bookkeeping). Left to autotuning it grows to 4 MiB for a slow client: a run's stream or
+replay then ran megabytes ahead of what its client had read, and a log reader held for
+it could not be handed on (``log_tail``) until the client had drained them; with ten
+thousand streams, gigabytes of kernel memory. 256 KiB keeps a stream fed across a 20 ms
+path at 12 MB/s, far more than a run streams."""
 FORWARDED_NAME = FORWARDED_BY.encode()
 LINGER_S = 2.0
 """How long a refused connection keeps reading (and discarding) before it closes."""
@@ -106,6 +115,15 @@ class _Refused(Exception):  # noqa: N818 - a signal, not an error
     """Raised from a parser callback once the protocol has answered: stops the parse."""
 
 
+def bound_send_buffer(transport: asyncio.BaseTransport) -> None:
+    """Hold the kernel's send buffer of a connection to ``SEND_BUFFER`` (it would grow
+    to ``tcp_wmem``'s 4 MiB for a client that reads slowly)."""
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)
+
+
 class BoundedHttpToolsProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol with the module docstring's limits."""
 
@@ -127,6 +145,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         self._answered = False
         self._write_watch = WriteWatch(self.loop, transport, self.limits.write_idle_s,
                                        self._write_idle)
+        bound_send_buffer(transport)
         super().connection_made(transport)
         self.timeout_keep_alive_task = self.loop.call_later(
             self.timeout_keep_alive, self.timeout_keep_alive_handler)

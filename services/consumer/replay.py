@@ -54,7 +54,7 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from starlette.responses import Response
 
 from services.consumer import lookback
-from services.consumer.log_tail import BATCH, run_delivery
+from services.consumer.log_tail import BATCH, Turn, run_delivery
 from services.consumer.ordering import TERMINAL_TYPES, parse_last_event_id
 from services.consumer.problems import InvalidInput, NotFound, Unavailable
 from services.consumer.relay import Relay
@@ -78,8 +78,9 @@ async def scan_run(kafka: KafkaSettings, fanout: FanOut, thread_id: str, run_id:
     partition's beginning. A scan from the beginning takes one of ``full_scans`` for its
     life (raising ``503 replay_busy`` on its first step when none is free) and counts as
     ``<reason>_full``. Every scan reads with one of the instance's log readers
-    (``log_tail``): taken at once or ``503 replay_busy``, or, with ``wait`` (a response
-    already begun), waited for. Yields ``None`` now and then while scanning or waiting
+    (``log_tail``), in turns as the streams behind the fan-out do: the first one waited
+    for a moment, then ``503 replay_busy``, or, with ``wait`` (a response already
+    begun), as long as it takes. Yields ``None`` now and then while scanning or waiting
     (a keep-alive tick).
     """
     topic = kafka.topics.events
@@ -93,49 +94,64 @@ async def scan_run(kafka: KafkaSettings, fanout: FanOut, thread_id: str, run_id:
         slot.take()
         reason += "_full"
     readers = fanout.tail
-    reading = False
+    key = thread_id.encode("utf-8")
+    scanned = fanout.metrics.log_records_scanned.labels(reason)
+    end: int | None = None
+    resume: int | None = None
+    """Where the next turn starts reading (None: the first turn finds it)."""
     try:
-        if readers is not None:
-            if wait:
-                async for tick in readers.turn():
-                    yield tick
-            else:
-                await readers.take_now()
-            reading = True
-        consumer = new_consumer(kafka, "agui-consumer-replay", group_id=None,
-                                auto_offset_reset="earliest", max_poll_records=BATCH)
-        await consumer.start()
-        try:
-            consumer.assign([tp])
-            end = (await consumer.end_offsets([tp]))[tp]
-            if start is not None:
-                consumer.seek(tp, start[1])
-            elif since_ms is not None:
-                found = (await consumer.offsets_for_times({tp: since_ms}))[tp]
-                consumer.seek(tp, end if found is None else found.offset)
-            else:
-                await consumer.seek_to_beginning(tp)
-            key = thread_id.encode("utf-8")
-            tick = time.monotonic()
-            scanned = fanout.metrics.log_records_scanned.labels(reason)
-            while await consumer.position(tp) < end:
-                batch = await consumer.getmany(tp, timeout_ms=500, max_records=BATCH)
-                records = batch.get(tp, ())
-                scanned.inc(len(records))
-                for record in records:
-                    if record.offset >= end:
-                        return
-                    delivery = run_delivery(record, key, run_id)
-                    if delivery is not None:
-                        yield delivery
-                if time.monotonic() - tick >= TICK_S:
-                    tick = time.monotonic()
-                    yield None
-        finally:  # shielded: a client leaving now must not leave the consumer open
-            await asyncio.shield(consumer.stop())
+        while True:
+            if readers is not None:
+                if wait or end is not None:
+                    async for tick in readers.turn():
+                        yield tick
+                else:
+                    await readers.take_soon()
+            held = None if readers is None else Turn(readers)
+            consumer = None
+            try:
+                consumer = new_consumer(kafka, "agui-consumer-replay", group_id=None,
+                                        auto_offset_reset="earliest", max_poll_records=BATCH)
+                await consumer.start()  # in the try: a client leaving now stops it too
+                consumer.assign([tp])
+                if end is None:
+                    end = (await consumer.end_offsets([tp]))[tp]
+                if resume is not None:
+                    consumer.seek(tp, resume)
+                elif start is not None:
+                    consumer.seek(tp, start[1])
+                elif since_ms is not None:
+                    found = (await consumer.offsets_for_times({tp: since_ms}))[tp]
+                    consumer.seek(tp, end if found is None else found.offset)
+                else:
+                    await consumer.seek_to_beginning(tp)
+                resume = None
+                tick = time.monotonic()
+                while resume is None and await consumer.position(tp) < end:
+                    batch = await consumer.getmany(tp, timeout_ms=500, max_records=BATCH)
+                    records = batch.get(tp, ())
+                    scanned.inc(len(records))
+                    for record in records:
+                        if record.offset >= end:
+                            return
+                        delivery = run_delivery(record, key, run_id)
+                        if delivery is not None:
+                            yield delivery
+                            if held is not None and held.due():
+                                held.give_up()
+                                resume = record.offset + 1
+                                break
+                    if time.monotonic() - tick >= TICK_S:
+                        tick = time.monotonic()
+                        yield None
+            finally:  # shielded: a client leaving now must not leave the consumer open
+                if consumer is not None:
+                    await asyncio.shield(consumer.stop())
+                if readers is not None:
+                    readers.give()
+            if resume is None:
+                return
     finally:
-        if reading and readers is not None:
-            readers.give()
         if slot is not None:
             slot.give()
 
