@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from contracts.codec import validation_lines
+from services.runtime.settings import ConfigurationError
 
 USAGE_ERROR = 2
 
@@ -25,6 +26,10 @@ def reporting_settings(command: Callable[[], object]) -> None:
     """Run ``command``; a settings object that refuses the environment exits 2, explained."""
     try:
         command()
+    except ConfigurationError as exc:
+        console = Console(stderr=True, soft_wrap=True)
+        console.print(f"[bold red]agui-relay: invalid configuration[/]: {escape(str(exc))}")
+        raise SystemExit(USAGE_ERROR) from None
     except ValidationError as exc:
         if not exc.title.endswith("Settings"):  # not configuration: a defect, shown whole
             raise

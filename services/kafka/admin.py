@@ -21,7 +21,7 @@ from aiokafka.protocol.offset import OffsetRequest, OffsetResetStrategy
 from contracts.topics import TopicSpec
 from services.kafka.clients import AIOKafkaAdminClient, KafkaError, NewTopic, new_admin
 from services.kafka.lookup import client_of
-from services.runtime.settings import KafkaSettings
+from services.runtime.settings import ConfigurationError, KafkaSettings
 
 LATEST_OFFSET = OffsetResetStrategy.LATEST
 """ListOffsets' timestamp for "the end"."""
@@ -93,6 +93,26 @@ async def ensure_topics(
     return [
         TopicReport(s, s.name not in existing, counts.get(s.name, 0)) for s in specs
     ]
+
+
+async def check_record_limit(settings: KafkaSettings, names: tuple[str, ...]) -> None:
+    """Raise ``ConfigurationError`` when a topic among ``names`` takes smaller records
+    than ``AGUI_MAX_RECORD_BYTES``: a record between the two passes every service's own
+    check and is refused by the broker, which an idempotent producer does not survive
+    (the worker stopped, every run on it with it)."""
+    admin = new_admin(settings, "agui-relay-limits")
+    await admin.start()
+    try:
+        configs = await _topic_configs(admin, list(names), (MAX_MESSAGE_BYTES,))
+    finally:
+        await admin.close()
+    low = {name: int(c[MAX_MESSAGE_BYTES]) for name, c in configs.items()
+           if MAX_MESSAGE_BYTES in c and int(c[MAX_MESSAGE_BYTES]) < settings.max_record_bytes}
+    if low:
+        shown = ", ".join(f"{name} ({size:,})" for name, size in sorted(low.items()))
+        raise ConfigurationError(
+            f"AGUI_MAX_RECORD_BYTES={settings.max_record_bytes:,} is over the "
+            f"{MAX_MESSAGE_BYTES} of {shown}: lower it, or raise the topics' limit")
 
 
 async def delete_prefixed(settings: KafkaSettings, prefixes: tuple[str, ...]) -> list[str]:
@@ -202,6 +222,7 @@ async def _partitions(
     return {d["topic"]: list(d["partitions"]) for d in described if d.get("error_code", 0) == 0}
 
 
+MAX_MESSAGE_BYTES = "max.message.bytes"
 DESCRIBED_CONFIGS = ("cleanup.policy", "retention.ms", "min.compaction.lag.ms", "segment.ms",
                      "min.insync.replicas")
 """The topic configs ``describe_catalog`` reads back from the broker."""
@@ -246,12 +267,12 @@ def _replication_factor(partitions: list[dict[str, Any]] | None) -> int | None:
     return len(partitions[0].get("replicas", ()))
 
 
-async def _topic_configs(admin: AIOKafkaAdminClient, names: list[str]) -> dict[str, dict[str, str]]:
+async def _topic_configs(admin: AIOKafkaAdminClient, names: list[str],
+                         keys: tuple[str, ...] = DESCRIBED_CONFIGS) -> dict[str, dict[str, str]]:
     if not names:
         return {}
     responses = await admin.describe_configs(
-        [ConfigResource(ConfigResourceType.TOPIC, name, dict.fromkeys(DESCRIBED_CONFIGS))
-         for name in names]
+        [ConfigResource(ConfigResourceType.TOPIC, name, dict.fromkeys(keys)) for name in names]
     )
     out: dict[str, dict[str, str]] = {}
     for response in responses:
@@ -259,5 +280,5 @@ async def _topic_configs(admin: AIOKafkaAdminClient, names: list[str]) -> dict[s
             if error_code:
                 raise for_code(error_code)(f"describing configs of topic {name}: {message}")
             out[name] = {entry[0]: entry[1] for entry in entries
-                         if entry[0] in DESCRIBED_CONFIGS and entry[1] is not None}
+                         if entry[0] in keys and entry[1] is not None}
     return out

@@ -49,6 +49,18 @@ def _usable(path: Path | None) -> Path | None:
 StateDirectory = Annotated[Path | None, BeforeValidator(_named), AfterValidator(_usable)]
 """``AGUI_STATE_DIR``: where a service keeps its on-disk stores (None: in memory)."""
 
+MAX_RECORD_BYTES_CEILING = 100 * 1024 * 1024
+"""No broker takes more in a request by default (``socket.request.max.bytes``, 100 MiB);
+past it, a limit is a typo (``1e23`` had started services whose fetches then failed in a
+loop)."""
+
+
+class ConfigurationError(Exception):
+    """What a service found at start that its configuration gets wrong against the
+    cluster (the environment alone is checked by the settings classes): one line to the
+    operator, exit status 2, no traceback."""
+
+
 class KafkaSettings(BaseSettings):
     """How to reach the brokers and which topics to use.
 
@@ -80,7 +92,8 @@ class KafkaSettings(BaseSettings):
     ssl_key_password: SecretStr | None = Field(None, alias="KAFKA_SSL_KEY_PASSWORD")
     topic_prefix: str = Field(DEFAULT_PREFIX, alias="AGUI_TOPIC_PREFIX")
     partitions: int = Field(DEFAULT_PARTITIONS, alias="AGUI_PARTITIONS", ge=1, le=1024)
-    max_record_bytes: int = Field(1_048_576, alias="AGUI_MAX_RECORD_BYTES", ge=1024)
+    max_record_bytes: int = Field(1_048_576, alias="AGUI_MAX_RECORD_BYTES", ge=1024,
+                                  le=MAX_RECORD_BYTES_CEILING)
 
     @model_validator(mode="after")
     def _security_is_complete(self) -> KafkaSettings:

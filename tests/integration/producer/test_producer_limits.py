@@ -8,14 +8,17 @@ dispatch on the same worker: it must be served.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
 from ag_ui.core import RunAgentInput
-from producer_harness import Relay, RunView, first_input, in_process_worker
+from producer_harness import Relay, RunView, WorkerProcess, first_input, in_process_worker
 
 from contracts import DeadLetter, decode
+from services.cli.settings_errors import USAGE_ERROR
 from services.kafka.clients import ConsumerRecord
 from services.kafka.reader import TopicReader
 from services.producer.worker import Worker
@@ -140,3 +143,24 @@ async def test_a_dispatch_whose_refusal_cannot_be_written_is_dead_lettered(
         assert "threadId is 140000 characters" in letter.reason
         assert "RUN_STARTED" in letter.reason
         assert len(record.value) <= 262_144
+
+
+async def test_a_record_limit_over_the_topics_own_stops_the_worker_at_start(
+        kafka: KafkaSettings, tmp_path: Path) -> None:
+    """AGUI_MAX_RECORD_BYTES above the topics' ``max.message.bytes`` let an event between
+    the two through the worker's own check; the broker refused it, the idempotent
+    producer did not survive that, and the worker stopped with every run on it (found by
+    probing). Now it does not start: one line names the limit and the topics."""
+    worker = WorkerProcess(kafka, tmp_path / "worker.log", AGUI_MAX_RECORD_BYTES="4000000",
+                           AGUI_HEALTH_PORT="0")
+    worker.start()
+    assert worker.proc is not None
+    try:
+        code = await asyncio.to_thread(worker.proc.wait, 60)
+    finally:
+        worker.stop()
+    text = worker.log_text()
+    assert code == USAGE_ERROR, text
+    assert f"AGUI_MAX_RECORD_BYTES=4,000,000 is over the max.message.bytes of " \
+           f"{kafka.topics.events} (1,048,588)" in text
+    assert "Traceback" not in text

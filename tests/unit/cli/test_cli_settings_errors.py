@@ -26,6 +26,8 @@ SECRET = "s3cr3t-do-not-print"
     ("services.notifier", {"AGUI_WEBHOOK_URL": "http://127.0.0.1:9/", "AGUI_WEBHOOK_SECRET":
                            SECRET, "AGUI_WEBHOOK_RETRIES": "1000"}, "AGUI_WEBHOOK_RETRIES"),
     ("services.notifier", {"AGUI_WEBHOOK_URL": "http://127.0.0.1:9/"}, "AGUI_WEBHOOK_SECRET"),
+    ("services.producer", {"AGUI_MAX_RECORD_BYTES": "1e23"}, "AGUI_MAX_RECORD_BYTES"),
+    ("services.gatekeeper", {"AGUI_MAX_RECORD_BYTES": "104857601"}, "AGUI_MAX_RECORD_BYTES"),
     ("services.gatekeeper", {"AGUI_STATE_DIR": ""}, "AGUI_STATE_DIR: Value error, is empty"),
     ("services.consumer", {"AGUI_STATE_DIR": " "}, "AGUI_STATE_DIR: Value error, is empty"),
     # a file where the directory should be, or above it: refused before joining any group
