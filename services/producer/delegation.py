@@ -276,7 +276,7 @@ class Delegation:
             await self._publish(topics.requests, thread_id, encode(request), trace)
             try:
                 return await self._follow(reader, request, within_s)
-            except asyncio.CancelledError:
+            except BaseException:  # cancelled, or given up on (no decision, too long)
                 await asyncio.shield(self._cancel_child(thread_id, run_id))
                 raise
 
