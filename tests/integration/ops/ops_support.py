@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import httpx
 import orjson
 from ag_ui.core import Interrupt
 
@@ -255,3 +256,16 @@ async def services(*started: Service) -> AsyncIterator[tuple[Service, ...]]:
     finally:
         for service in started:
             await service.stop()
+
+
+async def wait_ready(url: str, consumer: Service) -> None:
+    """Until the consumer service at ``url`` answers ``/readyz`` 200 (about a minute)."""
+    async with httpx.AsyncClient(base_url=url, timeout=5.0) as client:
+        for _ in range(300):
+            try:
+                if (await client.get("/readyz")).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            await asyncio.sleep(0.2)
+    raise AssertionError("consumer service never ready:\n" + consumer.log()[-3000:])

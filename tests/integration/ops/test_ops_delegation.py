@@ -16,7 +16,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from ops_support import Service, run_cli, services
+from ops_support import Service, run_cli, services, wait_ready
 
 from deploy.kafka import launcher
 from services.cli.ops.agui_http import run_agent
@@ -45,14 +45,7 @@ async def stack(kafka_bootstrap: str, tmp_path: Path) -> AsyncIterator[tuple[Kaf
     )
     url = f"http://127.0.0.1:{port}"
     async with services(*started):
-        async with httpx.AsyncClient(base_url=url, timeout=5.0) as client:
-            for _ in range(300):
-                try:
-                    if (await client.get("/readyz")).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                await asyncio.sleep(0.2)
+        await wait_ready(url, started[-1])
         await started[0].wait_for_log("assigned partitions")
         yield settings, url
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 import pytest
-from ops_support import Service, run_cli, services
+from ops_support import Service, run_cli, services, wait_ready
 
 from deploy.kafka import launcher
 from services.cli.ops.agui_http import RunReply, run_agent
@@ -68,16 +68,7 @@ async def system(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
         (tmp_path / sub).mkdir()
     url = f"http://127.0.0.1:{port}"
     async with services(*started):
-        async with httpx.AsyncClient(base_url=url, timeout=5.0) as client:
-            for _ in range(300):
-                try:
-                    if (await client.get("/readyz")).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                await asyncio.sleep(0.2)
-            else:
-                raise AssertionError("consumer service never ready:\n" + started[-1].log()[-3000:])
+        await wait_ready(url, started[-1])
         await started[0].wait_for_log("assigned partitions")
         yield System(settings, url)
 
