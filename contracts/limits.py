@@ -26,6 +26,7 @@ import orjson
 DEFAULT_MAX_ID_LENGTH = 256
 """Characters an id or a name may have (``AGUI_MAX_ID_LENGTH``)."""
 DEFAULT_MAX_JSON_DEPTH = 64
+DEFAULT_MAX_RESUME_ENTRIES = 256
 """Levels of nesting a JSON document may have, the top object being level 1
 (``AGUI_MAX_JSON_DEPTH``). orjson itself parses up to 1,024 and serialises up to 255."""
 
@@ -41,6 +42,10 @@ class InputLimits:
 
     max_id_length: int = DEFAULT_MAX_ID_LENGTH
     max_json_depth: int = DEFAULT_MAX_JSON_DEPTH
+    max_resume_entries: int = DEFAULT_MAX_RESUME_ENTRIES
+    """Entries one resume may carry: the consumer service refuses more (413), and a
+    worker ends a run raising more interrupts than that (a resume must answer every one,
+    so none could ever answer them)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -110,8 +110,7 @@ def parse_input(body: bytes, settings: ConsumerSettings, limits: InputLimits) ->
         raise InvalidInput("invalid_json", f"the body is not JSON: {exc}") from exc
     if not isinstance(raw, dict):
         raise InvalidInput("invalid_input", "the body must be a RunAgentInput object")
-    check_counts(raw, max_messages=settings.max_messages,
-                 max_resume=settings.max_resume_entries)
+    check_counts(raw, max_messages=settings.max_messages, max_resume=limits.max_resume_entries)
     broken = check_run_input(raw, limits, size_hint=bracket_count(body))
     if broken is not None:
         raise limit_problem(broken)

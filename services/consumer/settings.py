@@ -69,8 +69,6 @@ class ConsumerSettings(BaseSettings):
     max_body_bytes: int = Field(1_048_576, alias="AGUI_MAX_BODY_BYTES", ge=1024)
     max_messages: int = Field(1_000, alias="AGUI_MAX_MESSAGES", ge=1)
     """Messages one RunAgentInput may carry (more: 413)."""
-    max_resume_entries: int = Field(256, alias="AGUI_MAX_RESUME_ENTRIES", ge=1)
-    """Resume entries one RunAgentInput may carry (more: 413)."""
     api_keys: SecretStr | None = Field(None, alias="AGUI_API_KEYS")
     """``token=tenant`` or ``token=tenant#name`` pairs, comma separated (see
     ``services.consumer.keys``)."""

@@ -117,6 +117,11 @@ class RunLimits:
 
 def interrupt_failure(interrupts: Sequence[Interrupt], limits: RunLimits) -> Failed | None:
     """Why an interrupt outcome carrying ``interrupts`` cannot be published, or None."""
+    most = limits.ids.max_resume_entries
+    if len(interrupts) > most:
+        return Failed(f"the run would end with {len(interrupts)} open interrupts, more than "
+                      f"the {most} one resume may answer (AGUI_MAX_RESUME_ENTRIES): no run "
+                      "could ever resume the thread", "interrupts_too_large", close_open=True)
     outcome = {"type": "interrupt", "interrupts": [to_wire(i) for i in interrupts]}
     for path, value in interrupt_ids(outcome):
         broken = check_id(path, value, limits.ids)

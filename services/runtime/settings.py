@@ -15,7 +15,12 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BeforeValidator, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from contracts.limits import DEFAULT_MAX_ID_LENGTH, DEFAULT_MAX_JSON_DEPTH, InputLimits
+from contracts.limits import (
+    DEFAULT_MAX_ID_LENGTH,
+    DEFAULT_MAX_JSON_DEPTH,
+    DEFAULT_MAX_RESUME_ENTRIES,
+    InputLimits,
+)
 from contracts.topics import DEFAULT_PARTITIONS, DEFAULT_PREFIX, TopicCatalog
 
 LOCAL_BOOTSTRAP = "127.0.0.1:9092"
@@ -133,7 +138,9 @@ class LimitSettings(BaseSettings):
                                le=65_536)
     max_json_depth: int = Field(DEFAULT_MAX_JSON_DEPTH, alias="AGUI_MAX_JSON_DEPTH", ge=4,
                                 le=200)
+    max_resume_entries: int = Field(DEFAULT_MAX_RESUME_ENTRIES, alias="AGUI_MAX_RESUME_ENTRIES",
+                                    ge=1, le=65_536)
 
     @property
     def limits(self) -> InputLimits:
-        return InputLimits(self.max_id_length, self.max_json_depth)
+        return InputLimits(self.max_id_length, self.max_json_depth, self.max_resume_entries)

@@ -50,10 +50,13 @@ def test_members_of_the_wrong_type_are_left_to_validation() -> None:
 
 
 def test_parse_input_counts_before_it_validates() -> None:
-    settings = ConsumerSettings(max_messages=2, max_resume_entries=2)
+    settings = ConsumerSettings(max_messages=2)
     with pytest.raises(PayloadTooLarge):  # junk messages: still counted first, not a 400
         parse_input(b'{"threadId": "t", "runId": "r", "messages": [1, 2, 3]}', settings,
                     InputLimits())
+    with pytest.raises(PayloadTooLarge):  # resume entries counted against the shared limit
+        parse_input(b'{"threadId": "t", "runId": "r", "messages": [], "resume": [1, 2, 3]}',
+                    settings, InputLimits(max_resume_entries=2))
     assert len(parse_input(
         b'{"threadId": "t", "runId": "r", "messages": []}', settings,
         InputLimits()).messages) == 0

@@ -219,6 +219,29 @@ async def test_interrupts_over_a_quarter_record_end_interrupts_too_large() -> No
     assert_conformant(sink)
 
 
+@pytest.mark.parametrize(("count", "code"), [(256, None), (257, "interrupts_too_large")])
+async def test_no_run_ends_with_more_open_interrupts_than_one_resume_may_answer(
+        count: int, code: str | None) -> None:
+    """A resume names every open interrupt and the consumer service takes at most
+    AGUI_MAX_RESUME_ENTRIES (256) entries: a run that ended with 300 had left a thread no
+    client could ever resume (found by probing)."""
+    async def asks(_: Any, ctx: RunContext) -> None:
+        for interrupt in many(count):
+            ctx.raise_interrupt(interrupt)
+
+    runner, sink = runner_for(asks)
+    report = await runner.run()
+    if code is None:
+        assert report.outcome == "interrupt"
+        assert len(report.open_interrupts) == count
+        return
+    error = error_of(sink)
+    assert error["code"] == code
+    assert f"{count} open interrupts, more than the 256" in error["message"]
+    assert report.open_interrupts == ()
+    assert_conformant(sink)
+
+
 @pytest.mark.parametrize("fields", [{"id": "i" * 257}, {"tool_call_id": "c" * 257}])
 async def test_an_interrupt_id_over_the_id_limit_ends_invalid_interrupt(
         fields: dict[str, Any]) -> None:
