@@ -82,7 +82,8 @@ TOOL_CALL_TYPES = frozenset({"RUN_STARTED", "MESSAGES_SNAPSHOT", "TOOL_CALL_STAR
 class InboxSettings(BaseSettings):
     """``AGUI_INBOX_*``: what the inbox index may hold of the gated tool calls."""
 
-    model_config = SettingsConfigDict(env_prefix="", extra="ignore", populate_by_name=True)
+    model_config = SettingsConfigDict(env_prefix="", extra="ignore", populate_by_name=True,
+                                      allow_inf_nan=False)
 
     tool_calls: int = Field(10_000, alias="AGUI_INBOX_TOOL_CALLS", ge=0, le=10_000_000)
     """Tool calls held at most (one per open interrupt gating one); 0: none are listed."""

@@ -21,7 +21,7 @@ class ConsumerSettings(BaseSettings):
 
     # hide_input_in_errors: a validation error must not echo AGUI_API_KEYS into a log.
     model_config = SettingsConfigDict(env_prefix="", extra="ignore", populate_by_name=True,
-                                      hide_input_in_errors=True)
+                                      hide_input_in_errors=True, allow_inf_nan=False)
 
     http_host: str = Field("127.0.0.1", alias="AGUI_HTTP_HOST")
     http_port: int = Field(8000, alias="AGUI_HTTP_PORT", ge=0, le=65535)

@@ -31,7 +31,8 @@ IDLE_FETCH_WAIT_MS = 100
 class GatekeeperSettings(BaseSettings):
     """Policies and loop tuning for ``agui-relay gatekeeper``."""
 
-    model_config = SettingsConfigDict(env_prefix="", extra="ignore", populate_by_name=True)
+    model_config = SettingsConfigDict(env_prefix="", extra="ignore", populate_by_name=True,
+                                      allow_inf_nan=False)
 
     busy_policy: BusyPolicy = Field("reject", alias="AGUI_BUSY_POLICY")
     unknown_entry_policy: UnknownEntryPolicy = Field("strict", alias="AGUI_UNKNOWN_ENTRY_POLICY")

@@ -21,7 +21,8 @@ class NotifierSettings(BaseSettings):
     """Where to POST, how to sign, how hard to try."""
 
     model_config = SettingsConfigDict(
-        env_prefix="", extra="ignore", populate_by_name=True, hide_input_in_errors=True
+        allow_inf_nan=False, env_prefix="", extra="ignore", populate_by_name=True,
+        hide_input_in_errors=True,
     )
 
     url: AnyHttpUrl = Field(alias="AGUI_WEBHOOK_URL")

@@ -20,7 +20,8 @@ def default_worker_id() -> str:
 class ProducerSettings(BaseSettings):
     """How a producer worker runs its agents."""
 
-    model_config = SettingsConfigDict(env_prefix="", extra="ignore", populate_by_name=True)
+    model_config = SettingsConfigDict(env_prefix="", extra="ignore", populate_by_name=True,
+                                      allow_inf_nan=False)
 
     agents: str | None = Field(None, alias="AGUI_AGENTS")
     """``name=module:object,...`` (or bare sample names); unset: every known agent."""
@@ -31,14 +32,14 @@ class ProducerSettings(BaseSettings):
     uncovered_policy: Literal["reject", "reinterrupt"] = Field(
         "reinterrupt", alias="AGUI_UNCOVERED_POLICY")
     """What to do with an input leaving a known interrupt uncovered (seed: either is allowed)."""
-    cancel_grace_s: float = Field(2.0, alias="AGUI_CANCEL_GRACE_S", gt=0)
+    cancel_grace_s: float = Field(2.0, alias="AGUI_CANCEL_GRACE_S", gt=0, le=3600)
     """How long a cancelled agent may take to stop before it is abandoned."""
-    drain_s: float = Field(10.0, alias="AGUI_PRODUCER_DRAIN_S", ge=0)
+    drain_s: float = Field(10.0, alias="AGUI_PRODUCER_DRAIN_S", ge=0, le=3600)
     """On shutdown or losing partitions: how long runs may finish before they are
     closed with RUN_ERROR ``worker_stopped``."""
     session_timeout_ms: int = Field(10_000, alias="AGUI_PRODUCER_SESSION_TIMEOUT_MS",
                                     ge=1_000)
-    linger_ms: int = Field(1, alias="AGUI_PRODUCER_LINGER_MS", ge=0)
+    linger_ms: int = Field(1, alias="AGUI_PRODUCER_LINGER_MS", ge=0, le=1000)
     handover_wait_s: float = Field(15.0, alias="AGUI_HANDOVER_WAIT_S", ge=0)
     """How long a run that takes a thread over from another agent waits for that agent's
     previous run to show closed in the thread's checkpoint (``CheckpointStore.handover``)."""

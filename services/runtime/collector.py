@@ -31,7 +31,8 @@ DEFAULT_THRESHOLD = 50_000
 class CollectorSettings(BaseSettings):
     """``AGUI_GC_THRESHOLD``: container allocations between young-generation collections."""
 
-    model_config = SettingsConfigDict(env_prefix="", extra="ignore", populate_by_name=True)
+    model_config = SettingsConfigDict(env_prefix="", extra="ignore", populate_by_name=True,
+                                      allow_inf_nan=False)
 
     gc_threshold: int = Field(DEFAULT_THRESHOLD, alias="AGUI_GC_THRESHOLD", ge=1)
 

@@ -34,7 +34,8 @@ FailingChecks = Callable[[], Mapping[str, str]]
 class HealthSettings(BaseSettings):
     """Where the side door listens (``AGUI_HEALTH_HOST``, ``AGUI_HEALTH_PORT``)."""
 
-    model_config = SettingsConfigDict(env_prefix="", extra="ignore", populate_by_name=True)
+    model_config = SettingsConfigDict(env_prefix="", extra="ignore", populate_by_name=True,
+                                      allow_inf_nan=False)
 
     host: str = Field("127.0.0.1", alias="AGUI_HEALTH_HOST")
     port: int | None = Field(None, alias="AGUI_HEALTH_PORT", ge=0, le=65535)

@@ -23,16 +23,17 @@ therefore bounded whatever a client sends, and a reader of the pipe
 from __future__ import annotations
 
 import logging
-import os
 import re
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import UTC, datetime
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import orjson
+from pydantic import BeforeValidator, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 RUN_KEYS = ("threadId", "runId", "requestId", "traceId", "agent", "service")
 _STD = set(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
@@ -200,11 +201,27 @@ class TextFormatter(logging.Formatter):
         return f"{line} {' '.join(extras)}" if extras else line
 
 
+class LogSettings(BaseSettings):
+    """``AGUI_LOG_*``: refused at start when wrong (a bogus level or a field limit that is
+    not a number had ended the service with a traceback; 0 mangled every field)."""
+
+    model_config = SettingsConfigDict(env_prefix="", extra="ignore", populate_by_name=True,
+                                      env_ignore_empty=True)
+
+    level: Annotated[Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"],
+                     BeforeValidator(lambda v: v.strip().upper() if isinstance(v, str) else v)
+                     ] = Field("INFO", alias="AGUI_LOG_LEVEL")
+    format: Literal["json", "text"] | None = Field(None, alias="AGUI_LOG_FORMAT")
+    """Unset: text on a terminal, JSON lines otherwise."""
+    field_max: int = Field(FIELD_MAX, alias="AGUI_LOG_FIELD_MAX", ge=16, le=1_000_000)
+
+
 def configure(service: str, level: str | None = None, fmt: str | None = None) -> None:
     """Install the root handler for ``service`` (called once by the CLI)."""
-    level = (level or os.environ.get("AGUI_LOG_LEVEL", "INFO")).upper()
-    fmt = fmt or os.environ.get("AGUI_LOG_FORMAT") or ("text" if sys.stderr.isatty() else "json")
-    field_max = int(os.environ.get("AGUI_LOG_FIELD_MAX") or FIELD_MAX)
+    settings = LogSettings()
+    level = (level or settings.level).upper()
+    fmt = fmt or settings.format or ("text" if sys.stderr.isatty() else "json")
+    field_max = settings.field_max
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter(service, field_max) if fmt == "json"
                          else TextFormatter(service, field_max))

@@ -79,7 +79,8 @@ class KafkaSettings(BaseSettings):
     # hide_input_in_errors: a validation error must not echo the environment
     # (which holds the SASL and key passwords) into a traceback or a log.
     model_config = SettingsConfigDict(
-        env_prefix="", extra="ignore", populate_by_name=True, hide_input_in_errors=True
+        allow_inf_nan=False, env_prefix="", extra="ignore", populate_by_name=True,
+        hide_input_in_errors=True,
     )
 
     bootstrap_servers: str = Field(LOCAL_BOOTSTRAP, alias="KAFKA_BOOTSTRAP_SERVERS")
@@ -132,7 +133,8 @@ class LimitSettings(BaseSettings):
     agree on the numbers.
     """
 
-    model_config = SettingsConfigDict(env_prefix="", extra="ignore", populate_by_name=True)
+    model_config = SettingsConfigDict(env_prefix="", extra="ignore", populate_by_name=True,
+                                      allow_inf_nan=False)
 
     max_id_length: int = Field(DEFAULT_MAX_ID_LENGTH, alias="AGUI_MAX_ID_LENGTH", ge=8,
                                le=65_536)

@@ -1,4 +1,4 @@
-"""Agents that delegate, for ``test_ops_delegation.py`` (hosted by a worker process)."""
+"""Agents that delegate, for ``test_ops_child_cancel.py`` (hosted by a worker process)."""
 
 from __future__ import annotations
 

@@ -27,6 +27,12 @@ SECRET = "s3cr3t-do-not-print"
                            SECRET, "AGUI_WEBHOOK_RETRIES": "1000"}, "AGUI_WEBHOOK_RETRIES"),
     ("services.notifier", {"AGUI_WEBHOOK_URL": "http://127.0.0.1:9/"}, "AGUI_WEBHOOK_SECRET"),
     ("services.producer", {"AGUI_MAX_RECORD_BYTES": "1e23"}, "AGUI_MAX_RECORD_BYTES"),
+    # a traceback before; an infinite duration was taken as one
+    ("services.gatekeeper", {"AGUI_LOG_LEVEL": "bogus"}, "AGUI_LOG_LEVEL"),
+    ("services.consumer", {"AGUI_LOG_FIELD_MAX": "abc"}, "AGUI_LOG_FIELD_MAX"),
+    ("services.notifier", {"AGUI_LOG_FORMAT": "xml"}, "AGUI_LOG_FORMAT"),
+    ("services.consumer", {"AGUI_KEEPALIVE_S": "inf"}, "AGUI_KEEPALIVE_S: Input should be a"),
+    ("services.gatekeeper", {"AGUI_GATEKEEPER_STALL_S": "nan"}, "AGUI_GATEKEEPER_STALL_S"),
     ("services.gatekeeper", {"AGUI_MAX_RECORD_BYTES": "104857601"}, "AGUI_MAX_RECORD_BYTES"),
     ("services.gatekeeper", {"AGUI_STATE_DIR": ""}, "AGUI_STATE_DIR: Value error, is empty"),
     ("services.consumer", {"AGUI_STATE_DIR": " "}, "AGUI_STATE_DIR: Value error, is empty"),
