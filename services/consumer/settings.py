@@ -23,7 +23,10 @@ class ConsumerSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="", extra="ignore", populate_by_name=True,
                                       hide_input_in_errors=True, allow_inf_nan=False)
 
-    http_host: str = Field("127.0.0.1", alias="AGUI_HTTP_HOST")
+    http_host: str = Field("127.0.0.1", alias="AGUI_HTTP_HOST",
+                           pattern=r"^[A-Za-z0-9.:_\[\]-]+$")
+    """An address or host name (``0.0.0.0`` for every interface): empty had listened on
+    every interface without saying so."""
     http_port: int = Field(8000, alias="AGUI_HTTP_PORT", ge=0, le=65535)
     advertised_url: str | None = Field(None, alias="AGUI_ADVERTISED_URL", max_length=255,
                                        pattern=r"^http://[^\s/?#@]+/?$")

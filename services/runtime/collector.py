@@ -34,7 +34,8 @@ class CollectorSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="", extra="ignore", populate_by_name=True,
                                       allow_inf_nan=False)
 
-    gc_threshold: int = Field(DEFAULT_THRESHOLD, alias="AGUI_GC_THRESHOLD", ge=1)
+    gc_threshold: int = Field(DEFAULT_THRESHOLD, alias="AGUI_GC_THRESHOLD", ge=1,
+                              le=2**31 - 1)  # a C int: more overflowed in gc.set_threshold
 
 
 def settle_for_serving(settings: CollectorSettings) -> None:

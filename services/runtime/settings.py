@@ -96,7 +96,10 @@ class KafkaSettings(BaseSettings):
     ssl_certfile: Path | None = Field(None, alias="KAFKA_SSL_CERTFILE")
     ssl_keyfile: Path | None = Field(None, alias="KAFKA_SSL_KEYFILE")
     ssl_key_password: SecretStr | None = Field(None, alias="KAFKA_SSL_KEY_PASSWORD")
-    topic_prefix: str = Field(DEFAULT_PREFIX, alias="AGUI_TOPIC_PREFIX")
+    topic_prefix: str = Field(DEFAULT_PREFIX, alias="AGUI_TOPIC_PREFIX",
+                              pattern=r"^[A-Za-z0-9._-]{1,200}$")
+    """What Kafka allows in a topic name, and room for the names it begins (empty had
+    made topics named ``.requests``; a space or ``é``, a traceback when creating them)."""
     partitions: int = Field(DEFAULT_PARTITIONS, alias="AGUI_PARTITIONS", ge=1, le=1024)
     max_record_bytes: int = Field(1_048_576, alias="AGUI_MAX_RECORD_BYTES", ge=1024,
                                   le=MAX_RECORD_BYTES_CEILING)

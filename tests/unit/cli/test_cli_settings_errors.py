@@ -29,6 +29,10 @@ SECRET = "s3cr3t-do-not-print"
     ("services.producer", {"AGUI_MAX_RECORD_BYTES": "1e23"}, "AGUI_MAX_RECORD_BYTES"),
     # a traceback before; an infinite duration was taken as one
     ("services.gatekeeper", {"AGUI_LOG_LEVEL": "bogus"}, "AGUI_LOG_LEVEL"),
+    ("services.gatekeeper", {"AGUI_TOPIC_PREFIX": ""}, "AGUI_TOPIC_PREFIX"),
+    ("services.consumer", {"AGUI_TOPIC_PREFIX": "a b"}, "AGUI_TOPIC_PREFIX"),
+    ("services.consumer", {"AGUI_HTTP_HOST": ""}, "AGUI_HTTP_HOST"),
+    ("services.consumer", {"AGUI_GC_THRESHOLD": "1" + "0" * 23}, "AGUI_GC_THRESHOLD"),
     ("services.consumer", {"AGUI_LOG_FIELD_MAX": "abc"}, "AGUI_LOG_FIELD_MAX"),
     ("services.notifier", {"AGUI_LOG_FORMAT": "xml"}, "AGUI_LOG_FORMAT"),
     ("services.consumer", {"AGUI_KEEPALIVE_S": "inf"}, "AGUI_KEEPALIVE_S: Input should be a"),
