@@ -27,9 +27,11 @@ request's ids are checked and (for a POST) its body read and validated:
    owner never cancels a forwarded run for that (it cannot tell a client
    leaving from a client cut here for reading nothing), so this instance
    applies ``AGUI_CANCEL_ON_DISCONNECT`` itself (``on_left``); the owner's
-   connection breaking mid-stream ends
-   the client's stream as a truncated one (no byte is invented), which the
-   client continues with ``Last-Event-ID`` through any instance;
+   connection breaking mid-stream, or falling silent for four keep-alive
+   periods (the owner sends one every period), aborts the client's
+   connection: a truncated stream, no byte invented and no end of body
+   written, which the client continues with ``Last-Event-ID`` through any
+   instance;
 4. a forward that fails before any byte of an answer (the owner cannot be
    reached, answers ``owner_unavailable``: its map is newer or older than
    ours, or loses the partition before it answered: an owner frozen with the
@@ -230,7 +232,7 @@ class Forwarder:
             if response.status == 503 and await _owner_unavailable(response):
                 log.info("forward to %s: it does not own the partition (yet)", url)
                 return None
-            return await passed_on(response, on_left)
+            return await passed_on(response, on_left, silence_s=self.other_read_s)
         except ConnectionResetError as exc:  # a whole answer broke off: none of it passed on
             log.warning("forward to %s failed before its answer was whole: %s", url, exc)
             return None
@@ -303,11 +305,14 @@ async def _owner_unavailable(response: owner_http.OwnerResponse) -> bool:
 
 
 async def passed_on(upstream: owner_http.OwnerResponse,
-                    on_left: Callable[[], None] | None = None) -> Response:
+                    on_left: Callable[[], None] | None = None, *,
+                    silence_s: float | None = None) -> Response:
     """The owner's response for the client (step 3 of the module docstring): an event
     stream streamed through as it arrives (a client leaving cancels it, which closes the
-    connection to the owner, and calls ``on_left``), anything else (a problem, a thread's
-    state, a 204) read whole."""
+    connection to the owner, and calls ``on_left``; silent for ``silence_s``, though the
+    owner keeps a stream alive far more often, or broken off, the client's connection is
+    aborted, not ended as if whole), anything else (a problem, a thread's state, a 204)
+    read whole."""
     headers = [(k, v) for k, v in upstream.headers if k not in HOP_BY_HOP]
     if upstream.status == 200 and upstream.header(b"content-type").startswith(
             "text/event-stream"):
@@ -318,7 +323,7 @@ async def passed_on(upstream: owner_http.OwnerResponse,
             if on_left is not None and not outcome.terminal and not outcome.dropped:
                 on_left()
 
-        response = EventStreamResponse(_whole(upstream, outcome), on_close, outcome)
+        response = EventStreamResponse(_whole(upstream, outcome, silence_s), on_close, outcome)
         response.raw_headers = headers
         return response
     body = upstream.replay if upstream.replay is not None else await upstream.read()
@@ -329,10 +334,12 @@ async def passed_on(upstream: owner_http.OwnerResponse,
     return answer
 
 
-async def _whole(upstream: owner_http.OwnerResponse,
-                 outcome: StreamOutcome) -> AsyncIterator[bytes]:
+async def _whole(upstream: owner_http.OwnerResponse, outcome: StreamOutcome,
+                 silence_s: float | None) -> AsyncIterator[bytes]:
     """The owner's stream, marking ``outcome.terminal`` once the owner ended it (its body
-    came whole: the run's end, or the owner's own end of the stream)."""
-    async for piece in upstream.body():
+    came whole: the run's end, or the owner's own end of the stream), ``outcome.broken``
+    when it broke off."""
+    async for piece in upstream.body(silence_s):
         yield piece
     outcome.terminal = not upstream.broken
+    outcome.broken = upstream.broken

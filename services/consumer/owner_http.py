@@ -78,9 +78,11 @@ class OwnerResponse:
                 return value.decode("latin-1")
         return ""
 
-    async def body(self) -> AsyncIterator[bytes]:
-        """The body, one piece per socket read; ends at its end, a break or a silence."""
+    async def body(self, silence_s: float | None = None) -> AsyncIterator[bytes]:
+        """The body, one piece per socket read; ends at its end, a break or a silence
+        (``silence_s``, else the ``read_s`` the head was waited for)."""
         parsed = self._parsed
+        silence_s = self._read_s if silence_s is None else silence_s
         try:
             while True:
                 if parsed.pieces:
@@ -90,7 +92,7 @@ class OwnerResponse:
                 if parsed.done:
                     return
                 try:
-                    async with asyncio.timeout(self._read_s):
+                    async with asyncio.timeout(silence_s):
                         data = await self._reader.read(READ_BYTES)
                 except (OSError, TimeoutError):
                     self.broken = True

@@ -48,7 +48,7 @@ from services.consumer.ordering import (
     sse_value,
 )
 from services.consumer.streams import Delivery, RunKey, RunStream
-from services.consumer.write_idle import closed_idle
+from services.consumer.write_idle import abort_connection, closed_idle
 from services.kafka.clients import KafkaError
 
 log = logging.getLogger(__name__)
@@ -72,6 +72,9 @@ class StreamOutcome:
     frames: int = 0
     last_chunk: bool = False
     """Set just before the body yields its final chunk (the live terminal one)."""
+    broken: bool = False
+    """The body's source broke off (a forward's owner): its connection is aborted, so
+    the client sees a broken body, not a whole one."""
 
 
 async def run_body(
@@ -229,7 +232,8 @@ class EventStreamResponse(StreamingResponse):
                 if last:
                     break
             else:
-                await send({"type": "http.response.body", "body": b"", "more_body": False})
+                if outcome is None or not outcome.broken or not abort_connection(scope):
+                    await send({"type": "http.response.body", "body": b"", "more_body": False})
         except asyncio.CancelledError:
             if not watch.fired or task.uncancel() > 0:
                 raise

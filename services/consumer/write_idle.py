@@ -52,6 +52,29 @@ def mark_closed_idle(scope: MutableMapping[str, Any]) -> None:
     extensions[IDLE_CLOSED] = {}
 
 
+ABORT = "agui.abort"
+"""Key of the request scope's ``extensions`` holding the connection's ``abort`` (set by
+the server's protocol): how a response whose source broke off ends its client's
+connection too, so the client sees a broken body rather than a whole one."""
+
+
+def offer_abort(scope: MutableMapping[str, Any], abort: Callable[[], None]) -> None:
+    extensions = scope.get("extensions")
+    if extensions is None:
+        extensions = scope["extensions"] = {}
+    extensions[ABORT] = {"abort": abort}
+
+
+def abort_connection(scope: MutableMapping[str, Any]) -> bool:
+    """Abort ``scope``'s connection (no end of body is written); False when the server
+    offers no way to."""
+    offered = (scope.get("extensions") or {}).get(ABORT)
+    if offered is None:
+        return False
+    offered["abort"]()
+    return True
+
+
 class WriteWatch:
     """One connection's watch on its paused writes (see the module docstring)."""
 

@@ -14,10 +14,11 @@ receiver does not own.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
@@ -555,19 +556,45 @@ async def test_a_request_id_of_another_run_is_refused_not_streamed_for_ever(
     assert r in response.json()["detail"]
 
 
+Answer = Callable[[asyncio.StreamWriter], Awaitable[None]]
+SSE_HEAD = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\n"
+            b"transfer-encoding: chunked\r\n\r\n")
+FIRST = b'id: 1\ndata: {"type":"RUN_STARTED","threadId":"t","runId":"r"}\n\n'
+
+
+async def never_answers(writer: asyncio.StreamWriter) -> None:
+    """Nothing at all (an instance whose HTTP side hangs while it stays in the group)."""
+
+
+async def breaks_off(writer: asyncio.StreamWriter) -> None:
+    """A stream's head and first event, then the connection closes mid-body (killed)."""
+    writer.write(SSE_HEAD + b"%x\r\n%s\r\n" % (len(FIRST), FIRST))
+    await writer.drain()
+    writer.transport.abort()
+
+
+async def falls_silent(writer: asyncio.StreamWriter) -> None:
+    """A stream's head and first event, then nothing, not even a keep-alive (frozen)."""
+    writer.write(SSE_HEAD + b"%x\r\n%s\r\n" % (len(FIRST), FIRST))
+    await writer.drain()
+
+
 @asynccontextmanager
-async def silent_owner(kafka: KafkaSettings, **overrides: Any
+async def silent_owner(kafka: KafkaSettings, answer: Answer = never_answers, **overrides: Any
                        ) -> AsyncIterator[tuple[Served, Served, list[asyncio.Event]]]:
-    """Two instances, the second advertising a listener that takes connections and never
-    answers (an instance whose HTTP side hangs while it stays in the group); with the
-    events set as each connection to it closes."""
+    """Two instances, the second advertising a listener that plays an owner: it reads a
+    request's head and ``answer`` s it; with the events set as each connection to it
+    closes."""
     closed: list[asyncio.Event] = []
 
     async def hold(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         event = asyncio.Event()
         closed.append(event)
-        while await reader.read(65536):  # never answers; returns at the caller's close
-            pass
+        await reader.readuntil(b"\r\n\r\n")
+        await answer(writer)
+        with contextlib.suppress(OSError):
+            while await reader.read(65536):  # returns at the caller's close
+                pass
         event.set()
         writer.close()
 
@@ -612,3 +639,26 @@ async def test_a_client_leaving_while_its_forward_waits_closes_the_owners_connec
         await until(lambda: bool(closed) and closed[0].is_set(),
                     "the connection to the owner stayed open after its client left")
         assert counter(here.relay, "agui_consumer_forwards_total", outcome="client_left") == 1
+
+
+
+@pytest.mark.parametrize("answer", [breaks_off, falls_silent])
+async def test_an_owner_that_breaks_off_or_falls_silent_mid_stream_breaks_the_clients_stream(
+        kafka: KafkaSettings, backstage: Backstage, answer: Answer) -> None:
+    """A forwarded stream whose owner was killed, or froze, mid-body ended for the client
+    as a whole response (the chunked body's end written by this instance), and a frozen
+    owner's silence lasted the run's 160 s bound: the client is now cut as a direct client
+    of a dead owner is, after four keep-alive periods of silence at most."""
+    async with silent_owner(kafka, answer, keepalive_s=0.5) as (here, gone, _):
+        path = f"/threads/{thread_of(gone)}/runs/r/events"
+        async with here.http.stream("GET", path) as response:
+            assert response.status_code == 200
+            pieces: list[bytes] = []
+            with pytest.raises(httpx.RemoteProtocolError):
+                await read_into(response, pieces)
+    assert b"".join(pieces) == FIRST
+
+
+async def read_into(response: httpx.Response, pieces: list[bytes]) -> None:
+    async for piece in response.aiter_raw():
+        pieces.append(piece)
