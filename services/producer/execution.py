@@ -254,8 +254,15 @@ class Executor:
                 still_open=prepared.still_open, now=now))
         except RecordTooLargeError as exc:
             return await self.refuse(prepared, Failed(exc.message, exc.code))
-        with metrics.running(prepared.agent):
-            report = await prepared.runner.run()
+        limit = self.settings.run_timeout_s
+        deadline = asyncio.get_running_loop().call_later(
+            limit, prepared.runner.abort, f"the run took longer than its {limit:g}s "
+            "(AGUI_RUN_TIMEOUT_S)", "run_timeout")
+        try:
+            with metrics.running(prepared.agent):
+                report = await prepared.runner.run()
+        finally:
+            deadline.cancel()
         metrics.run_finished(prepared.agent, report.outcome)
         try:
             marker = await self.store.write(run_input.thread_id, end_marker(

@@ -34,6 +34,10 @@ class ProducerSettings(BaseSettings):
     """What to do with an input leaving a known interrupt uncovered (seed: either is allowed)."""
     cancel_grace_s: float = Field(2.0, alias="AGUI_CANCEL_GRACE_S", gt=0, le=3600)
     """How long a cancelled agent may take to stop before it is abandoned."""
+    run_timeout_s: float = Field(3600.0, alias="AGUI_RUN_TIMEOUT_S", gt=0, le=7 * 86_400)
+    """The longest a hosted agent's run may take; then it ends ``RUN_ERROR run_timeout``
+    (as a bridged agent's does after ``AGUI_UPSTREAM_RUN_TIMEOUT_S``): an agent that never
+    ends, or waits for child runs that can never get a slot, held its thread busy for ever."""
     drain_s: float = Field(10.0, alias="AGUI_PRODUCER_DRAIN_S", ge=0, le=3600)
     """On shutdown or losing partitions: how long runs may finish before they are
     closed with RUN_ERROR ``worker_stopped``."""

@@ -118,6 +118,21 @@ async def test_cancel_through_control_stops_the_run_at_its_next_await(
         assert "never-dispatched" not in relay.runs
 
 
+async def test_a_run_past_its_time_limit_ends_run_timeout_and_its_thread_goes_on(
+        kafka: KafkaSettings, relay: Relay) -> None:
+    """A hosted agent's run had no time limit: one that never ended (or waited for child
+    runs that could never get a slot) held its thread busy for ever (found by probing)."""
+    async with in_process_worker(kafka, AGUI_RUN_TIMEOUT_S="1"):
+        slow = first_input("t-limit", "l1", script={"text": "working", "delayMs": 60_000})
+        view = await relay.run("scripted", slow, within_s=15)
+        view.assert_conformant()
+        assert view.terminal["type"] == "RUN_ERROR"
+        assert view.terminal["code"] == "run_timeout"
+        assert "AGUI_RUN_TIMEOUT_S" in view.terminal["message"]
+        after = await relay.run("scripted", first_input("t-limit", "l2", script={"text": "ok"}))
+        assert after.outcome == {"type": "success"}
+
+
 async def test_cancel_arriving_before_its_dispatch_cancels_the_run_when_it_starts(
         kafka: KafkaSettings, relay: Relay) -> None:
     async with in_process_worker(kafka):
