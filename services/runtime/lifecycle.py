@@ -7,7 +7,8 @@ back what it holds, and returns. A second signal cancels it outright.
 Every service runs on uvloop (libuv under asyncio's interface): the services
 spend most of their time in the event loop (aiokafka's requests, uvicorn's
 connections), and uvloop roughly halves what that loop costs per callback.
-The garbage collector is set for serving first (``collector``).
+The garbage collector is set for serving first (``collector``), and a thread
+beside the loop logs where the loop is when something blocks it (``stalls``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from collections.abc import Awaitable, Callable
 import uvloop
 
 from services.runtime.collector import CollectorSettings, settle_for_serving
+from services.runtime.stalls import LoopWatch
 
 
 async def _serve(main: Callable[[asyncio.Event], Awaitable[None]]) -> None:
@@ -34,9 +36,12 @@ async def _serve(main: Callable[[asyncio.Event], Awaitable[None]]) -> None:
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, on_signal)
+    watch = LoopWatch()
+    watch.start()
     try:
         await main(stop)
     finally:
+        watch.stop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
 
