@@ -662,3 +662,23 @@ async def test_an_owner_that_breaks_off_or_falls_silent_mid_stream_breaks_the_cl
 async def read_into(response: httpx.Response, pieces: list[bytes]) -> None:
     async for piece in response.aiter_raw():
         pieces.append(piece)
+
+
+async def test_an_owner_advertising_this_instances_own_url_is_answered_at_once(
+        kafka: KafkaSettings, backstage: Backstage) -> None:
+    """Two instances sharing one AGUI_ADVERTISED_URL: a request for the other's partition
+    was forwarded to this instance itself, refused there, and retried after the settle
+    wait (15 s) before its 503. The misconfiguration is named, and the 503 is at once."""
+    async with AsyncExitStack() as stack:
+        here = await stack.enter_async_context(serving(kafka, forward_settle_s=60.0))
+        twin = await stack.enter_async_context(
+            serving(kafka, advertised_url=here.url, forward_settle_s=60.0))
+        async with asyncio.timeout(WAIT_S):
+            while not (here.relay.fanout.ownership.settled.is_set()
+                       and len(twin.relay.fanout.ownership.mine) > 0
+                       and here.relay.fanout.ownership.owners
+                       == twin.relay.fanout.ownership.owners):
+                await asyncio.sleep(0.05)
+        answer = await here.http.get(f"/threads/{thread_of(twin)}")
+    assert (answer.status_code, answer.json()["code"]) == (503, "owner_unavailable")
+    assert "AGUI_ADVERTISED_URL" in answer.json()["detail"]
