@@ -11,10 +11,11 @@ the fan-out and the reader stops.
 
 Bounded per instance: at most ``AGUI_STREAM_LOG_READERS`` readers at once
 (each is a Kafka consumer holding at most one fetch of one partition), shared
-with the replays' scans (``replay``), which take one for their life or are
-answered ``503 replay_busy`` when none is free (a thousand replays by clients
-that read nothing had held a thousand consumers, and their decoding froze
-the instance for every other client). A
+with the replays' scans (``replay``), which read in turns as streams do and
+whose first turn waits ``SLICE_S`` and a tick at most, then ``503
+replay_busy`` (three hundred replays by clients that read nothing had held
+as many consumers, and their decoding froze the instance for every other
+client). A
 stream that falls behind while all are taken waits for one, first come first
 served, sending keep-alives; its client gets nothing new meanwhile, and
 nothing is buffered for it beyond its full queue (already sent by then). A
