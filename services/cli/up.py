@@ -36,7 +36,8 @@ from services.gatekeeper.settings import GatekeeperSettings
 from services.kafka.admin import ensure_topics
 from services.notifier.settings import NotifierSettings
 from services.producer.settings import ProducerSettings
-from services.runtime.settings import KafkaSettings, LimitSettings
+from services.runtime.logging import LogSettings
+from services.runtime.settings import ConfigurationError, KafkaSettings, LimitSettings
 
 console = Console(stderr=True, highlight=False)
 LOG_DIR = launcher.REPO_ROOT / ".run" / "logs"
@@ -77,8 +78,10 @@ def check_settings(agents: str) -> None:
     GatekeeperSettings()
     ProducerSettings(agents=agents)
     ConsumerSettings()
+    LogSettings()
     if os.environ.get("AGUI_WEBHOOK_URL"):
         NotifierSettings()
+    health_ports()
 
 
 def ensure_broker() -> tuple[str, launcher.Broker | None]:
@@ -113,10 +116,15 @@ def log_dir() -> Path:
 
 
 def health_ports() -> dict[str, str]:
-    """Each service's ``AGUI_HEALTH_PORT`` under ``AGUI_UP_HEALTH_PORT_BASE`` (else none)."""
-    base = os.environ.get("AGUI_UP_HEALTH_PORT_BASE", "")
-    if not base.isdigit():
+    """Each service's ``AGUI_HEALTH_PORT`` under ``AGUI_UP_HEALTH_PORT_BASE`` (else none);
+    ``ConfigurationError`` for a base that is not a port with two more above it (``abc``
+    had been ignored, and no service had health ports)."""
+    base = os.environ.get("AGUI_UP_HEALTH_PORT_BASE", "").strip()
+    if not base:
         return {}
+    if not (base.isascii() and base.isdigit() and 1 <= int(base) <= 65_533):
+        raise ConfigurationError(f"AGUI_UP_HEALTH_PORT_BASE={base[:20]!r} is not a port "
+                                 "from 1 to 65533 (it and the two above it are used)")
     return {"gatekeeper": base, "producer": str(int(base) + 1),
             "notifier": str(int(base) + 2)}
 

@@ -69,7 +69,8 @@ class GatekeeperSettings(BaseSettings):
     """How often the known agents' dispatch topics are asked about again (by name, not by
     listing the cluster), so an agent whose topic was deleted is refused. A new agent needs
     no refresh: it is looked up when a request first names it."""
-    session_timeout_ms: int = Field(10_000, alias="AGUI_GATEKEEPER_SESSION_TIMEOUT_MS", ge=6000)
+    session_timeout_ms: int = Field(10_000, alias="AGUI_GATEKEEPER_SESSION_TIMEOUT_MS",
+                                    ge=6_000, le=1_800_000)
     """How long the group waits for a silent instance before handing its partitions on."""
     instance_id: str | None = Field(None, alias="AGUI_GATEKEEPER_INSTANCE_ID", min_length=1,
                                     max_length=249, pattern=r"^[A-Za-z0-9._-]+$")

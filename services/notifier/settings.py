@@ -39,7 +39,8 @@ class NotifierSettings(BaseSettings):
     """The longest wait for records before the expiry clock is moved."""
     max_batch: int = Field(100, alias="AGUI_NOTIFIER_MAX_BATCH", ge=1)
     """Records taken per poll."""
-    session_timeout_ms: int = Field(10_000, alias="AGUI_NOTIFIER_SESSION_TIMEOUT_MS", ge=6000)
+    session_timeout_ms: int = Field(10_000, alias="AGUI_NOTIFIER_SESSION_TIMEOUT_MS",
+                                    ge=6_000, le=1_800_000)
 
     @property
     def secret_bytes(self) -> bytes:

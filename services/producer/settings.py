@@ -42,7 +42,9 @@ class ProducerSettings(BaseSettings):
     """On shutdown or losing partitions: how long runs may finish before they are
     closed with RUN_ERROR ``worker_stopped``."""
     session_timeout_ms: int = Field(10_000, alias="AGUI_PRODUCER_SESSION_TIMEOUT_MS",
-                                    ge=1_000)
+                                    ge=6_000, le=1_800_000)
+    """Within the broker's defaults (``group.min``/``group.max.session.timeout.ms``):
+    outside them the group refused the worker at join, with a traceback."""
     linger_ms: int = Field(1, alias="AGUI_PRODUCER_LINGER_MS", ge=0, le=1000)
     handover_wait_s: float = Field(15.0, alias="AGUI_HANDOVER_WAIT_S", ge=0)
     """How long a run that takes a thread over from another agent waits for that agent's

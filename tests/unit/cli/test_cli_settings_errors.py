@@ -30,6 +30,8 @@ SECRET = "s3cr3t-do-not-print"
     # a traceback before; an infinite duration was taken as one
     ("services.gatekeeper", {"AGUI_LOG_LEVEL": "bogus"}, "AGUI_LOG_LEVEL"),
     ("services.gatekeeper", {"AGUI_TOPIC_PREFIX": ""}, "AGUI_TOPIC_PREFIX"),
+    ("services.gatekeeper", {"AGUI_GATEKEEPER_SESSION_TIMEOUT_MS": "3600000"},
+     "AGUI_GATEKEEPER_SESSION_TIMEOUT_MS"),
     ("services.consumer", {"AGUI_TOPIC_PREFIX": "a b"}, "AGUI_TOPIC_PREFIX"),
     ("services.consumer", {"AGUI_HTTP_HOST": ""}, "AGUI_HTTP_HOST"),
     ("services.consumer", {"AGUI_GC_THRESHOLD": "1" + "0" * 23}, "AGUI_GC_THRESHOLD"),
@@ -81,11 +83,18 @@ def test_a_command_that_succeeds_returns() -> None:
     assert ran == [True]
 
 
-def test_up_refuses_a_childs_setting_before_it_starts_anything() -> None:
+@pytest.mark.parametrize(("variable", "value"), [
+    ("AGUI_GATEKEEPER_BATCH_MS", "-1"),
+    ("AGUI_UP_HEALTH_PORT_BASE", "abc"),  # had been ignored: no service had health ports
+    ("AGUI_UP_HEALTH_PORT_BASE", "65534"),
+    ("AGUI_LOG_LEVEL", "loud"),
+])
+def test_up_refuses_a_childs_setting_before_it_starts_anything(variable: str,
+                                                                value: str) -> None:
     done = subprocess.run([sys.executable, "-m", "services.cli.main", "up"],
-                          env={**os.environ, "AGUI_GATEKEEPER_BATCH_MS": "-1",
+                          env={**os.environ, variable: value,
                                "KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:1"},
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == USAGE_ERROR, done.stderr
-    assert "AGUI_GATEKEEPER_BATCH_MS" in done.stderr
+    assert variable in done.stderr
     assert "Kafka" not in done.stderr  # no broker asked for, no topic created
