@@ -34,8 +34,12 @@ thread's next run with the child's accumulated messages and state (rebuilt
 from its events). Cancelling an expired interrupt at the top therefore
 cancels it in the child, which is how the child thread moves past it.
 
-If the parent run is cancelled while it waits, the child run is cancelled
-too (a ``ControlCommand`` on ``control``). The child's request continues
+If the parent run is cancelled while it waits, or gives up on the child
+(``within_s``, or no decision), the child run is cancelled too (a
+``ControlCommand`` on ``control``). Children called side by side should be
+awaited in an ``asyncio.TaskGroup``, which cancels the others when one
+fails (and so their child runs); ``asyncio.gather`` leaves them running
+until they end or ``AGUI_RUN_TIMEOUT_S`` passes. The child's request continues
 the parent run's trace (its ``traceparent`` is a child of the parent's
 hop), so a pipeline is one trace. Kafka settings come from the worker's
 environment (``KafkaSettings()``) unless passed in.
