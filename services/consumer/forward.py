@@ -67,7 +67,6 @@ from typing import Any
 import orjson
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.types import Receive
 
 from contracts.limits import LimitExceeded
 from contracts.records import REQUEST_ID_MAX_LENGTH
@@ -75,7 +74,7 @@ from services.consumer import owner_http
 from services.consumer.metrics import ConsumerMetrics
 from services.consumer.ownership import Ownership
 from services.consumer.problems import PROBLEM_TYPE, OwnerUnavailable, limit_problem
-from services.consumer.sse import EventStreamResponse, StreamOutcome
+from services.consumer.sse import EventStreamResponse, StreamOutcome, disconnected
 
 log = logging.getLogger(__name__)
 
@@ -257,7 +256,7 @@ class Forwarder:
         ``read_s``, which a queued decision may need.
         """
         head = asyncio.ensure_future(connecting)
-        gone = asyncio.ensure_future(_client_gone(request.receive))
+        gone = asyncio.ensure_future(disconnected(request.receive))
         try:
             while not head.done():
                 moved = asyncio.ensure_future(
@@ -287,12 +286,6 @@ class Forwarder:
 
 class ClientGoneError(Exception):
     """The client disconnected while its forward waited for the owner's answer."""
-
-
-async def _client_gone(receive: Receive) -> None:
-    """Return once the server reports the client gone (a body, if any, was read before)."""
-    while (await receive())["type"] != "http.disconnect":
-        pass
 
 
 async def _owner_unavailable(response: owner_http.OwnerResponse) -> bool:

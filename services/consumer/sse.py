@@ -220,7 +220,7 @@ class EventStreamResponse(StreamingResponse):
         task = asyncio.current_task()
         assert task is not None
         watch = _Watch(task)
-        watcher = asyncio.get_running_loop().create_task(_disconnected(receive))
+        watcher = asyncio.get_running_loop().create_task(disconnected(receive))
         watcher.add_done_callback(watch.on_disconnect)
         outcome = self._outcome
         try:
@@ -266,7 +266,7 @@ class _Watch:
         self.task.cancel()
 
 
-async def _disconnected(receive: Receive) -> None:
+async def disconnected(receive: Receive) -> None:
     """Return once the server reports the client gone (or the response complete)."""
     while (await receive())["type"] != "http.disconnect":
         pass
