@@ -39,6 +39,8 @@ TENANTS = {"tenant-a": "key-a-0123456789abcdef", "tenant-b": "key-b-0123456789ab
 READY_S = 120.0
 HEADER_TIMEOUT_S = 2.0
 BODY_TIMEOUT_S = 3.0
+PORT_ATTEMPTS = 3
+PORT_TAKEN = b"Address already in use"
 STOP_MARGIN_S = 10.0
 """Beyond ``up``'s own grace period, the time a stop may take before it counts as hung."""
 
@@ -154,7 +156,25 @@ class UpStack:
     # ------------------------------------------------------------------ lifecycle
 
     def start(self) -> None:
-        """Start ``up`` and wait until every service is ready (fails with ``up``'s output)."""
+        """Start ``up`` and wait until every service is ready (fails with ``up``'s output).
+
+        The ports were free when chosen, not reserved: another test's process can bind
+        one first (a CI run failed so, ``Address already in use``). Then ``up`` is
+        started again on newly chosen ports, at most ``PORT_ATTEMPTS`` times.
+        """
+        for _ in range(PORT_ATTEMPTS - 1):
+            begun = self.up_log.stat().st_size if self.up_log.exists() else 0
+            try:
+                self._start_once()
+                return
+            except AssertionError:
+                if PORT_TAKEN not in self.up_log.read_bytes()[begun:]:
+                    raise
+                self.kill()
+                self.http_port, self.health_base = _free_port(), _port_pair()
+        self._start_once()
+
+    def _start_once(self) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         command = [str(Path(sys.executable).parent / "agui-relay"), "up"]
         with self.up_log.open("ab") as out:
