@@ -15,6 +15,7 @@ import random
 import socket
 import struct
 from dataclasses import dataclass
+from pathlib import Path
 
 from deploy.kafka.defaults import HOST
 
@@ -160,12 +161,53 @@ def recv_exact(sock: socket.socket, n: int) -> bytes:
     return bytes(buf)
 
 
-def free_port(host: str = HOST) -> int:
-    """A TCP port on ``host`` that is free right now (the OS picks it)."""
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+LOWEST_PICKED = 10_000
+
+
+def _ephemeral_start() -> int:
+    """Where the kernel starts picking ports for outgoing connections (32768 by default)."""
+    try:
+        return int(EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32_768
+
+
+def free_port(host: str = HOST, *, count: int = 1) -> int:
+    """A TCP port on ``host`` (with the ``count - 1`` after it) free right now, for a
+    process started next to bind.
+
+    Picked below the kernel's ephemeral range: a port the OS hands out (bind to 0) is
+    also what the next outgoing connection of any process may take before the child
+    binds it ("Address already in use"), and a test run makes thousands of those.
+    """
+    top = _ephemeral_start() - count
+    if top <= LOWEST_PICKED:
+        return _os_picked(host, count)
+    for _ in range(500):
+        port = random.randrange(LOWEST_PICKED, top)
+        if all(_bindable(host, port + i) for i in range(count)):
+            return port
+    return _os_picked(host, count)
+
+
+def _os_picked(host: str, count: int) -> int:
+    for _ in range(200):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind((host, 0))
+            port: int = sock.getsockname()[1]
+        if port + count <= 65536 and all(_bindable(host, port + i) for i in range(count)):
+            return port
+    raise OSError(f"no {count} adjacent free ports on {host}")
+
+
+def _bindable(host: str, port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-        return port
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+        return True
 
 
 def port_free(port: int, host: str = HOST) -> bool:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -31,6 +30,7 @@ from pathlib import Path
 
 import httpx
 
+from deploy.kafka.probe import free_port
 from services.runtime.settings import KafkaSettings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -47,26 +47,7 @@ STOP_MARGIN_S = 10.0
 
 def _port_pair() -> int:
     """A port p such that p and p + 1 are both free on loopback right now."""
-    for _ in range(200):
-        with socket.socket() as first:
-            first.bind(("127.0.0.1", 0))
-            port: int = first.getsockname()[1]
-            if port >= 65535:
-                continue
-            with socket.socket() as second:
-                try:
-                    second.bind(("127.0.0.1", port + 1))
-                except OSError:
-                    continue
-                return port
-    raise RuntimeError("no two adjacent free ports on 127.0.0.1")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+    return free_port(count=2)
 
 
 def _children_of(pid: int) -> dict[int, list[str]]:
@@ -109,7 +90,7 @@ class UpStack:
     bootstrap: str
     workdir: Path
     prefix: str = field(default_factory=lambda: f"hx{uuid.uuid4().hex[:8]}")
-    http_port: int = field(default_factory=_free_port)
+    http_port: int = field(default_factory=free_port)
     health_base: int = field(default_factory=_port_pair)
     log_format: str = "json"
     process: subprocess.Popen[bytes] | None = None
@@ -171,7 +152,7 @@ class UpStack:
                 if PORT_TAKEN not in self.up_log.read_bytes()[begun:]:
                     raise
                 self.kill()
-                self.http_port, self.health_base = _free_port(), _port_pair()
+                self.http_port, self.health_base = free_port(), _port_pair()
         self._start_once()
 
     def _start_once(self) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-import socket
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from ag_ui.core import Interrupt
 from consumer_harness import AGENT, Backstage, serving
 
 from contracts import OpenInterrupt, ThreadState
+from deploy.kafka.probe import free_port
 from services.consumer.threads import ThreadView
 from services.consumer.threadstore import ThreadStore, interrupted
 from services.runtime.settings import KafkaSettings
@@ -129,12 +129,6 @@ async def test_a_deleted_or_garbage_store_is_rebuilt_from_the_topic(
     assert restored == 12
     assert all(s is not None and s.run_id == f"run-{n}" for n, s in enumerate(found))
     assert told == ["th-5"]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 async def answers(kafka: KafkaSettings, threads: list[str], **overrides: Any

@@ -23,7 +23,6 @@ set-aside disabled the partition really wedges, and ``/readyz`` names it.
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 from collections.abc import Callable
 from typing import Any
@@ -35,6 +34,7 @@ from ag_ui.core import Interrupt, RunFinishedEvent, RunFinishedInterruptOutcome
 from gatekeeper_harness import GatekeeperProcess, Topics, run_request
 
 from contracts import EventHeaders, encode, encode_event
+from deploy.kafka.probe import free_port
 from services.gatekeeper import wire
 from services.gatekeeper.processor import Processor
 from services.gatekeeper.thread import Boundary, apply_boundary, fresh
@@ -46,12 +46,6 @@ pytestmark = pytest.mark.integration
 
 MIB = 1_048_576
 PARTITIONS = list(range(4))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def partition_of(key: str) -> int:

@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,6 +23,7 @@ import httpx
 from ag_ui.core import Interrupt
 
 from contracts import DeadLetter, OpenInterrupt, RememberedDecision, ThreadState, decode, encode
+from deploy.kafka.probe import free_port
 from services.kafka.clients import AIOKafkaProducer, TopicPartition, new_consumer, new_producer
 from services.notifier.service import Notifier
 from services.notifier.settings import NotifierSettings
@@ -97,12 +97,6 @@ async def dead_letters(settings: KafkaSettings, count: int, within_s: float = 60
         return letters
     finally:
         await consumer.stop()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class NotifierProcess:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gzip
-import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -195,14 +194,6 @@ BOMB = gzip.compress(bytes(64 * 1024 * 1024), compresslevel=9)
 
 async def _raw(data: bytes) -> AsyncIterator[bytes]:
     yield data
-
-
-def free_port() -> int:
-    """A loopback port nothing listens on (bound, then released)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @contextlib.asynccontextmanager

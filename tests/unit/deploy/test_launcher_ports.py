@@ -13,7 +13,7 @@ import socket
 
 import pytest
 
-from deploy.kafka import launcher
+from deploy.kafka import launcher, probe
 
 pytestmark = pytest.mark.unit
 
@@ -59,3 +59,30 @@ def test_a_port_another_process_listens_on_is_refused() -> None:
         port = listener.getsockname()[1]
         with pytest.raises(launcher.BrokerError, match="already in use"):
             launcher._choose_ports(port, None, None)
+
+
+def test_a_picked_port_is_outside_the_range_outgoing_connections_take() -> None:
+    """A port the OS picks for a listener may be taken by any process's next outgoing
+    connection before the child it is meant for binds it; a picked port is below the
+    kernel's ephemeral range, which outgoing connections never leave."""
+    start = probe._ephemeral_start()
+    picked = {launcher.free_port() for _ in range(50)}
+    assert all(probe.LOWEST_PICKED <= port < start for port in picked)
+    assert len(picked) > 40  # random over the range, not the same few ports
+
+
+def test_two_adjacent_ports_are_both_free() -> None:
+    port = launcher.free_port(count=2)
+    for taken in (port, port + 1):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind((launcher.HOST, taken))
+
+
+def test_a_port_with_a_listener_is_never_picked(monkeypatch: pytest.MonkeyPatch) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:
+        listener.bind((launcher.HOST, launcher.free_port()))
+        listener.listen()
+        taken = listener.getsockname()[1]
+        picks = iter([taken, taken, taken + 1 if taken + 1 < 32_000 else taken - 1])
+        monkeypatch.setattr(probe.random, "randrange", lambda *_: next(picks))
+        assert launcher.free_port() != taken

@@ -3,20 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 
 import httpx
 import pytest
 
+from deploy.kafka.probe import free_port as _free_port
 from services.runtime.health import serving_health
 
 pytestmark = pytest.mark.unit
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def _get(url: str) -> httpx.Response:
