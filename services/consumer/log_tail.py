@@ -23,27 +23,41 @@ reader is released when its stream rejoins the fan-out, reaches the run's end
 or closes (client gone, or disconnected by ``AGUI_STREAM_IDLE_S``), and, while
 another waits, after ``SLICE_S`` of holding it: at the next record its client
 takes, the holder gives the reader up and waits in line again from where it
-stopped. So a wait lasts about a slice per holder ahead of it; only a client
-that reads nothing at all holds its reader longer, until the idle limit
-disconnects it.
+stopped. A holder whose client takes nothing for ``SLICE_S`` after that (it
+reads nothing at all: its body is parked on a write) has the reader taken
+from it by the next waiter's tick (``Turn.revoke``: the slot returned, the
+consumer stopped, the rest of its fetch let go); when its client reads
+again it waits in line from the record after the last one it was handed. So
+a wait lasts at most about two slices per holder ahead of it, whatever the
+holders' clients do.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 from collections.abc import AsyncGenerator
+from typing import TYPE_CHECKING
 
 from contracts.headers import EVENT_TYPE, RUN_ID, SEQ, header_value
 from services.consumer.lookback import BUSY_RETRY_AFTER_S
 from services.consumer.metrics import ConsumerMetrics
 from services.consumer.problems import RetryLater
 from services.consumer.streams import Delivery, RunStream
-from services.kafka.clients import ConsumerRecord, TopicPartition, new_consumer
+from services.kafka.clients import (
+    AIOKafkaConsumer,
+    ConsumerRecord,
+    TopicPartition,
+    new_consumer,
+)
 from services.kafka.metadata import partition_counts
 from services.kafka.partitioning import partition_for
 from services.runtime.logging import run_fields
 from services.runtime.settings import KafkaSettings
+
+if TYPE_CHECKING:
+    from services.consumer.sse import StreamOutcome
 
 log = logging.getLogger(__name__)
 
@@ -71,26 +85,91 @@ def run_delivery(record: ConsumerRecord, key: bytes, run_id: str) -> Delivery | 
 
 
 class Turn:
-    """One hold of a reader: due once it has been held ``SLICE_S`` while others wait."""
+    """One hold of a reader: due once it has been held ``SLICE_S`` while others wait, and
+    revoked (``revoke``) when its holder then takes no step for ``SLICE_S`` more.
 
-    __slots__ = ("given_up", "since", "tail")
+    The holder calls ``step`` after each item its client took (a record or a tick), and
+    ``release`` once, however it ends: a revoked turn's slot went back at revocation.
+    """
 
-    def __init__(self, tail: LogTail) -> None:
+    __slots__ = ("client", "consumer", "given_up", "last_step", "parked", "records",
+                 "released", "revoked", "since", "tail", "unsent_seen")
+
+    def __init__(self, tail: LogTail, client: StreamOutcome | None = None) -> None:
         self.tail = tail
-        self.since = asyncio.get_running_loop().time()
+        self.client = client
+        """The response the holder feeds: its ``unsent`` bytes, when the server tells
+        them, show a client reading slowly (they fall) from one reading nothing."""
+        self.unsent_seen = sys.maxsize
+        self.since = self.last_step = asyncio.get_running_loop().time()
         self.given_up = False
+        self.parked = False
+        """The holder is suspended handing an item to its client (only then is it revoked:
+        anywhere else it may be inside a call on its consumer)."""
+        self.revoked = False
+        self.released = False
+        self.consumer: AIOKafkaConsumer | None = None
+        """The holder's consumer, stopped by ``revoke``."""
+        self.records: list[ConsumerRecord] | None = None
+        """The holder's current fetch, let go by ``revoke``."""
+        tail.held.add(self)
 
     def due(self) -> bool:
         return (self.tail.waiting > 0
                 and asyncio.get_running_loop().time() - self.since >= SLICE_S)
 
+    def park(self) -> None:
+        """The holder is about to hand its client an item (``step`` once it was taken)."""
+        self.parked = True
+
+    def step(self) -> bool:
+        """The holder's client took an item; True when the turn was revoked meanwhile
+        (the holder stops at once, without another call on its consumer)."""
+        self.parked = False
+        self.last_step = asyncio.get_running_loop().time()
+        return self.revoked
+
+    def stalled(self, now: float) -> bool:
+        """Due, parked, and its client has taken nothing for ``SLICE_S``: no step, and no
+        fewer bytes unsent at any look since (a client reading slowly takes bytes every
+        second or so, while its holder may stay parked on one write for many seconds)."""
+        if not self.parked or not self.due():
+            return False
+        unsent = self.client.unsent if self.client is not None else None
+        if unsent is not None:
+            left = unsent()
+            if left < self.unsent_seen:
+                self.last_step = now
+            self.unsent_seen = left
+        return now - self.last_step >= SLICE_S
+
     def give_up(self, stream: RunStream | None = None) -> None:
         """The reader goes to the next in line; the holder waits for another."""
         self.given_up = True
+        if self.revoked:
+            return
         self.tail.metrics.log_turns_given_up.inc()
         if stream is not None:
             log.debug("stream of run %s gives its log reader up to the next in line",
                       stream.run_id, extra=run_fields(stream.thread_id, stream.run_id))
+
+    def revoke(self) -> None:
+        """Take the reader from a holder whose client reads nothing: its slot goes to the
+        next in line now, its consumer is stopped and its fetch dropped."""
+        self.revoked = True
+        self.tail.metrics.log_turns_revoked.inc()
+        if self.records is not None:
+            self.records.clear()  # the holder's loop over it ends at its next step
+        if self.consumer is not None:
+            self.tail.stopping(self.consumer)
+        self.release()
+
+    def release(self) -> None:
+        """Return the reader (once: a revoked turn's went back at revocation)."""
+        if not self.released:
+            self.released = True
+            self.tail.held.discard(self)
+            self.tail.give()
 
 
 class LogTail:
@@ -107,6 +186,23 @@ class LogTail:
         self.peak = 0
         """The most readers open at once since startup (at most ``readers``)."""
         self._partitions: int | None = None
+        self.held: set[Turn] = set()
+        """The turns holding a reader now (``Turn.revoke`` looks at them)."""
+        self._stopping: set[asyncio.Task[None]] = set()
+
+    def stopping(self, consumer: AIOKafkaConsumer) -> None:
+        """Stop a revoked holder's consumer in the background (its holder is parked)."""
+        task = asyncio.create_task(consumer.stop(), name="consumer-revoked-stop")
+        self._stopping.add(task)
+        task.add_done_callback(self._stopping.discard)
+
+    def revoke_stalled(self) -> None:
+        """Revoke every turn whose client stopped taking records while others wait."""
+        now = asyncio.get_running_loop().time()
+        for turn in [t for t in self.held if t.stalled(now)]:
+            log.info("a log reader is taken from a client that reads nothing, for the next "
+                     "in line")
+            turn.revoke()
 
     def fell_behind(self, stream: RunStream) -> None:
         """Count and log a stream whose buffer just filled (called by the stream)."""
@@ -115,19 +211,20 @@ class LogTail:
                  "run streams (%d events buffered)", stream.run_id, len(stream.buffer),
                  extra=run_fields(stream.thread_id, stream.run_id))
 
-    async def follow(self, stream: RunStream) -> AsyncGenerator[Delivery | None, None]:
+    async def follow(self, stream: RunStream, client: StreamOutcome | None = None
+                     ) -> AsyncGenerator[Delivery | None, None]:
         """The run's records from where the stream stopped buffering, until it rejoins the
         fan-out (or the caller stops at the run's end); ``None`` now and then as a tick.
         A turn that comes due (``Turn``) gives its reader up and waits for the next."""
         while True:
             async for tick in self.turn():
                 yield tick
-            held = Turn(self)
+            held = Turn(self, client)
             try:
                 async for item in self._read(stream, held):
                     yield item
             finally:
-                self.give()
+                held.release()
             if not held.given_up:
                 return
 
@@ -144,6 +241,7 @@ class LogTail:
                             await self.slots.acquire()
                         break
                     except TimeoutError:
+                        self.revoke_stalled()
                         yield None
             finally:
                 self.waiting -= 1
@@ -184,8 +282,8 @@ class LogTail:
         lag = stream.lag
         topic = self.kafka.topics.events
         tp = TopicPartition(topic, partition_for(stream.thread_id, await self._count(topic)))
-        consumer = new_consumer(self.kafka, "agui-consumer-catchup", group_id=None,
-                                max_poll_records=BATCH)
+        consumer = turn.consumer = new_consumer(self.kafka, "agui-consumer-catchup",
+                                                group_id=None, max_poll_records=BATCH)
         try:
             await consumer.start()  # in the try: a client leaving now stops it too
             consumer.assign([tp])
@@ -194,14 +292,15 @@ class LogTail:
             while True:
                 batch = await consumer.getmany(tp, timeout_ms=int(TICK_S * 1000),
                                                max_records=BATCH)
-                records = batch.get(tp, [])
+                records = turn.records = batch.get(tp, [])
                 for record in records:
                     delivery = run_delivery(record, key, stream.run_id)
                     if delivery is None:
                         continue
+                    turn.park()
                     yield delivery
-                    if turn.due():  # no await since the yield: the fan-out feeds from here
-                        if self._rejoined(stream, record.offset + 1):
+                    if turn.step() or turn.due():  # no await since the yield: the fan-out
+                        if self._rejoined(stream, record.offset + 1):  # feeds from here
                             return
                         turn.give_up(stream)
                         return
@@ -209,8 +308,13 @@ class LogTail:
                 if self._rejoined(stream, position):  # no await between: as above
                     return
                 if not records:
+                    turn.park()
                     yield None
+                    if turn.step():
+                        turn.give_up(stream)
+                        return
         finally:  # shielded: a client leaving now must not leave the consumer open
+            turn.records = turn.consumer = None
             await asyncio.shield(consumer.stop())
 
     def _rejoined(self, stream: RunStream, position: int) -> bool:

@@ -67,6 +67,10 @@ class ConsumerMetrics:
             "agui_consumer_log_turns_given_up",
             "Log readers handed on to a stream or replay waiting for one, after "
             "their holder's slice", registry=r)
+        self.log_turns_revoked = Counter(
+            "agui_consumer_log_turns_revoked",
+            "Log readers taken from a holder whose client read nothing for a slice after "
+            "its turn came due, for the next in line", registry=r)
         self.replays_busy = Counter(
             "agui_consumer_replays_busy",
             "Replays answered 503 replay_busy: no log reader free", registry=r)

@@ -65,7 +65,7 @@ from services.consumer.problems import (
     RequestTimeout,
 )
 from services.consumer.settings import ConsumerSettings
-from services.consumer.write_idle import WriteWatch, mark_closed_idle, offer_abort
+from services.consumer.write_idle import WriteWatch, mark_closed_idle, offer_connection
 
 REQUEST_LINE_EXTRA = len(b"  HTTP/1.1\r\n")
 """Bytes of a request line besides its method and URL."""
@@ -246,7 +246,8 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         if self._head_timer is not None:
             self._head_timer.cancel()
             self._head_timer = None
-        offer_abort(cast("dict[str, Any]", self.scope), self.transport.abort)
+        offer_connection(cast("dict[str, Any]", self.scope), self.transport.abort,
+                         self._write_watch.unsent)
         super().on_headers_complete()
 
     def on_message_complete(self) -> None:

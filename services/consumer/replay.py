@@ -58,6 +58,7 @@ from services.consumer.log_tail import BATCH, Turn, run_delivery
 from services.consumer.ordering import TERMINAL_TYPES, parse_last_event_id
 from services.consumer.problems import InvalidInput, NotFound, Unavailable
 from services.consumer.relay import Relay
+from services.consumer.sse import StreamOutcome
 from services.consumer.streams import Delivery, FanOut
 from services.kafka.clients import TopicPartition, new_consumer
 from services.kafka.partitioning import partition_for
@@ -70,6 +71,7 @@ TICK_S = 1.0
 async def scan_run(kafka: KafkaSettings, fanout: FanOut, thread_id: str, run_id: str, *,
                    reason: str = "replay", since_ms: int | None = None,
                    full_scans: lookback.FullScans | None = None, wait: bool = False,
+                   client: StreamOutcome | None = None,
                    ) -> AsyncGenerator[Delivery | None, None]:
     """Every record of the run up to the current end, in partition order.
 
@@ -81,7 +83,7 @@ async def scan_run(kafka: KafkaSettings, fanout: FanOut, thread_id: str, run_id:
     (``log_tail``), in turns as the streams behind the fan-out do: the first one waited
     for a moment, then ``503 replay_busy``, or, with ``wait`` (a response already
     begun), as long as it takes. Yields ``None`` now and then while scanning or waiting
-    (a keep-alive tick).
+    (a keep-alive tick). ``client``: the response the scan feeds (``log_tail.Turn``).
     """
     topic = kafka.topics.events
     count = fanout.partitions.get(topic) or kafka.partitions
@@ -107,11 +109,13 @@ async def scan_run(kafka: KafkaSettings, fanout: FanOut, thread_id: str, run_id:
                         yield tick
                 else:
                     await readers.take_soon()
-            held = None if readers is None else Turn(readers)
+            held = None if readers is None else Turn(readers, client)
             consumer = None
             try:
                 consumer = new_consumer(kafka, "agui-consumer-replay", group_id=None,
                                         auto_offset_reset="earliest", max_poll_records=BATCH)
+                if held is not None:
+                    held.consumer = consumer
                 await consumer.start()  # in the try: a client leaving now stops it too
                 consumer.assign([tp])
                 if end is None:
@@ -127,28 +131,40 @@ async def scan_run(kafka: KafkaSettings, fanout: FanOut, thread_id: str, run_id:
                     await consumer.seek_to_beginning(tp)
                 resume = None
                 tick = time.monotonic()
-                while resume is None and await consumer.position(tp) < end:
+                while resume is None and (at := await consumer.position(tp)) < end:
                     batch = await consumer.getmany(tp, timeout_ms=500, max_records=BATCH)
-                    records = batch.get(tp, ())
+                    records = batch.get(tp, [])
+                    if held is not None:
+                        held.records = records
                     scanned.inc(len(records))
                     for record in records:
                         if record.offset >= end:
                             return
+                        at = record.offset + 1
                         delivery = run_delivery(record, key, run_id)
                         if delivery is not None:
+                            if held is not None:
+                                held.park()
                             yield delivery
-                            if held is not None and held.due():
+                            if held is not None and (held.step() or held.due()):
                                 held.give_up()
-                                resume = record.offset + 1
+                                resume = at
                                 break
-                    if time.monotonic() - tick >= TICK_S:
+                    if resume is None and time.monotonic() - tick >= TICK_S:
                         tick = time.monotonic()
+                        if held is not None:
+                            held.park()
                         yield None
+                        if held is not None and held.step():
+                            held.give_up()
+                            resume = at
             finally:  # shielded: a client leaving now must not leave the consumer open
+                if held is not None:
+                    held.records = held.consumer = None
                 if consumer is not None:
                     await asyncio.shield(consumer.stop())
-                if readers is not None:
-                    readers.give()
+                if held is not None:
+                    held.release()
             if resume is None:
                 return
     finally:
@@ -203,8 +219,9 @@ async def replay(relay: Relay, thread_id: str, run_id: str, principal: str,
     admitted_ms = lookback.admitted_ms(state, run_id, routed)
     since = None if admitted_ms is None else lookback.since_ms(admitted_ms / 1000)
     stream = relay.fanout.subscribe(thread_id, run_id)
+    outcome = StreamOutcome()
     scan = scan_run(relay.kafka, relay.fanout, thread_id, run_id, since_ms=since,
-                    full_scans=relay.full_scans)
+                    full_scans=relay.full_scans, client=outcome)
     try:
         first, ended = await first_after(scan, after)
         if first is None:
@@ -216,10 +233,11 @@ async def replay(relay: Relay, thread_id: str, run_id: str, principal: str,
                                 and state.run_id == run_id)
             if not live:
                 raise NotFound("unknown_run", f"thread {thread_id!r} has no run {run_id!r}")
-            return relay.runs.respond(stream, "replay", after=after, owns_run=False)
+            return relay.runs.respond(stream, "replay", after=after, owns_run=False,
+                                      outcome=outcome)
     except BaseException:
         relay.fanout.unsubscribe(stream)
         await scan.aclose()
         raise
     return relay.runs.respond(stream, "replay", after=after, preface=prefixed(first, scan),
-                              owns_run=False)
+                              owns_run=False, outcome=outcome)

@@ -200,13 +200,15 @@ class RunService:
         except BaseException:
             self.fanout.unsubscribe(stream)
             raise
-        preface = self.from_log(run_input, decision.decided_at) if here.retried else None
+        outcome = StreamOutcome()
+        preface = self.from_log(run_input, decision.decided_at, outcome) \
+            if here.retried else None
         # a forwarded request's client is the forwarding instance's (see ``dispatch``)
         return self.respond(stream, requested_by, preface=preface,
-                            owns_run=not forwarded(request))
+                            owns_run=not forwarded(request), outcome=outcome)
 
-    def from_log(self, run_input: RunAgentInput,
-                 admitted_at: datetime) -> AsyncIterator[Delivery | None]:
+    def from_log(self, run_input: RunAgentInput, admitted_at: datetime,
+                 outcome: StreamOutcome) -> AsyncIterator[Delivery | None]:
         """The run's records already on the topic: a retried forward's run may have
         started from the first attempt (``forward``). Only records since the run can have
         begun are read: not before its admission (``admitted_at``, the decision's time,
@@ -218,7 +220,7 @@ class RunService:
         span = self.forwarder.attempt_span_s if self.forwarder is not None else 0.0
         since = lookback.since_ms(max(admitted_at.timestamp(), time.time() - span))
         return scan_run(self.kafka, self.fanout, run_input.thread_id, run_input.run_id,
-                        reason="retried_forward", wait=True, since_ms=since)
+                        reason="retried_forward", wait=True, since_ms=since, client=outcome)
 
     async def _decide(self, run_request: RunRequest, value: bytes,
                       headers: list[tuple[str, bytes]], unseen: bool) -> Decision:
@@ -267,23 +269,25 @@ class RunService:
 
     def respond(self, stream: RunStream, requested_by: str, *, after: int | None = None,
                 preface: AsyncIterator[Delivery | None] | None = None,
-                owns_run: bool = True) -> EventStreamResponse:
+                owns_run: bool = True,
+                outcome: StreamOutcome | None = None) -> EventStreamResponse:
         """The SSE response over ``stream``; unsubscribes (and maybe cancels) on close.
 
         ``owns_run``: the stream is the run's POST response to its own client, so a
         client that disconnects before the terminal event may cancel it (replays never
-        do, nor a forwarded POST: the forwarding instance does).
+        do, nor a forwarded POST: the forwarding instance does). ``outcome``: the one a
+        preface's scan was given already.
         """
-        outcome = StreamOutcome()
+        state = outcome or StreamOutcome()
 
         def on_close() -> None:
-            if owns_run and not outcome.terminal and not outcome.dropped:
+            if owns_run and not state.terminal and not state.dropped:
                 self._disconnected(stream.thread_id, stream.run_id, requested_by)
             self.fanout.unsubscribe(stream)
 
-        body = run_body(stream, outcome, keepalive_s=self.settings.keepalive_s, after=after,
+        body = run_body(stream, state, keepalive_s=self.settings.keepalive_s, after=after,
                         preface=preface)
-        return EventStreamResponse(body, on_close, outcome)
+        return EventStreamResponse(body, on_close, state)
 
     def _disconnected(self, thread_id: str, run_id: str, requested_by: str) -> None:
         """The run's client left before its end (not cut for reading nothing)."""

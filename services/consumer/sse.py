@@ -48,7 +48,7 @@ from services.consumer.ordering import (
     sse_value,
 )
 from services.consumer.streams import Delivery, RunKey, RunStream
-from services.consumer.write_idle import abort_connection, closed_idle
+from services.consumer.write_idle import abort_connection, closed_idle, unsent_of
 from services.kafka.clients import KafkaError
 
 log = logging.getLogger(__name__)
@@ -75,6 +75,9 @@ class StreamOutcome:
     broken: bool = False
     """The body's source broke off (a forward's owner): its connection is aborted, so
     the client sees a broken body, not a whole one."""
+    unsent: Callable[[], int] | None = None
+    """The bytes the client has not taken yet (``write_idle.unsent_of``), once the response
+    has started: a log reader's turn tells a slow client from one reading nothing by it."""
 
 
 async def run_body(
@@ -101,7 +104,7 @@ async def run_body(
             return
         if stream.lag.behind and not buffer and stream.tail is not None:
             try:
-                async with contextlib.aclosing(stream.tail.follow(stream)) as items:
+                async with contextlib.aclosing(stream.tail.follow(stream, outcome)) as items:
                     async for chunk in _relayed(items, sequencer, outcome, keepalive_s,
                                                 with_ids, stream.key, stop=True):
                         yield chunk
@@ -223,6 +226,8 @@ class EventStreamResponse(StreamingResponse):
         watcher = asyncio.get_running_loop().create_task(disconnected(receive))
         watcher.add_done_callback(watch.on_disconnect)
         outcome = self._outcome
+        if outcome is not None:
+            outcome.unsent = unsent_of(scope)
         try:
             await send({"type": "http.response.start", "status": 200,
                         "headers": self.raw_headers})

@@ -52,27 +52,36 @@ def mark_closed_idle(scope: MutableMapping[str, Any]) -> None:
     extensions[IDLE_CLOSED] = {}
 
 
-ABORT = "agui.abort"
-"""Key of the request scope's ``extensions`` holding the connection's ``abort`` (set by
-the server's protocol): how a response whose source broke off ends its client's
-connection too, so the client sees a broken body rather than a whole one."""
+CONNECTION = "agui.connection"
+"""Key of the request scope's ``extensions`` holding what the server's protocol offers of
+its connection: ``abort`` (how a response whose source broke off ends its client's
+connection too, so the client sees a broken body rather than a whole one) and
+``unsent`` (the bytes written but not yet taken by the client: how a log reader tells a
+client that reads slowly from one that reads nothing, ``log_tail``)."""
 
 
-def offer_abort(scope: MutableMapping[str, Any], abort: Callable[[], None]) -> None:
+def offer_connection(scope: MutableMapping[str, Any], abort: Callable[[], None],
+                     unsent: Callable[[], int]) -> None:
     extensions = scope.get("extensions")
     if extensions is None:
         extensions = scope["extensions"] = {}
-    extensions[ABORT] = {"abort": abort}
+    extensions[CONNECTION] = {"abort": abort, "unsent": unsent}
 
 
 def abort_connection(scope: MutableMapping[str, Any]) -> bool:
     """Abort ``scope``'s connection (no end of body is written); False when the server
     offers no way to."""
-    offered = (scope.get("extensions") or {}).get(ABORT)
+    offered = (scope.get("extensions") or {}).get(CONNECTION)
     if offered is None:
         return False
     offered["abort"]()
     return True
+
+
+def unsent_of(scope: MutableMapping[str, Any]) -> Callable[[], int] | None:
+    """How to read the bytes ``scope``'s client has not taken yet (None: not offered)."""
+    offered = (scope.get("extensions") or {}).get(CONNECTION)
+    return None if offered is None else offered["unsent"]
 
 
 class WriteWatch:
@@ -108,19 +117,20 @@ class WriteWatch:
             self._timer = None
 
     def _arm(self) -> None:
-        self._buffered = self._unsent()
+        self._buffered = self.unsent()
         self._timer = self._loop.call_later(self.limit_s, self._look)
 
     def _look(self) -> None:
         self._timer = None
         if self._transport.is_closing():
             return
-        if stalled(self._buffered, self._unsent()):
+        if stalled(self._buffered, self.unsent()):
             self._on_idle()
         else:
             self._arm()
 
-    def _unsent(self) -> int:
+    def unsent(self) -> int:
+        """Bytes written to the connection that its client has not taken yet."""
         return self._transport.get_write_buffer_size() + kernel_unsent(self._transport)
 
 

@@ -319,3 +319,70 @@ async def test_a_slow_replay_hands_its_reader_on_and_goes_on_from_where_it_stopp
         assert [seq for seq, _ in reader.frames] == list(range(HALF + 2))
     assert sample(relay, "log_turns_given_up_total") >= 1
     assert sample(relay, "replays_busy_total") == 0
+
+
+async def _behind_and_read(http: httpx.AsyncClient, backstage: Backstage, relay: Relay
+                           ) -> SseReader:
+    """A run whose client falls behind and waits for a log reader, then read to its end."""
+    thread_id, run_id, victim = await open_run(http, backstage)
+    await emit_pads(backstage, thread_id, run_id, 1, HALF, PAD)  # it reads nothing yet
+    await backstage.emit(thread_id, run_id, [finished(thread_id, run_id)], seqs=[HALF + 1])
+    await until(lambda: sample(relay, "stream_log_waiting") >= 1, "nobody waited")
+    await victim.read_to_end()  # the holder's client reads nothing: only revocation helps
+    return victim
+
+
+async def _revoked_then_read(relay: Relay, hog: SseReader,
+                             http: httpx.AsyncClient, backstage: Backstage) -> None:
+    """``hog`` holds the only log reader and its client reads nothing; a stream behind
+    waits for it and is read to its end (only revocation gives it one before the idle
+    limit), then ``hog`` reads on to its own end: both get every event once, in order."""
+    victim = await _behind_and_read(http, backstage, relay)
+    assert sample(relay, "log_turns_revoked_total") >= 1
+    await hog.read_to_end()
+    await hog.response.aclose()
+    await victim.response.aclose()
+    assert not hog.cut
+    for reader in (hog, victim):
+        assert [seq for seq, _ in reader.frames] == list(range(HALF + 2))
+
+
+async def test_a_stream_whose_client_stops_reading_loses_its_log_reader_to_one_waiting(
+        kafka: KafkaSettings, backstage: Backstage) -> None:
+    """A client that stopped reading while its stream held a log reader kept it until the
+    idle limit disconnected it (a minute by default), and every stream behind the fan-out
+    waited as long (found by probing). Its turn is taken from it once due and idle for a
+    slice; reading again, the client goes on from the record after its last one."""
+    async with serving(kafka, stream_queue=QUEUE, stream_log_readers=1,
+                       stream_idle_s=2 * WAIT_S) as app, \
+            slow_http(app.url) as hog_http, slow_http(app.url) as http:
+        relay = app.relay
+        hog_thread, hog_run, hog = await open_run(hog_http, backstage)
+        await emit_pads(backstage, hog_thread, hog_run, 1, HALF, PAD)
+        await backstage.emit(hog_thread, hog_run, [finished(hog_thread, hog_run)],
+                             seqs=[HALF + 1])
+        await until(lambda: sample(relay, "streams_to_log_total") >= 1, "never behind")
+        while sample(relay, "stream_log_readers") < 1:  # reads until it holds the reader
+            assert await hog._read(), "the run ended before its stream took a reader"
+        await _revoked_then_read(relay, hog, http, backstage)
+
+
+async def test_a_replay_whose_client_stops_reading_loses_its_log_reader_to_one_waiting(
+        kafka: KafkaSettings, backstage: Backstage) -> None:
+    async with serving(kafka, stream_queue=QUEUE, stream_log_readers=1,
+                       stream_idle_s=2 * WAIT_S) as app, \
+            slow_http(app.url) as hog_http, slow_http(app.url) as http:
+        relay = app.relay
+        thread_id, run_id, reader = await open_run(http, backstage)
+        await emit_pads(backstage, thread_id, run_id, 1, HALF, PAD)
+        await backstage.emit(thread_id, run_id, [finished(thread_id, run_id)],
+                             seqs=[HALF + 1])
+        await reader.read_to_end()
+        await reader.response.aclose()
+        response = await hog_http.send(hog_http.build_request(
+            "GET", f"/threads/{thread_id}/runs/{run_id}/events"), stream=True)
+        assert response.status_code == 200
+        hog = SseReader(response)
+        await hog._read()  # then nothing: its scan holds the only reader
+        assert sample(relay, "stream_log_readers") == 1
+        await _revoked_then_read(relay, hog, http, backstage)
