@@ -46,6 +46,7 @@ from starlette.responses import Response
 
 from contracts import ControlCommand, Decision, RunRequest, encode
 from contracts.codec import validation_detail
+from contracts.exact_json import IntegerOutOfRange, loads_exact
 from contracts.headers import AGENT, TRACEPARENT
 from contracts.limits import InputLimits, bracket_count, check_run_input
 from contracts.records import identity
@@ -103,7 +104,9 @@ def parse_input(body: bytes, settings: ConsumerSettings, limits: InputLimits) ->
     """The body as a RunAgentInput (400 ``invalid_json`` / ``invalid_input`` /
     ``json_too_deep`` / ``id_too_long``; 413 too many items)."""
     try:
-        raw = orjson.loads(body)
+        raw = loads_exact(body)
+    except IntegerOutOfRange as exc:
+        raise InvalidInput("invalid_input", f"the body has an {exc}") from None
     except orjson.JSONDecodeError as exc:
         if exc.msg == "depth limit exceeded":
             raise too_deep_to_parse(limits) from None

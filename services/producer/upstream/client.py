@@ -47,6 +47,7 @@ from httpx_sse import EventSource, ServerSentEvent
 from pydantic import ValidationError
 
 from contracts.codec import EVENT_DECODER, to_wire, validation_detail
+from contracts.exact_json import IntegerOutOfRange, loads_exact
 from services.producer.agent import AgentDefinition, AgentItem
 from services.producer.errors import RunFailedError
 from services.producer.upstream.config import UpstreamConfig
@@ -225,6 +226,9 @@ class UpstreamAgent:
                     if kind != "text/event-stream" else f"a {encoding} body, not identity")
             raise RunFailedError(f"upstream {self.where} answered {said}", "upstream_protocol")
         response.encoding = "utf-8"  # an event stream is UTF-8, whatever charset it names
+        # media types are case-insensitive (RFC 9110), httpx-sse's own check is not: a
+        # stream sent as ``Text/Event-Stream`` failed every run as ``upstream_dropped``
+        response.headers["content-type"] = "text/event-stream"
         if isinstance(response.stream, httpx.AsyncByteStream):
             response.stream = BoundedStream(response.stream, self.config.max_event_bytes)
         return response
@@ -313,7 +317,10 @@ class UpstreamAgent:
 
     def _event(self, sse: ServerSentEvent) -> dict[str, Any]:
         try:
-            wire = orjson.loads(sse.data)
+            wire = loads_exact(sse.data)
+        except IntegerOutOfRange as exc:
+            raise RunFailedError(f"upstream {self.where} sent an event with an {exc}",
+                                 "upstream_protocol") from None
         except orjson.JSONDecodeError as exc:
             raise RunFailedError(f"upstream {self.where} sent an event that is not JSON: {exc}",
                                  "upstream_protocol") from None

@@ -28,8 +28,9 @@ from producer_harness import (
     in_process_worker,
     resume_input,
 )
-from upstream_apps import INTERRUPT, Upstream, free_port, serving
+from upstream_apps import INTERRUPT, Upstream, serving
 
+from deploy.kafka.probe import free_port
 from services.kafka.admin import ensure_topics
 from services.producer import checkpoint as cp
 from services.producer.worker import Worker
@@ -55,6 +56,8 @@ UP = {  # agent name: (path, settings)
     "up_bomb": ("bomb", {}),
     "up_echo": ("echo", {"HEADERS": f"Authorization: {TOKEN}"}),
     "up_latin1": ("latin1", {}),
+    "up_upper_case": ("upper_case", {}),
+    "up_big_integer": ("big_integer", {}),
     "up_lf_crlf": ("lf_crlf", {"MAX_EVENT_BYTES": "20000"}),
 }
 UNREACHABLE = "up_gone"
@@ -161,6 +164,16 @@ async def test_an_event_stream_is_read_as_utf_8_whatever_charset_it_names(
     assert view.text() == "café ✓"
 
 
+async def test_an_event_stream_named_in_any_case_is_an_event_stream(
+        relay: Relay, worker: Worker) -> None:
+    """``Text/Event-Stream`` passed the worker's check and failed httpx-sse's, which is
+    case-sensitive: every run of such an upstream ended ``upstream_dropped``."""
+    view = await relay.run("up_upper_case", first_input("t-up-case", "c1"))
+    assert_one_run(view)
+    assert view.outcome == {"type": "success"}
+    assert view.text() == "any case"
+
+
 async def test_events_ending_lf_then_a_crlf_blank_line_are_each_an_event(
         relay: Relay, worker: Worker) -> None:
     """300 KB of 1 KB events, each ended by ``\\n\\r\\n``, under a 20,000-byte event limit."""
@@ -177,6 +190,7 @@ FAILURES = [  # agent, RUN_ERROR code, in its message, upstream calls for the on
     ("up_json", "upstream_protocol", "not text/event-stream", 1),
     ("up_garbage", "upstream_protocol", "not JSON", 1),
     ("up_invalid", "upstream_protocol", "invalid event", 1),
+    ("up_big_integer", "upstream_protocol", "outside the 64-bit range", 1),
     ("up_drop", "upstream_dropped", "dropped the stream", 1),
     ("up_huge", "upstream_protocol", "an event over 200000 bytes", 1),
     ("up_idle", "upstream_timeout", "AGUI_UPSTREAM_IDLE_TIMEOUT_S", 1),

@@ -151,6 +151,14 @@ def upstream_app(seen: Upstream) -> FastAPI:
             return streamed(path, body, of([started(body), *text("m-cafe", "café ✓"),
                                             finished(body, {"type": "success"})]),
                             media_type=f"{SSE}; charset=iso-8859-1")
+        if path == "upper_case":  # media types are case-insensitive (RFC 9110 8.3.1)
+            return streamed(path, body, of([started(body), *text("m-case", "any case"),
+                                            finished(body, {"type": "success"})]),
+                            media_type="Text/Event-Stream")
+        if path == "big_integer":  # valid JSON, but no 64-bit integer holds it
+            return streamed(path, body, _raw(frame(started(body)) + b'data: {"type": "CUSTOM"'
+                                             b', "name": "n", "value": '
+                                             + str(BIG_INTEGER).encode() + b"}\n\n"))
         if path == "lf_crlf":  # each event ends LF, then a CRLF blank line: 300 of 1 KiB
             events = [started(body), {"type": "TEXT_MESSAGE_START", "messageId": "m-eol",
                                       "role": "assistant"},
@@ -189,6 +197,8 @@ def upstream_app(seen: Upstream) -> FastAPI:
     return app
 
 
+BIG_INTEGER = 123456789012345678901234567890
+"""orjson read it as ``1.2345678901234568e+29``: the run succeeded with another value."""
 BOMB = gzip.compress(bytes(64 * 1024 * 1024), compresslevel=9)
 
 

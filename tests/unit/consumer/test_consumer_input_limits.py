@@ -136,3 +136,20 @@ def deep_raw(levels: int) -> bytes:
     """A body whose forwardedProps nest ``levels`` lists deep (orjson would not dump it)."""
     return (b'{"threadId":"t","runId":"r","messages":[],"forwardedProps":'
             + b"[" * (levels - 1) + b"]" * (levels - 1) + b"}")
+
+
+@pytest.mark.parametrize("number", ["123456789012345678901234567890", "18446744073709551616",
+                                    "-9223372036854775809", "9" * 300])
+def test_an_integer_no_64_bit_integer_holds_is_refused_not_rounded(number: str) -> None:
+    """orjson read it as a float, so the agent got another number than the client sent."""
+    raw = orjson.dumps(body(forwardedProps={"n": 0})).replace(b'"n":0', f'"n":{number}'.encode())
+    problem = refused(raw)
+    assert problem["code"] == "invalid_input"
+    assert "outside the 64-bit range" in str(problem["detail"])
+
+
+@pytest.mark.parametrize("number", [18446744073709551615, -9223372036854775808])
+def test_the_64_bit_integers_at_either_end_are_carried_unchanged(number: int) -> None:
+    raw = orjson.dumps(body(forwardedProps={"n": 0})).replace(b'"n":0', f'"n":{number}'.encode())
+    run_input = parse_input(raw, SETTINGS, LIMITS)
+    assert run_input.forwarded_props == {"n": number}
