@@ -74,10 +74,10 @@ class StateDir:
         path = self.path(partition)
         existed = path.exists()
         try:
-            store = PartitionStore.open(path)
+            store = PartitionStore.open(path, partition)
         except StoreUnusableError as exc:
             log.warning("state store %s is unusable, rebuilding it: %s", path, exc)
-            return PartitionStore.open_fresh(path), str(exc)
+            return PartitionStore.open_fresh(path, partition), str(exc)
         if not existed:
             return store, "no store on this machine"
         if store.checkpoint is None:

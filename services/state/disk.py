@@ -4,8 +4,14 @@ Keys live in three ranges of one database: ``d/<key>`` the values,
 ``m/<key>`` the *marked* keys with a small value of the owner's (listed at
 open without scanning every value: the gatekeeper marks threads that are not
 idle with what its gauges read of them), and
-two metadata keys, the format stamp (which store this is) and the changelog
-offset it reflects. ``write`` puts values, marks and the offset in one
+metadata keys: the format stamp (which store this is), the partition whose
+state it holds, the changelog offset it reflects and the changelog topic's
+id. The partition is stamped when the store is created and checked at every
+open: a directory copied or moved into another partition's place (whose
+checkpoint may well lie inside that partition's changelog too) was trusted,
+and its threads' states answered for the other partition's (found by
+probing: a run admitted past an open interrupt, threads of one tenant taken
+by another). ``write`` puts values, marks and the offset in one
 ``WriteBatch``: after a crash the database holds all of a write or none of
 it, so the offset never runs ahead of the values, nor behind them.
 
@@ -41,6 +47,7 @@ FORMAT = b"agui-relay state store 1"
 FORMAT_KEY = b"\x00format"
 OFFSET_KEY = b"\x00changelog-offset"
 TOPIC_KEY = b"\x00changelog-topic-id"
+PARTITION_KEY = b"\x00partition"
 DATA = b"d/"
 MARK = b"m/"
 WRITE_BUFFER_BYTES = 2 << 20
@@ -120,32 +127,33 @@ def wipe(path: Path) -> None:
 class PartitionStore:
     """An open store; ``open`` it, ``close`` it (the lock goes with it)."""
 
-    def __init__(self, path: Path, db: Rdict, held: IO[bytes]) -> None:
+    def __init__(self, path: Path, partition: int, db: Rdict, held: IO[bytes]) -> None:
         self.path = path
+        self.partition = partition
         self._db = db
         self._held = held
 
     @classmethod
-    def open(cls, path: Path) -> PartitionStore:
-        """Lock and open the store at ``path``, creating it when there is none.
+    def open(cls, path: Path, partition: int) -> PartitionStore:
+        """Lock and open ``partition``'s store at ``path``, creating it when there is none.
 
         Raises ``StoreLockedError`` when it is held elsewhere, ``StoreUnusableError``
-        (the lock released) when the files are not this store's.
+        (the lock released) when the files are not this store's, or another partition's.
         """
         held = lock(path)
         try:
-            return cls(path, _open(path), held)
+            return cls(path, partition, _open(path, partition), held)
         except BaseException:
             unlock(held)
             raise
 
     @classmethod
-    def open_fresh(cls, path: Path) -> PartitionStore:
+    def open_fresh(cls, path: Path, partition: int) -> PartitionStore:
         """Lock, wipe whatever is at ``path``, and open an empty store there."""
         held = lock(path)
         try:
             wipe(path)
-            return cls(path, _open(path), held)
+            return cls(path, partition, _open(path, partition), held)
         except BaseException:
             unlock(held)
             raise
@@ -154,7 +162,7 @@ class PartitionStore:
         """Wipe this store's files and start empty, keeping the lock."""
         self._db.close()
         wipe(self.path)
-        self._db = _open(self.path)
+        self._db = _open(self.path, self.partition)
 
     def reopen(self) -> None:
         """Close and open the database again, keeping the lock (RocksDB stays read-only
@@ -162,7 +170,7 @@ class PartitionStore:
         with contextlib.suppress(Exception):
             self._db.close()
         try:
-            self._db = _open(self.path)
+            self._db = _open(self.path, self.partition)
         except (StoreUnusableError, StoreWriteError) as exc:
             # Still unwritable (the disk is still full): keep reading what the store holds,
             # read-only, so lookups never meet a closed database; the next write reopens again.
@@ -275,8 +283,9 @@ class Peek:
     error: str | None = None
 
 
-def peek(path: Path) -> Peek:
-    """Read a store's checkpoint read-only (its owner may have it open meanwhile)."""
+def peek(path: Path, partition: int) -> Peek:
+    """Read ``partition``'s store's checkpoint read-only (its owner may have it open
+    meanwhile)."""
     held = _held(path)
     size = 0
     for f in path.rglob("*"):
@@ -292,9 +301,10 @@ def peek(path: Path) -> Peek:
         raw = db.get(OFFSET_KEY)
         offset = int(raw) if isinstance(raw, bytes) and raw.isdigit() else None
         stamp = db.get(FORMAT_KEY)
+        wrong = _wrong_partition(db.get(PARTITION_KEY), partition)
     finally:
         db.close()
-    return Peek(offset, size, held, None if stamp == FORMAT else f"not this store: {stamp!r}")
+    return Peek(offset, size, held, f"not this store: {stamp!r}" if stamp != FORMAT else wrong)
 
 
 def _held(path: Path) -> bool:
@@ -315,8 +325,19 @@ def _held(path: Path) -> bool:
     return False
 
 
-def _open(path: Path) -> Rdict:
-    """The database at ``path``, stamped as this store; ``StoreUnusableError`` when it is not."""
+def _wrong_partition(stamp: object, partition: int) -> str | None:
+    """Why a store stamped ``stamp`` is not ``partition``'s (None: it is)."""
+    if stamp == str(partition).encode():
+        return None
+    if stamp is None:
+        return "the store does not say which partition it holds (written before stores did)"
+    held = stamp.decode(errors="replace") if isinstance(stamp, bytes) else repr(stamp)
+    return f"the store holds partition {held}'s state, not partition {partition}'s"
+
+
+def _open(path: Path, partition: int) -> Rdict:
+    """The database at ``path``, stamped as ``partition``'s store; ``StoreUnusableError``
+    when it is not."""
     existed = path.exists() and (not path.is_dir() or any(path.iterdir()))
     try:
         db = Rdict(str(path), _options())
@@ -330,10 +351,14 @@ def _open(path: Path) -> Rdict:
         offset = db.get(OFFSET_KEY)
         if stamp is None and not existed:
             db[FORMAT_KEY] = FORMAT
+            db[PARTITION_KEY] = str(partition).encode()
             return db
         if stamp != FORMAT:
             raise StoreUnusableError("the directory holds something that is not this store "
                                 f"(format {stamp!r})")
+        wrong = _wrong_partition(db.get(PARTITION_KEY), partition)
+        if wrong is not None:
+            raise StoreUnusableError(wrong)
         if offset is not None and not (isinstance(offset, bytes) and offset.isdigit()):
             raise StoreUnusableError(f"the changelog offset reads {offset!r}")
     except StoreUnusableError:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated
 
@@ -27,6 +27,7 @@ from contracts.topics import TopicCatalog
 from services.cli.ops.kafka_io import EXIT_OK, run_command, stdout
 from services.cli.ops.safe import safe
 from services.kafka.clients import TopicPartition
+from services.kafka.metadata import partition_counts
 from services.kafka.reader import TopicReader
 from services.runtime.settings import KafkaSettings
 from services.state.dirs import PARTITION_DIR
@@ -82,6 +83,13 @@ def found_stores(root: Path, topics: TopicCatalog) -> list[tuple[str, int, Path]
     return sorted(out)
 
 
+def _no_partition(topic: str, partition: int, counts: dict[str, int]) -> str:
+    if topic not in counts:
+        return f"no topic {topic} (a store left from another deployment?)"
+    return (f"{topic} has no partition {partition} ({counts[topic]} partitions): a store "
+            "left from a topic recreated with fewer, or not a store")
+
+
 def changelog_of(kind: str) -> str:
     """The catalog name of a store kind's changelog (``consumer-threads/<instance>`` too)."""
     return CHANGELOGS[kind.split("/", 1)[0]]
@@ -89,13 +97,24 @@ def changelog_of(kind: str) -> str:
 
 async def _state(settings: KafkaSettings, root: Path, as_json: bool) -> int:
     stores = found_stores(root, settings.topics)
-    tps = {(kind, p): TopicPartition(getattr(settings.topics, changelog_of(kind)), p)
-           for kind, p, _ in stores}
+    topic_of = {kind: getattr(settings.topics, changelog_of(kind)) for kind, _, _ in stores}
+    counts = await partition_counts(settings, tuple(sorted(set(topic_of.values())))) \
+        if stores else {}
+    # only partitions the topic has: asking the end of one it lacks waits 40 s, then fails
+    # the whole listing (a stray ``p99`` did that)
+    tps = {(kind, p): TopicPartition(topic_of[kind], p) for kind, p, _ in stores
+           if p < counts.get(topic_of[kind], 0)}
     ends: dict[TopicPartition, int] = {}
     if tps:
         async with TopicReader(settings, "agui-relay-state") as reader:
             ends = await reader.end_offsets(sorted(set(tps.values())))
-    rows = [StoreRow(kind, p, peek(path), ends.get(tps[(kind, p)])) for kind, p, path in stores]
+    rows = []
+    for kind, p, path in stores:
+        peeked = peek(path, p)
+        tp = tps.get((kind, p))
+        if tp is None:
+            peeked = replace(peeked, error=_no_partition(topic_of[kind], p, counts))
+        rows.append(StoreRow(kind, p, peeked, ends.get(tp) if tp is not None else None))
     if as_json:
         for row in rows:
             sys.stdout.write(orjson.dumps(row.to_json()).decode() + "\n")

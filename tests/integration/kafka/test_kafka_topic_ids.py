@@ -85,7 +85,7 @@ async def test_a_store_of_a_topic_recreated_and_grown_past_its_checkpoint_is_reb
     topic = f"{kafka.topic_prefix}.changelog"
     first = await recreated(kafka, topic, delete=False)
     await write(kafka, topic, [(b"victim", b"old"), *((f"k{n}".encode(), b"1") for n in range(9))])
-    store = PartitionStore.open(tmp_path / "p0")
+    store = PartitionStore.open(tmp_path / "p0", 0)
     done = await catch_up(kafka, topic, {0: (store, None)}, as_changes, "topic-ids-test")
     assert (done[0].plan.full, store.checkpoint, store.topic_id) == (True, 10, first)
     assert store.get(b"victim") == b"old"

@@ -9,6 +9,7 @@ open by its owner and one whose files are garbage.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -128,3 +129,27 @@ async def test_state_lists_each_consumer_instances_thread_view_stores(
         (f"{CONSUMER_THREADS}/{instance}", p)
         for instance in ("127.0.0.1_8000", "127.0.0.1_8001") for p in partitions)
     assert all(r["behind"] == 0 for r in rows)
+
+
+async def test_a_stray_or_misplaced_store_is_listed_with_why_beside_the_others(
+    ops_settings: KafkaSettings, writer: Writer, tmp_path: Path
+) -> None:
+    """A directory for a partition the topic lacks (``p99``) made ``state`` wait 40 s for
+    its end offset, then fail the whole listing as if the broker were down (found by
+    probing); a store copied into another partition's place was shown as that one's."""
+    partition, _ = await writer.state(ThreadState(thread_id="t0", status="idle"))
+    states = StateDir(tmp_path / STORE_NAME, ops_settings.topics.threads, grace_s=600)
+    await restore(ops_settings, states, [partition])
+    states.path(99).mkdir()
+    other = (partition + 1) % ops_settings.partitions
+    shutil.copytree(states.path(partition), states.path(other))
+    result = await run_cli(ops_settings, "state", "--json", "--dir", str(tmp_path),
+                           within_s=30)
+    assert result.code == 0, result.stderr + result.stdout
+    rows = {r["partition"]: r for r in result.json_lines()}
+    assert sorted(rows) == sorted({partition, other, 99})
+    assert "error" not in rows[partition]
+    assert rows[partition]["behind"] == 0
+    assert "has no partition 99" in rows[99]["error"]
+    assert "end" not in rows[99]
+    assert f"holds partition {partition}'s state, not partition {other}'s" in rows[other]["error"]

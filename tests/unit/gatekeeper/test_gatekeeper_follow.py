@@ -42,7 +42,7 @@ def idle(thread_id: str) -> ThreadState:
 
 def taken_over(tmp_path: Path, name: str) -> Any:
     """An instance that has just taken partition 0 over, its census still to follow."""
-    store = PartitionStore.open(tmp_path / "p0")
+    store = PartitionStore.open(tmp_path / "p0", 0)
     states = ThreadStates(0, store=store, cache=ByteLRU(0))
     states.install({f"t{n}": interrupted(f"t{n}") for n in range(THREADS)}, {}, 1)
     telemetry = Telemetry(name, interval_s=1, running_limit_s=300)

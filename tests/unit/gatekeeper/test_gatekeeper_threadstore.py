@@ -31,7 +31,7 @@ def interrupted(thread_id: str) -> ThreadState:
 def test_installed_states_read_back_from_the_cache_and_then_from_the_store(
         tmp_path: Path) -> None:
     cache: ByteLRU[ThreadState] = ByteLRU(1 << 20)
-    store = PartitionStore.open(tmp_path / "p0")
+    store = PartitionStore.open(tmp_path / "p0", 0)
     states = ThreadStates(0, store=store, cache=cache)
     t1 = running("r1", thread_id="t1")
     states.install({"t1": t1, "t2": idle("t2")}, {}, 42)
@@ -49,7 +49,7 @@ def test_installed_states_read_back_from_the_cache_and_then_from_the_store(
 
 def test_only_threads_not_idle_are_watched_and_a_later_idle_state_unmarks(
         tmp_path: Path) -> None:
-    store = PartitionStore.open(tmp_path / "p0")
+    store = PartitionStore.open(tmp_path / "p0", 0)
     states = ThreadStates(0, store=store, cache=ByteLRU(0))
     states.install({"a": interrupted("a"), "b": idle("b"), "c": running(thread_id="c")}, {}, 3)
     assert states.watched() == {"a": slim(interrupted("a")),
@@ -92,7 +92,7 @@ def test_a_stored_key_that_is_not_utf8_is_no_thread_and_the_others_are_watched(
         tmp_path: Path) -> None:
     """A store written before such keys were skipped still has them: listing the
     threads and the census of watched ones pass them by."""
-    store = PartitionStore.open(tmp_path / "p0")
+    store = PartitionStore.open(tmp_path / "p0", 0)
     raw = wire.state(interrupted("a"))
     store.write([(b"\xffq", raw, slim_raw(raw)), (b"a", raw, slim_raw(raw))], 1)
     states = ThreadStates(0, store=store, cache=ByteLRU(1 << 20))
@@ -102,7 +102,7 @@ def test_a_stored_key_that_is_not_utf8_is_no_thread_and_the_others_are_watched(
 
 
 def test_a_store_value_that_does_not_decode_reads_as_a_new_thread(tmp_path: Path) -> None:
-    store = PartitionStore.open(tmp_path / "p0")
+    store = PartitionStore.open(tmp_path / "p0", 0)
     store.write([(b"t", b'{"threadId": 5}', b"{}")], 1)
     states = ThreadStates(0, store=store, cache=ByteLRU(1 << 20))
     assert states.get("t") is None

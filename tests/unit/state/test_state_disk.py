@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from rocksdict import Options, Rdict
 
 from services.state.dirs import StateDir
 from services.state.disk import (
+    PARTITION_KEY,
     PartitionStore,
     StoreLockedError,
     StoreUnusableError,
@@ -24,12 +27,12 @@ pytestmark = pytest.mark.unit
 
 def test_values_marks_and_checkpoint_read_back_after_reopening(tmp_path: Path) -> None:
     path = tmp_path / "p0"
-    store = PartitionStore.open(path)
+    store = PartitionStore.open(path, 0)
     assert store.checkpoint is None
     store.write([(b"t1", b"one", b"1"), (b"t2", b"two", None)], 7)
     store.write([(b"t2", b"TWO", b"2"), (b"t1", None, b"x")], None)
     store.close()
-    store = PartitionStore.open(path)
+    store = PartitionStore.open(path, 0)
     try:
         assert store.checkpoint == 7  # a write without an offset keeps the last one
         assert store.get(b"t1") is None
@@ -42,23 +45,23 @@ def test_values_marks_and_checkpoint_read_back_after_reopening(tmp_path: Path) -
 
 
 def test_two_opens_of_one_partition_never_share_it(tmp_path: Path) -> None:
-    store = PartitionStore.open(tmp_path / "p3")
+    store = PartitionStore.open(tmp_path / "p3", 3)
     try:
         with pytest.raises(StoreLockedError):
-            PartitionStore.open(tmp_path / "p3")
+            PartitionStore.open(tmp_path / "p3", 3)
         with pytest.raises(StoreLockedError):
-            PartitionStore.open_fresh(tmp_path / "p3")
+            PartitionStore.open_fresh(tmp_path / "p3", 3)
     finally:
         store.close()
-    PartitionStore.open(tmp_path / "p3").close()  # released with the close
+    PartitionStore.open(tmp_path / "p3", 3).close()  # released with the close
 
 
 def test_a_lock_held_by_another_process_refuses_the_open(tmp_path: Path) -> None:
-    store = PartitionStore.open(tmp_path / "p0")
+    store = PartitionStore.open(tmp_path / "p0", 0)
     store.close()
     pid = os.fork()
     if pid == 0:  # the child holds the store until the parent has tried
-        held = PartitionStore.open(tmp_path / "p0")
+        held = PartitionStore.open(tmp_path / "p0", 0)
         (tmp_path / "held").touch()
         while not (tmp_path / "tried").exists():
             pass
@@ -68,15 +71,15 @@ def test_a_lock_held_by_another_process_refuses_the_open(tmp_path: Path) -> None
         while not (tmp_path / "held").exists():
             pass
         with pytest.raises(StoreLockedError):
-            PartitionStore.open(tmp_path / "p0")
+            PartitionStore.open(tmp_path / "p0", 0)
     finally:
         (tmp_path / "tried").touch()
         os.waitpid(pid, 0)
-    PartitionStore.open(tmp_path / "p0").close()
+    PartitionStore.open(tmp_path / "p0", 0).close()
 
 
 def _filled(path: Path) -> None:
-    store = PartitionStore.open(path)
+    store = PartitionStore.open(path, 0)
     store.write([(f"t{i}".encode(), b"x" * 100, None) for i in range(2000)], 2000)
     store.close()
 
@@ -87,8 +90,8 @@ def test_garbage_files_are_unusable_and_a_fresh_open_starts_empty(tmp_path: Path
     for child in path.iterdir():
         child.write_bytes(os.urandom(64))
     with pytest.raises(StoreUnusableError):
-        PartitionStore.open(path)
-    store = PartitionStore.open_fresh(path)
+        PartitionStore.open(path, 0)
+    store = PartitionStore.open_fresh(path, 0)
     try:
         assert store.checkpoint is None
         assert list(store.data_keys()) == []
@@ -102,14 +105,14 @@ def test_a_foreign_database_is_unusable(tmp_path: Path) -> None:
     db["something"] = "else"
     db.close()
     with pytest.raises(StoreUnusableError, match="not this store"):
-        PartitionStore.open(tmp_path / "p0")
+        PartitionStore.open(tmp_path / "p0", 0)
 
 
 def test_a_file_where_the_directory_should_be_is_unusable(tmp_path: Path) -> None:
     (tmp_path / "p0").write_bytes(b"not a directory")
     with pytest.raises(StoreUnusableError):
-        PartitionStore.open(tmp_path / "p0")
-    PartitionStore.open_fresh(tmp_path / "p0").close()
+        PartitionStore.open(tmp_path / "p0", 0)
+    PartitionStore.open_fresh(tmp_path / "p0", 0).close()
 
 
 def test_state_dir_reuses_a_good_store_and_says_why_it_wiped_another(tmp_path: Path) -> None:
@@ -159,7 +162,7 @@ def test_a_store_another_process_holds_is_not_deleted(tmp_path: Path) -> None:
     mine = StateDir(tmp_path, "threads", grace_s=1, clock=lambda: now[0])
     store, _ = mine.open(2)
     mine.release(2, store)
-    theirs = PartitionStore.open(mine.path(2))  # as another process on this machine would
+    theirs = PartitionStore.open(mine.path(2), 2)  # as another process on this machine would
     now[0] += 5
     try:
         assert mine.sweep() == []
@@ -184,12 +187,12 @@ def test_stores_left_by_an_earlier_run_are_deleted_after_the_grace_unless_opened
 
 
 def test_a_failed_write_is_a_store_write_error_and_keeps_nothing(tmp_path: Path) -> None:
-    store = PartitionStore.open(tmp_path / "p0")
+    store = PartitionStore.open(tmp_path / "p0", 0)
     store.write([(b"a", b"1", None)], 1)
     store.close()  # writing through a closed handle fails like a full disk does: raises
     with pytest.raises(StoreWriteError):
         store.write([(b"a", b"2", None)], 2)
-    store = PartitionStore.open(tmp_path / "p0")
+    store = PartitionStore.open(tmp_path / "p0", 0)
     try:
         assert (store.get(b"a"), store.checkpoint) == (b"1", 1)
     finally:
@@ -197,7 +200,7 @@ def test_a_failed_write_is_a_store_write_error_and_keeps_nothing(tmp_path: Path)
 
 
 def test_a_full_disk_fails_the_write_whole_and_keeps_the_last_checkpoint(small_disk: Path) -> None:
-    store = PartitionStore.open(small_disk / "p0")
+    store = PartitionStore.open(small_disk / "p0", 0)
     written = 0
     failure: StoreWriteError | None = None
     for i in range(10_000):
@@ -218,7 +221,7 @@ def test_a_store_still_unwritable_when_reopened_is_read_on_and_written_once_ther
         small_disk: Path, fill: Callable[[Path], Path]) -> None:
     """A reopen on a full disk must not leave a closed database behind: every lookup
     would fail (the gatekeeper's routing loop, the consumer's thread reads)."""
-    store = PartitionStore.open(small_disk / "p0")
+    store = PartitionStore.open(small_disk / "p0", 0)
     store.write([(b"kept", b"value", None)], 1)
     filler = fill(small_disk)
     failed, written = None, 1
@@ -276,21 +279,21 @@ def test_a_broken_symlink_where_a_store_should_be_is_replaced_by_a_fresh_store(
 
 
 def test_peek_writes_nothing_into_the_directory_it_inspects(tmp_path: Path) -> None:
-    store = PartitionStore.open(tmp_path / "p0")
+    store = PartitionStore.open(tmp_path / "p0", 0)
     store.write([(b"t", b"v", None)], 9)
-    assert peek(tmp_path / "p0").held
+    assert peek(tmp_path / "p0", 0).held
     store.close()
     lock = tmp_path / "p0.lock"
     lock.unlink(missing_ok=True)
     before = sorted(p.name for p in tmp_path.rglob("*"))
-    seen = peek(tmp_path / "p0")
+    seen = peek(tmp_path / "p0", 0)
     assert (seen.offset, seen.held) == (9, False)
     assert sorted(p.name for p in tmp_path.rglob("*")) == before
 
 
 async def test_a_new_owner_waits_for_the_previous_one_to_close_the_store(tmp_path: Path) -> None:
     states = StateDir(tmp_path, "threads", grace_s=60)
-    previous = PartitionStore.open(states.path(0))
+    previous = PartitionStore.open(states.path(0), 0)
 
     async def hand_back() -> None:
         await asyncio.sleep(0.3)
@@ -304,9 +307,50 @@ async def test_a_new_owner_waits_for_the_previous_one_to_close_the_store(tmp_pat
 
 async def test_waiting_for_a_store_held_for_ever_gives_up(tmp_path: Path) -> None:
     states = StateDir(tmp_path, "threads", grace_s=60)
-    held = PartitionStore.open(states.path(0))
+    held = PartitionStore.open(states.path(0), 0)
     try:
         with pytest.raises(StoreLockedError):
             await states.open_waiting(0, timeout_s=0.3)
     finally:
         held.close()
+
+
+def test_a_store_moved_into_another_partitions_place_is_unusable_there(tmp_path: Path) -> None:
+    """Its checkpoint may lie inside the other partition's changelog too: trusted, its
+    threads' states answered for the other partition's (found by probing)."""
+    store = PartitionStore.open(tmp_path / "p3", 3)
+    store.write([(b"thread-of-p3", b"its state", b"interrupted")], 90, "topic-id-1")
+    store.close()
+    shutil.copytree(tmp_path / "p3", tmp_path / "p0")
+    with pytest.raises(StoreUnusableError, match="holds partition 3's state, not partition 0's"):
+        PartitionStore.open(tmp_path / "p0", 0)
+    assert "partition 3's state" in str(peek(tmp_path / "p0", 0).error)
+    PartitionStore.open(tmp_path / "p3", 3).close()  # in its own place it is still whole
+
+
+def test_a_store_that_does_not_say_its_partition_is_unusable(tmp_path: Path) -> None:
+    """Stores written before the stamp: no way to tell where they came from."""
+    store = PartitionStore.open(tmp_path / "p0", 0)
+    store.write([(b"t", b"v", None)], 5)
+    store.close()
+    db = Rdict(str(tmp_path / "p0"), Options(raw_mode=True))
+    del db[PARTITION_KEY]
+    db.close()
+    with pytest.raises(StoreUnusableError, match="does not say which partition"):
+        PartitionStore.open(tmp_path / "p0", 0)
+
+
+def test_another_partitions_store_copied_into_place_is_rebuilt_on_open(tmp_path: Path) -> None:
+    states = StateDir(tmp_path, "gatekeeper-threads/x.threads", grace_s=600)
+    p3, _ = states.open(3)
+    p3.write([(b"thread-of-p3", b"its state", b"interrupted")], 90, "topic-id-1")
+    p3.close()
+    shutil.copytree(states.path(3), states.path(0))
+    p0, wiped = states.open(0)
+    try:
+        assert wiped is not None
+        assert "partition 3's" in wiped
+        assert p0.checkpoint is None
+        assert p0.get(b"thread-of-p3") is None
+    finally:
+        p0.close()
