@@ -6,7 +6,7 @@ Every error the consumer service answers with is ``application/problem+json``
 extension members a problem carries (``field`` and ``limit`` of a broken
 input limit, ``limit_problem``). Routes raise; ``install`` registers the
 handlers that render; the HTTP protocol (``protocol``) writes the two it
-answers itself (431, 408) from the same classes. The tree::
+answers itself (431, 421, 408) from the same classes. The tree::
 
     Problem                       status from the subclass
     ├── InvalidInput              400 invalid_json / invalid_input / invalid_header /
@@ -18,6 +18,7 @@ answers itself (431, 408) from the same classes. The tree::
     ├── Rejected                  the gatekeeper's rejection: status by code, ``REJECTIONS``
     ├── PayloadTooLarge           413 payload_too_large
     ├── UnsupportedMediaType      415 unsupported_media_type
+    ├── Misdirected               421 unknown_host (``hosts``: DNS rebinding)
     ├── HeadersTooLarge           431 headers_too_large
     ├── Unavailable               503 not_ready / too_many_streams / broker_unavailable
     │   └── RetryLater            503 replay_busy / busy (with ``Retry-After``)
@@ -164,6 +165,11 @@ class PayloadTooLarge(Problem):
 class UnsupportedMediaType(Problem):
     status = 415
     title = "Unsupported media type"
+
+
+class Misdirected(Problem):
+    status = 421
+    title = "Misdirected request"
 
 
 class HeadersTooLarge(Problem):

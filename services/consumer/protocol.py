@@ -6,6 +6,9 @@ handed to the app, and a head or a body that never finishes holds its
 connection forever. ``BoundedHttpToolsProtocol`` keeps uvicorn's parser and
 request cycle and adds, per connection:
 
+- the ``Host`` names answered (``hosts``: on loopback, only loopback's and
+  the instance's own, against DNS rebinding): any other, ``421
+  unknown_host``;
 - a size and a count for the head (``AGUI_HTTP_MAX_HEADER_BYTES``,
   ``AGUI_HTTP_MAX_HEADERS``): the parser's callbacks measure the request
   line and each header line as it completes (``name: value`` and CRLF, the
@@ -57,10 +60,12 @@ import httptools
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from services.consumer.forward import FORWARDED_BY
+from services.consumer.hosts import allowed_hosts, answered
 from services.consumer.problems import (
     PROBLEM_TYPE,
     HeadersTooLarge,
     InvalidInput,
+    Misdirected,
     Problem,
     RequestTimeout,
 )
@@ -103,12 +108,16 @@ class HttpLimits:
     header_timeout_s: float = 10.0
     body_timeout_s: float = 30.0
     write_idle_s: float = 60.0
+    allowed_hosts: frozenset[bytes] | None = None
+    """``Host`` names answered (None: any; ``hosts``)."""
 
     @classmethod
     def of(cls, settings: ConsumerSettings) -> HttpLimits:
         return cls(settings.http_max_header_bytes, settings.http_max_headers,
                    settings.http_header_timeout_s, settings.http_body_timeout_s,
-                   settings.stream_idle_s)
+                   settings.stream_idle_s,
+                   allowed_hosts(settings.allowed_hosts, settings.http_host,
+                                 settings.advertised_url))
 
 
 class _Refused(Exception):  # noqa: N818 - a signal, not an error
@@ -227,6 +236,11 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         if len(name) == len(FORWARDED_NAME) and name.lower() == FORWARDED_NAME:
             self._forwarded = True
         limits = self.limits
+        if (limits.allowed_hosts is not None and len(name) == 4 and name.lower() == b"host"
+                and not answered(value, limits.allowed_hosts)):
+            self._refuse(Misdirected("unknown_host", "this instance does not answer requests "
+                                     "for that host name (AGUI_ALLOWED_HOSTS)"))
+            raise _Refused
         # past anything any head may be: refused now; the exact byte limit, which depends
         # on whether the head was forwarded, is applied once the head is complete
         if (self._header_count > limits.max_headers

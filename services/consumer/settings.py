@@ -49,6 +49,13 @@ class ConsumerSettings(BaseSettings):
             raise ValueError("want http://host:port with an ASCII host and a port 1-65535")
         return url
 
+    allowed_hosts: str | None = Field(None, alias="AGUI_ALLOWED_HOSTS", max_length=4096,
+                                      pattern=r"^\s*(\*|[A-Za-z0-9.:_\[\]-]+(\s*,\s*"
+                                              r"[A-Za-z0-9.:_\[\]-]+)*)\s*$")
+    """``Host`` names answered besides loopback's and the instance's own (``hosts``),
+    comma separated, or ``*`` for any; unset: only those when listening on loopback, any
+    otherwise."""
+
     forward_settle_s: float = Field(15.0, alias="AGUI_FORWARD_SETTLE_S", gt=0, le=300)
     """How long a request for another instance's thread waits for ownership to settle (a
     rebalance, a dead owner's partitions handed on) before a ``503 owner_unavailable``."""

@@ -155,3 +155,38 @@ async def test_a_body_stalling_after_the_app_answered_is_closed_without_a_second
             after = await wire.response(5.0)
     assert (refused.status, refused.code, refused.closed) == (401, "unauthorized", False)
     assert (after.status, after.closed) == (0, True)
+
+
+def host_head(host: str) -> bytes:
+    return head("GET", "/interrupts", [("Host", host), ("Connection", "close")])
+
+
+async def test_on_loopback_a_page_rebound_to_it_is_refused_by_its_host_name(
+        kafka: KafkaSettings, backstage: Backstage) -> None:
+    """With authentication off, a web page whose name was re-pointed at 127.0.0.1 (DNS
+    rebinding) could read the inbox and answer interrupts: its requests arrive with its
+    own name as ``Host`` (found by probing). On loopback only loopback's names, the
+    instance's own and IP literals are answered."""
+    async with serving(kafka) as app:
+        port = port_of(app.url)
+        answered = {host: (await exchange(port, host_head(host)))[0] for host in (
+            f"127.0.0.1:{port}", f"localhost:{port}", "LOCALHOST.", f"[::1]:{port}",
+            "10.1.2.3")}
+        refused = {host: await exchange(port, host_head(host)) for host in (
+            "attacker.example", f"attacker.example:{port}", "localhost.attacker.example",
+            "127.0.0.1.nip.io")}
+        without = await exchange(port, b"GET /healthz HTTP/1.0\r\n\r\n")
+    assert answered == dict.fromkeys(answered, 200)
+    assert refused == dict.fromkeys(refused, (421, "unknown_host", True))
+    assert without[0] == 200
+
+
+async def test_hosts_named_in_the_setting_are_answered_and_a_star_answers_any(
+        kafka: KafkaSettings, backstage: Backstage) -> None:
+    async with serving(kafka, allowed_hosts="relay.internal, other.example") as app:
+        port = port_of(app.url)
+        named = (await exchange(port, host_head("relay.internal:9")))[0]
+        unnamed = (await exchange(port, host_head("attacker.example")))[0]
+    async with serving(kafka, allowed_hosts="*") as app:
+        anyone = (await exchange(port_of(app.url), host_head("attacker.example")))[0]
+    assert (named, unnamed, anyone) == (200, 421, 200)

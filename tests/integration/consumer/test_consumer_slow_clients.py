@@ -207,7 +207,7 @@ async def test_replays_by_clients_that_read_nothing_take_no_more_than_the_log_re
         await reader.response.aclose()
         host, port = app.url.removeprefix("http://").split(":")
         request = (f"GET /threads/{thread_id}/runs/{run_id}/events HTTP/1.1\r\n"
-                   "Host: x\r\n\r\n").encode()
+                   "Host: 127.0.0.1\r\n\r\n").encode()
         heads: list[bytes] = []
         clients = []
         try:
