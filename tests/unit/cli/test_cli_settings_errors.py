@@ -34,6 +34,8 @@ SECRET = "s3cr3t-do-not-print"
      "AGUI_GATEKEEPER_SESSION_TIMEOUT_MS"),
     ("services.consumer", {"AGUI_TOPIC_PREFIX": "a b"}, "AGUI_TOPIC_PREFIX"),
     ("services.consumer", {"AGUI_HTTP_HOST": ""}, "AGUI_HTTP_HOST"),
+    ("services.consumer", {"AGUI_ALLOWED_HOSTS": "a b"}, "AGUI_ALLOWED_HOSTS"),
+    ("services.consumer", {"AGUI_ALLOWED_HOSTS": "x.example,*"}, "AGUI_ALLOWED_HOSTS"),
     ("services.consumer", {"AGUI_GC_THRESHOLD": "1" + "0" * 23}, "AGUI_GC_THRESHOLD"),
     ("services.consumer", {"AGUI_LOG_FIELD_MAX": "abc"}, "AGUI_LOG_FIELD_MAX"),
     ("services.notifier", {"AGUI_LOG_FORMAT": "xml"}, "AGUI_LOG_FORMAT"),
