@@ -19,8 +19,9 @@ left open and writes the one terminal event. What this module adds:
   ``upstream_status`` (a non-2xx answer, its body quoted, bounded),
   ``upstream_protocol`` (not an event stream, invalid JSON, an invalid
   event), ``upstream_dropped`` (the stream broke or ended before its
-  terminal event), ``upstream_timeout`` (no event within
-  ``IDLE_TIMEOUT_S``, or the run past ``RUN_TIMEOUT_S``);
+  terminal event), ``upstream_timeout`` (no line of the stream, a
+  keep-alive comment included, within ``IDLE_TIMEOUT_S``, or the run past
+  ``RUN_TIMEOUT_S``);
 * retries: only before the first byte of an answer — an unreachable
   upstream or a 502/503/504 — never once the upstream has started a run;
 * bounds: the answer is asked for uncompressed (``Accept-Encoding:
@@ -36,7 +37,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -104,19 +105,25 @@ class BoundedStream(httpx.AsyncByteStream):
     def __init__(self, inner: httpx.AsyncByteStream, limit: int) -> None:
         self.inner = inner
         self.limit = limit
+        self.on_line: Callable[[], None] | None = None
+        """Called when a read brings a line end: the upstream is alive (``_next``), also
+        when the line is a ``: keep-alive`` comment the SSE parser drops."""
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         pending = 0
         tail = b""
         held = bytearray()
         async for chunk in self.inner:
+            ended = b"\n" in chunk or b"\r" in chunk
+            if ended and self.on_line is not None:
+                self.on_line()
             window = tail + chunk
             ends = [i + len(b) for b in self.BOUNDARIES if (i := window.rfind(b)) >= 0]
             pending = len(window) - max(ends) if ends else pending + len(chunk)
             if pending > self.limit:
                 raise EventTooLongError(f"an event over {self.limit} bytes")
             tail = window[-3:]
-            if b"\n" not in chunk and b"\r" not in chunk and len(held) + len(chunk) < self.HOLD:
+            if not ended and len(held) + len(chunk) < self.HOLD:
                 held += chunk
                 continue
             if held:
@@ -275,10 +282,11 @@ class UpstreamAgent:
                       deadline: float) -> AsyncIterator[dict[str, Any]]:
         """The upstream's events, validated, its RUN_STARTED dropped, up to its terminal."""
         stream = EventSource(response).aiter_sse()
+        body = response.stream if isinstance(response.stream, BoundedStream) else None
         started = False
         try:
             while True:
-                sse = await self._next(stream, deadline)
+                sse = await self._next(stream, deadline, body)
                 if sse is None:
                     raise RunFailedError(f"upstream {self.where} ended its stream without "
                                          "RUN_FINISHED or RUN_ERROR", "upstream_dropped")
@@ -297,16 +305,26 @@ class UpstreamAgent:
         finally:
             await stream.aclose()
 
-    async def _next(self, stream: AsyncIterator[ServerSentEvent],
-                    deadline: float) -> ServerSentEvent | None:
-        wait, limit = self._wait(deadline)
+    async def _next(self, stream: AsyncIterator[ServerSentEvent], deadline: float,
+                    body: BoundedStream | None) -> ServerSentEvent | None:
+        """The next event; each complete line read meanwhile (a keep-alive comment too:
+        an upstream thinking for minutes sends them) restarts the idle clock."""
+        loop = asyncio.get_running_loop()
+        idle_s = self.config.idle_timeout_s
         try:
-            async with asyncio.timeout(wait):
-                return await anext(stream)
+            async with asyncio.timeout(self._wait(deadline)[0]) as timer:
+                if body is not None:
+                    body.on_line = lambda: timer.reschedule(min(loop.time() + idle_s, deadline))
+                try:
+                    return await anext(stream)
+                finally:
+                    if body is not None:
+                        body.on_line = None
         except StopAsyncIteration:
             return None
         except TimeoutError:
-            raise RunFailedError(f"upstream {self.where} sent no event within {limit}",
+            limit = self._wait(deadline)[1]
+            raise RunFailedError(f"upstream {self.where} sent nothing within {limit}",
                                  "upstream_timeout") from None
         except httpx.TransportError as exc:
             raise RunFailedError(f"upstream {self.where} dropped the stream: "

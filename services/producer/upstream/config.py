@@ -11,7 +11,8 @@ with ``-`` as ``_``):
   are never logged nor shown in a repr);
 * ``CONNECT_TIMEOUT_S`` (5): to connect and send the request;
 * ``IDLE_TIMEOUT_S`` (60): the longest wait for the response head or the next
-  event; ``RUN_TIMEOUT_S`` (3600): the longest a whole run may stream
+  line of its stream (a ``: keep-alive`` comment counts, a partial line does
+  not); ``RUN_TIMEOUT_S`` (3600): the longest a whole run may stream
   (either one ends the run ``upstream_timeout``);
 * ``VERIFY`` (true): verify the upstream's TLS certificate; ``CA_FILE``: the
   CA bundle to verify it with;

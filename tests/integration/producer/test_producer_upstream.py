@@ -57,6 +57,8 @@ UP = {  # agent name: (path, settings)
     "up_echo": ("echo", {"HEADERS": f"Authorization: {TOKEN}"}),
     "up_latin1": ("latin1", {}),
     "up_upper_case": ("upper_case", {}),
+    "up_pinging": ("pinging", {"IDLE_TIMEOUT_S": "0.6"}),
+    "up_dripping": ("dripping", {"IDLE_TIMEOUT_S": "0.6"}),
     "up_big_integer": ("big_integer", {}),
     "up_lf_crlf": ("lf_crlf", {"MAX_EVENT_BYTES": "20000"}),
 }
@@ -174,6 +176,17 @@ async def test_an_event_stream_named_in_any_case_is_an_event_stream(
     assert view.text() == "any case"
 
 
+async def test_keep_alive_comments_keep_an_upstream_thinking_past_its_idle_limit(
+        relay: Relay, worker: Worker) -> None:
+    """An upstream thinking for 1.5 s behind ``: keep-alive`` comments, with an idle limit
+    of 0.6 s, was cut ``upstream_timeout``: the SSE parser drops comments, and only events
+    reset the clock (found by probing). Every complete line does now; a line sent a byte
+    at a time does not (``up_dripping``)."""
+    view = await relay.run("up_pinging", first_input("t-up-ping", "p1"))
+    assert_one_run(view)
+    assert view.outcome["type"] == "interrupt"
+
+
 async def test_events_ending_lf_then_a_crlf_blank_line_are_each_an_event(
         relay: Relay, worker: Worker) -> None:
     """300 KB of 1 KB events, each ended by ``\\n\\r\\n``, under a 20,000-byte event limit."""
@@ -194,6 +207,7 @@ FAILURES = [  # agent, RUN_ERROR code, in its message, upstream calls for the on
     ("up_drop", "upstream_dropped", "dropped the stream", 1),
     ("up_huge", "upstream_protocol", "an event over 200000 bytes", 1),
     ("up_idle", "upstream_timeout", "AGUI_UPSTREAM_IDLE_TIMEOUT_S", 1),
+    ("up_dripping", "upstream_timeout", "AGUI_UPSTREAM_IDLE_TIMEOUT_S", 1),
     ("up_endless", "upstream_timeout", "AGUI_UPSTREAM_RUN_TIMEOUT_S", 1),
     ("up_bomb", "upstream_status", "500: (a gzip body, not read)", 1),
     ("up_echo", "upstream_status", '"authorization":"[redacted]"', 1),

@@ -151,6 +151,18 @@ def upstream_app(seen: Upstream) -> FastAPI:
             return streamed(path, body, of([started(body), *text("m-cafe", "café ✓"),
                                             finished(body, {"type": "success"})]),
                             media_type=f"{SSE}; charset=iso-8859-1")
+        if path in ("pinging", "dripping"):  # thinks for 1.5 s: keep-alive lines, or not
+            async def thinking() -> AsyncIterator[bytes]:
+                yield frame(started(body))
+                if path == "dripping":
+                    yield b"data: {"  # a line begun, then a byte at a time, never ended
+                for _ in range(15):
+                    await asyncio.sleep(0.1)
+                    yield b": keep-alive\n\n" if path == "pinging" else b" "
+                if path == "pinging":
+                    for event in good(body)[1:]:
+                        yield frame(event)
+            return streamed(path, body, thinking())
         if path == "upper_case":  # media types are case-insensitive (RFC 9110 8.3.1)
             return streamed(path, body, of([started(body), *text("m-case", "any case"),
                                             finished(body, {"type": "success"})]),
