@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from contracts.headers import ascii_int
 from contracts.records import SCHEMA_VERSION
 from contracts.topics import TopicCatalog, TopicSpec
 from contracts.wire_schema import EVENT_FILE, EVENT_TITLE, RECORDS, Schema, request_headers_schema
@@ -141,7 +142,8 @@ def _topic_binding(spec: TopicSpec, parameterised: bool) -> Schema:
         if key == "cleanup.policy":
             config[key] = value.split(",")
         else:
-            config[key] = int(value) if value.lstrip("-").isdigit() else value
+            number = ascii_int(value, signed=True)
+            config[key] = number if number is not None else value
     binding: Schema = {} if parameterised else {"topic": spec.name}
     binding.update(partitions=spec.partitions, replicas=1, topicConfiguration=config,
                    bindingVersion=KAFKA_BINDING)

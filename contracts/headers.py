@@ -31,6 +31,19 @@ def header_value(headers: Headers | None, name: str) -> str | None:
     return None
 
 
+def ascii_int(text: str | None, *, signed: bool = False) -> int | None:
+    """``text`` as an integer when it is ASCII decimal digits (after one ``-`` when
+    ``signed``), else None. ``str.isdigit`` also takes ``²`` and Arabic-Indic digits, which
+    ``int`` refuses or reads: one record with ``agui-seq: ²`` stopped a worker's recovery
+    and cut every replay of its run (found by probing)."""
+    if text is None:
+        return None
+    digits = text[1:] if signed and text.startswith("-") else text
+    if not (digits.isascii() and digits.isdigit()):
+        return None
+    return int(text)
+
+
 def with_header(headers: Headers | None, name: str,
                 value: str | None) -> list[tuple[str, bytes | None]]:
     """``headers`` plus ``name: value`` (unchanged when value is None)."""

@@ -34,6 +34,7 @@ from fastapi import APIRouter, FastAPI, Request
 from starlette.responses import Response
 
 from contracts import ThreadState
+from contracts.headers import ascii_int
 from services.agui.transcript import replay as transcript_of
 from services.consumer import direct
 from services.consumer.inbox_feed import (
@@ -69,10 +70,11 @@ def _int(request: Request, name: str, default: int, low: int, high: int) -> int:
     raw = request.query_params.get(name)
     if raw is None:
         return default
-    if not raw.isdigit() or not low <= int(raw) <= high:
+    value = ascii_int(raw)
+    if value is None or not low <= value <= high:
         raise InvalidInput("invalid_input", f"{name} must be an integer from {low} to {high}",
                            extra={"field": name})
-    return int(raw)
+    return value
 
 
 def _filters(request: Request) -> Filters:

@@ -40,7 +40,7 @@ import sys
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING
 
-from contracts.headers import EVENT_TYPE, RUN_ID, SEQ, header_value
+from contracts.headers import EVENT_TYPE, RUN_ID, SEQ, ascii_int, header_value
 from services.consumer.lookback import BUSY_RETRY_AFTER_S
 from services.consumer.metrics import ConsumerMetrics
 from services.consumer.problems import RetryLater
@@ -77,10 +77,10 @@ def run_delivery(record: ConsumerRecord, key: bytes, run_id: str) -> Delivery | 
     if record.key != key or record.value is None or header_value(record.headers,
                                                                  RUN_ID) != run_id:
         return None
-    seq = header_value(record.headers, SEQ)
-    if seq is None or not seq.lstrip("-").isdigit():
+    seq = ascii_int(header_value(record.headers, SEQ), signed=True)
+    if seq is None:
         return None
-    return Delivery(int(seq), header_value(record.headers, EVENT_TYPE) or "", record.value,
+    return Delivery(seq, header_value(record.headers, EVENT_TYPE) or "", record.value,
                     record.offset)
 
 

@@ -47,7 +47,7 @@ from starlette.responses import Response
 from contracts import ControlCommand, Decision, RunRequest, encode
 from contracts.codec import validation_detail
 from contracts.exact_json import IntegerOutOfRange, loads_exact
-from contracts.headers import AGENT, TRACEPARENT
+from contracts.headers import AGENT, TRACEPARENT, ascii_int
 from contracts.limits import InputLimits, bracket_count, check_run_input
 from contracts.records import identity
 from services.consumer import lookback
@@ -83,8 +83,8 @@ Spawn = Callable[[Coroutine[Any, Any, Any]], None]
 
 async def read_body(request: Request, limit: int) -> bytes:
     """The request body, refusing more than ``limit`` bytes (413)."""
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
+    declared = ascii_int(request.headers.get("content-length"))
+    if declared is not None and declared > limit:
         raise PayloadTooLarge("payload_too_large", f"the body exceeds {limit} bytes")
     size, chunks = 0, []
     try:

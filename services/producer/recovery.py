@@ -44,7 +44,7 @@ import orjson
 from ag_ui.core import PROTOCOL_VERSION, BaseEvent, Interrupt, RunErrorEvent, RunStartedEvent
 
 from contracts import EventHeaders
-from contracts.headers import EVENT_TYPE, RUN_ID, SEQ, header_value
+from contracts.headers import EVENT_TYPE, RUN_ID, SEQ, ascii_int, header_value
 from services.kafka.clients import AIOKafkaProducer
 from services.kafka.reader import Start, TopicReader
 from services.producer import checkpoint as cp
@@ -95,10 +95,10 @@ async def trace_runs(settings: KafkaSettings, runs: dict[str, str],
                                         Start.at(int(since.timestamp() * 1000)))
     for record in records:
         trace = traces.get(header_value(record.headers, RUN_ID) or "")
-        seq = header_value(record.headers, SEQ)
-        if trace is None or seq is None or not seq.isdigit():
+        seq = ascii_int(header_value(record.headers, SEQ))
+        if trace is None or seq is None:
             continue
-        found = Found(int(seq), header_value(record.headers, EVENT_TYPE) or "",
+        found = Found(seq, header_value(record.headers, EVENT_TYPE) or "",
                       record.value or b"", tuple(record.headers or ()))
         on_runs = record.topic == topics.runs
         (trace.runs if on_runs else trace.events).add(found, keep=on_runs)

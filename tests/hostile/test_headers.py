@@ -177,3 +177,28 @@ async def test_a_runs_stray_record_leaves_its_replay_and_view_whole(
     assert view.status_code == 200, view.text[:400]
     assert view.json()["status"] == "idle", view.json()
     relay.check_alive()
+
+
+async def test_a_superscript_sequence_number_neither_cuts_a_replay_nor_is_relayed(
+        relay: UpStack, tenant_a: Tenant) -> None:
+    """``agui-seq: ²`` (``str.isdigit`` takes it, ``int`` refuses it) on a stray record of
+    a run cut every replay of that run before its end, with a 500, for every retry (found
+    by probing); the query parameter the same way: ``/interrupts?limit=²`` was a 500."""
+    settings = relay.settings
+    thread = thread_on(PARTITION, settings.partitions, "seq-sup")
+    await approval_flow(tenant_a, thread)
+    run_id = f"{thread}-r2"
+    headers = [(k, "²".encode() if k == SEQ else v)
+               for k, v in EventHeaders(run_id, "CUSTOM", "approval", 1).encode()]
+    await publish(settings, settings.topics.events, thread.encode(),
+                  orjson.dumps({"type": "CUSTOM", "name": "stray", "value": 1}), headers)
+    replay = await tenant_a.get(f"/threads/{thread}/runs/{run_id}/events",
+                                headers={"accept": "text/event-stream"})
+    assert replay.status_code == 200, replay.text[:400]
+    frames = [orjson.loads(line[6:]) for line in replay.text.splitlines()
+              if line.startswith("data: ")]
+    assert frames[-1]["type"] == "RUN_FINISHED", [f["type"] for f in frames]
+    assert all(f.get("name") != "stray" for f in frames)
+    limit = await tenant_a.get("/interrupts", params={"limit": "²"})
+    assert limit.status_code == 400, limit.text[:300]
+    relay.check_alive()

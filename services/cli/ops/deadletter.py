@@ -23,6 +23,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
+from contracts.headers import ascii_int
 from services.cli.ops.kafka_io import EXIT_ERROR, EXIT_OK, run_command, stderr, stdout
 from services.cli.ops.render import clip
 from services.cli.ops.safe import markup, safe
@@ -62,12 +63,11 @@ def pick(letters: list[OpsRecord], which: str) -> OpsRecord | None:
     """The letter numbered ``which`` (1-based) or at ``PARTITION:OFFSET``."""
     if ":" in which:
         partition, _, offset = which.partition(":")
-        if partition.isdigit() and offset.isdigit():
-            return next((r for r in letters if (r.partition, r.offset)
-                         == (int(partition), int(offset))), None)
-        return None
-    if which.isdigit() and 1 <= int(which) <= len(letters):
-        return letters[int(which) - 1]
+        at = (ascii_int(partition), ascii_int(offset))
+        return next((r for r in letters if (r.partition, r.offset) == at), None)
+    number = ascii_int(which)
+    if number is not None and 1 <= number <= len(letters):
+        return letters[number - 1]
     return None
 
 

@@ -192,3 +192,21 @@ async def test_a_left_open_run_whose_records_cannot_fit_does_not_stop_the_worker
         assert normal.text() == "served"
         assert worker.failure is None
         assert relay.runs["r-huge"].types == ["RUN_STARTED"]
+
+
+async def test_a_left_open_runs_record_with_a_superscript_sequence_does_not_stop_recovery(
+        kafka: KafkaSettings, relay: Relay) -> None:
+    """``'²'.isdigit()`` is True and ``int('²')`` raises: one foreign record of a dead
+    worker's run with ``agui-seq: ²`` stopped every worker taking the partition over
+    (found by probing). It is skipped like any other record that is no event of the run."""
+    await lay_down(relay, "t-sup", "r-sup", "scripted", [])
+    headers = [(k, "²".encode() if k == "agui-seq" else v)
+               for k, v in EventHeaders("r-sup", "CUSTOM", "scripted", 0).encode()]
+    await (await relay.producer.send(
+        kafka.topics.events, orjson.dumps({"type": "CUSTOM", "name": "stray", "value": 1}),
+        key=b"t-sup", headers=headers))
+    async with in_process_worker(kafka) as worker:
+        lost = await relay.finished("r-sup")
+        assert worker.failure is None
+    assert lost.terminal["code"] == "worker_lost"
+    assert [r.key for r in relay.foreign] == [b"t-sup"]
