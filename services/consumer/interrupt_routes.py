@@ -106,7 +106,10 @@ def _json(body: object) -> Response:
                         "the events, announced `updated` on the stream; without `arguments` "
                         "past `AGUI_INBOX_TOOL_CALL_BYTES`, absent when not found or past "
                         "`AGUI_INBOX_TOOL_CALLS`: `GET /interrupts/threads/{threadId}` has "
-                        "them), `responseSchema`, `expiresAt`, `expired`, `openedAt`.")
+                        "them), `responseSchema`, `expiresAt`, `expiresAtMs` (the instant "
+                        "the gatekeeper reads from `expiresAt`, epoch milliseconds; absent "
+                        "when there is none or it never expires, being unparseable), "
+                        "`expired`, `openedAt`.")
 async def list_interrupts(request: Request) -> Response:
     relay = _relay(request)
     filters = _filters(request)

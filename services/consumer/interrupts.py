@@ -151,6 +151,10 @@ class OpenEntry:
                      "metadata", "subagentRunId"):
             if i.get(name) is not None:
                 out[name] = i[name]
+        if self.expires_ms is not None:
+            # the instant the gatekeeper reads from expiresAt (an offset-less time is UTC):
+            # the page compares this, never its own Date.parse (the browser's time zone)
+            out["expiresAtMs"] = self.expires_ms
         if self.tool_call is not None:
             out["toolCall"] = self.tool_call.wire()
         out["expired"] = self.expired(now_ms)

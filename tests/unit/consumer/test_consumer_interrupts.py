@@ -121,8 +121,25 @@ def test_wire_item_carries_what_the_inbox_shows() -> None:
     assert entry.wire(T0) == {
         "id": "i", "threadId": "t", "runId": "r1", "agent": "x", "reason": "tool_approval",
         "message": "Delete?", "toolCallId": "c1", "responseSchema": schema,
-        "expiresAt": iso(T0), "expired": True, "openedAt": T0}
+        "expiresAt": iso(T0), "expiresAtMs": T0, "expired": True, "openedAt": T0}
     assert entry.wire(T0 - 1)["expired"] is False
+
+
+def test_wire_item_carries_the_expiry_as_the_gatekeeper_reads_it() -> None:
+    """The page compares ``expiresAtMs``, never its own ``Date.parse``: an offset-less
+    time is UTC to the gatekeeper, the browser's own zone to ``Date.parse``."""
+    index = InterruptIndex()
+    local = iso(T0).removesuffix("Z")
+    assert local == "2027-01-15T08:00:00"
+    index.apply("t", state("t", Interrupt(id="a", reason="r", expires_at=local),
+                           Interrupt(id="b", reason="r", expires_at="not a date"),
+                           Interrupt(id="c", reason="r")))
+    wired = {e.interrupt_id: e.wire(T0 - 1) for e in index.entries()}
+    assert (wired["a"]["expiresAtMs"], wired["a"]["expired"]) == (T0, False)
+    assert "expiresAtMs" not in wired["b"]  # unparseable: never expires
+    assert wired["b"]["expiresAt"] == "not a date"
+    assert "expiresAtMs" not in wired["c"]
+    assert "expiresAt" not in wired["c"]
 
 
 def test_unparseable_expiry_never_expires_like_the_gatekeeper() -> None:
