@@ -17,6 +17,8 @@ export interface OpenInterrupt {
   toolCall?: { id: string; name?: string; arguments?: Json };
   responseSchema?: JsonObject;
   expiresAt?: string;
+  /** `expiresAt` as the gatekeeper reads it (epoch ms); absent with no or an unparseable one. */
+  expiresAtMs?: number;
   expired: boolean;
   openedAt: number;
 }

@@ -48,8 +48,11 @@ function KeyForm({ onKey, problem }: { onKey: (key: string) => void; problem?: P
   );
 }
 
+/** The expiry as the service read it (`expiresAtMs`: the gatekeeper's reading of
+ *  `expiresAt`), never the browser's own `Date.parse`, which reads an offset-less time in
+ *  the browser's time zone. */
 function Expiry({ interrupt }: { interrupt: OpenInterrupt }) {
-  const at = interrupt.expiresAt === undefined ? NaN : Date.parse(interrupt.expiresAt);
+  const at = interrupt.expiresAtMs ?? NaN;
   const ticking = !Number.isNaN(at) && !interrupt.expired;
   // only a running countdown follows the clock; every other badge is static
   const now = useClock((t) => !ticking ? 0 : isExpired(interrupt, t) ? -1 : Math.floor(t / 1000) * 1000);

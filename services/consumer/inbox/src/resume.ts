@@ -12,11 +12,13 @@ export interface Plan {
   entries: { interruptId: string; status: "resolved" | "cancelled"; payload?: Json }[];
 }
 
+/** The gatekeeper's rule on the instant the service read from `expiresAt` (`expiresAtMs`,
+ *  absent when there is none or it is unparseable: never expires). Never the browser's
+ *  `Date.parse`: it reads a time without an offset in the browser's zone, the gatekeeper
+ *  in UTC. */
 export function isExpired(interrupt: OpenInterrupt, nowMs: number): boolean {
   if (interrupt.expired) return true;
-  if (interrupt.expiresAt === undefined) return false;
-  const at = Date.parse(interrupt.expiresAt);
-  return !Number.isNaN(at) && at <= nowMs;
+  return interrupt.expiresAtMs !== undefined && interrupt.expiresAtMs <= nowMs;
 }
 
 /** The common `{"approved": boolean}` shape: approve / reject buttons suffice. */
