@@ -1,6 +1,12 @@
-"""The inbox against what an agent controls: its expiresAt.
+"""The inbox against what an agent controls: its responseSchema and its expiresAt.
 
-An ``expiresAt`` without an offset is UTC to the gatekeeper but local time to
+A schema react-jsonschema-form cannot resolve (``$ref`` to ``#``, to a URL, a
+cycle of definitions) threw while the page rendered and blanked every card
+of the tenant; one that makes it expand without bound (1e8 ``minItems``
+defaults, or 1,000 arrays of 1,000, an ``allOf`` of ``anyOf``s merged into
+every combination) froze the tab. Such a schema now affects its
+own card only: it is answered as free JSON, with a note. And an
+``expiresAt`` without an offset is UTC to the gatekeeper but local time to
 the browser's ``Date.parse``: the page now takes the instant the service
 read (``expiresAtMs``), so a browser east of UTC does not show a live
 interrupt as expired, nor one west of it a countdown hours off.
@@ -21,6 +27,67 @@ from browser.pages import open_inbox
 from browser.test_inbox import WAIT_MS, article, script, start, thread_id
 
 pytestmark = pytest.mark.browser
+
+FREE_JSON_NOTE = "cannot be shown as a form"
+
+
+async def _one_hostile_schema(context: BrowserContext, relay: UpStack, schema: dict[str, Any]
+                              ) -> tuple[Page, str, str, list[str]]:
+    """tenant a's inbox with an ordinary interrupt and, on another thread, one of ``schema``."""
+    good, bad = thread_id("good"), thread_id("bad")
+    await start(relay, "tenant-a", "scripted", good, **script(
+        {"id": "fine", "reason": "input", "message": "An ordinary question"}))
+    await start(relay, "tenant-a", "scripted", bad, **script(
+        {"id": "evil", "reason": "input", "message": "hostile", "responseSchema": schema}))
+    page = await open_inbox(context, relay, "tenant-a")
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    return page, good, bad, errors
+
+
+async def _answers_in_free_json(page: Page, bad: str) -> None:
+    """The hostile card says why it has no form, and takes a JSON answer."""
+    card = article(page, bad, "evil")
+    await expect(card).to_contain_text(FREE_JSON_NOTE, timeout=WAIT_MS)
+    await card.get_by_label("Answer (JSON)").fill('{"answer": 42}')
+    await card.get_by_role("button", name="Use this answer").click()
+    await expect(card.get_by_text('Answer: {"answer":42}')).to_be_visible()
+    await expect(page.locator(f'[data-thread-id="{bad}"]').get_by_role(
+        "button", name="Resume thread")).to_be_enabled()
+
+
+@pytest.mark.parametrize("schema", [
+    {"$ref": "#"},
+    {"$ref": "http://127.0.0.1:1/x.json"},
+    {"definitions": {"a": {"$ref": "#/definitions/b"}, "b": {"$ref": "#/definitions/a"}},
+     "$ref": "#/definitions/a"},
+], ids=["self-ref", "remote-ref", "definitions-cycle"])
+async def test_a_schema_rjsf_cannot_resolve_does_not_blank_the_whole_inbox(
+        context: BrowserContext, relay: UpStack, schema: dict[str, Any]) -> None:
+    page, good, bad, errors = await _one_hostile_schema(context, relay, schema)
+    await expect(article(page, good, "fine")).to_be_visible(timeout=WAIT_MS)
+    await asyncio.sleep(3)  # the evil card's form would mount lazily, once on screen
+    await expect(article(page, good, "fine")).to_be_visible()
+    await _answers_in_free_json(page, bad)
+    await expect(article(page, good, "fine").get_by_label("Answer (JSON)")).to_be_editable()
+    assert errors == []
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "array", "minItems": 100_000_000, "items": {"type": "string"}},
+    {"type": "array", "minItems": 1000,
+     "items": {"type": "array", "minItems": 1000, "items": {"type": "string"}}},
+    {"allOf": [{"anyOf": [{"properties": {f"a{n}": {"type": "string"}}},
+                          {"properties": {f"b{n}": {"type": "number"}}}]} for n in range(24)]},
+], ids=["min-items", "nested-min-items", "all-of-any-of"])
+async def test_a_schema_that_expands_without_bound_does_not_freeze_the_page(
+        context: BrowserContext, relay: UpStack, schema: dict[str, Any]) -> None:
+    page, good, bad, errors = await _one_hostile_schema(context, relay, schema)
+    await asyncio.sleep(5)  # time for the evil card's form to mount, and freeze the tab
+    assert await asyncio.wait_for(page.evaluate("1 + 1"), 10) == 2
+    await expect(article(page, good, "fine")).to_be_visible(timeout=WAIT_MS)
+    await _answers_in_free_json(page, bad)
+    assert errors == []
 
 
 async def _live_card(browser: Browser, relay: UpStack, timezone: str

@@ -2,13 +2,15 @@
 // and validated in the browser with ajv (the gatekeeper checks no payload against it);
 // with no schema, a free JSON field. And "Edit and approve": the gated tool call's
 // arguments in a form generated from the schema's `arguments` property (free JSON when
-// that property describes no fields), the answer checked against the whole schema.
+// that property describes no fields), the answer checked against the whole schema. A
+// schema `formSchema` refuses (schema.ts), or a form that fails to render, is answered as
+// free JSON in its own card: the rest of the page goes on.
 
 import Form from "@rjsf/core";
 import { customizeValidator } from "@rjsf/validator-ajv8";
 import type { RJSFSchema } from "@rjsf/utils";
 import type React from "react";
-import { useEffect, useId, useRef, useState } from "react";
+import { Component, useEffect, useId, useRef, useState } from "react";
 import safeRegex from "safe-regex2";
 import type { Json, JsonObject, OpenInterrupt } from "./api";
 import { argumentsForm } from "./resume";
@@ -25,6 +27,32 @@ const guardedRegExp = Object.assign(
 
 const validator = customizeValidator({ ajvOptionsOverrides: { code: { regExp: guardedRegExp } } });
 
+/** Its children, or `fallback` once rendering them failed: one card's broken form must
+ *  not unmount the whole page (React unmounts everything on an uncaught render error). */
+export class Contained extends Component<{ children: React.ReactNode; fallback: React.ReactNode },
+                                         { failed: boolean }> {
+  state = { failed: false };
+
+  static getDerivedStateFromError(): { failed: boolean } {
+    return { failed: true };
+  }
+
+  render() {
+    return this.state.failed ? this.props.fallback : this.props.children;
+  }
+}
+
+/** The free JSON answer, for a schema the page will not build a form from. */
+export function Unformed({ why, onAnswer }: { why: string; onAnswer: (payload: Json) => void }) {
+  return (
+    <>
+      <p className="note">This interrupt's response schema cannot be shown as a form ({why}):
+        answer in JSON; the agent checks what it receives.</p>
+      <FreeJson onAnswer={onAnswer} />
+    </>
+  );
+}
+
 function initial(schema: JsonObject, toolArguments: Json | undefined): Json | undefined {
   const props = schema.properties as JsonObject | undefined;
   if (props && "arguments" in props && toolArguments !== undefined && toolArguments !== null) {
@@ -33,18 +61,21 @@ function initial(schema: JsonObject, toolArguments: Json | undefined): Json | un
   return undefined;
 }
 
-export function AnswerForm({ interrupt, toolArguments, onAnswer }: {
-  interrupt: OpenInterrupt; toolArguments: Json | undefined; onAnswer: (payload: Json) => void;
+/** The answer form of `schema`, the interrupt's responseSchema as `formSchema` passed it. */
+export function AnswerForm({ interrupt, schema, toolArguments, onAnswer }: {
+  interrupt: OpenInterrupt; schema: JsonObject | undefined; toolArguments: Json | undefined;
+  onAnswer: (payload: Json) => void;
 }) {
-  const schema = interrupt.responseSchema;
   if (!schema) return <FreeJson onAnswer={onAnswer} />;
   return (
     <WhenVisible>
-    <Form schema={schema as RJSFSchema} validator={validator}
-          formData={initial(schema, toolArguments)} idPrefix={`f-${interrupt.id}`}
-          noHtml5Validate showErrorList="top"
-          uiSchema={{ "ui:submitButtonOptions": { submitText: "Use this answer" } }}
-          onSubmit={({ formData }) => onAnswer((formData ?? null) as Json)} />
+      <Contained fallback={<Unformed why="it failed to render" onAnswer={onAnswer} />}>
+        <Form schema={schema as RJSFSchema} validator={validator}
+              formData={initial(schema, toolArguments)} idPrefix={`f-${interrupt.id}`}
+              noHtml5Validate showErrorList="top"
+              uiSchema={{ "ui:submitButtonOptions": { submitText: "Use this answer" } }}
+              onSubmit={({ formData }) => onAnswer((formData ?? null) as Json)} />
+      </Contained>
     </WhenVisible>
   );
 }
@@ -114,7 +145,8 @@ function problemsOf(schema: JsonObject, payload: Json): string {
   return errors.map((e) => e.stack).join("; ");
 }
 
-/** "Edit and approve": the proposed arguments, editable, sent as `{approved: true, arguments}`. */
+/** "Edit and approve": the proposed arguments, editable, sent as `{approved: true, arguments}`
+ *  (`schema` as `formSchema` passed it). */
 export function EditAndApprove({ interrupt, schema, argumentsSchema, proposed, onAnswer }: {
   interrupt: OpenInterrupt; schema: JsonObject; argumentsSchema: JsonObject;
   proposed: Json | undefined; onAnswer: (payload: Json) => void;
@@ -137,11 +169,13 @@ export function EditAndApprove({ interrupt, schema, argumentsSchema, proposed, o
       {editing && (
         <div id={`${id}-panel`} role="group" aria-label="Edit the tool call's arguments" className="edit-panel">
           {proposed === undefined ? <p>Loading the tool call's arguments…</p> : hasFields ? (
-            <Form schema={argumentsForm(schema, argumentsSchema) as RJSFSchema} validator={validator}
-                  formData={proposed ?? undefined} idPrefix={`e-${interrupt.id}`}
-                  noHtml5Validate showErrorList="top"
-                  uiSchema={{ "ui:submitButtonOptions": { submitText: "Approve with these arguments" } }}
-                  onSubmit={({ formData }) => accept((formData ?? {}) as Json)} />
+            <Contained fallback={<FreeArguments proposed={proposed} onEdited={accept} onProblem={setProblem} />}>
+              <Form schema={argumentsForm(schema, argumentsSchema) as RJSFSchema} validator={validator}
+                    formData={proposed ?? undefined} idPrefix={`e-${interrupt.id}`}
+                    noHtml5Validate showErrorList="top"
+                    uiSchema={{ "ui:submitButtonOptions": { submitText: "Approve with these arguments" } }}
+                    onSubmit={({ formData }) => accept((formData ?? {}) as Json)} />
+            </Contained>
           ) : (
             <FreeArguments proposed={proposed} onEdited={accept} onProblem={setProblem} />
           )}

@@ -8,8 +8,9 @@ import {
   ApiError, apiKey, followChanges, getJson, listInterrupts, setApiKey, submitRun, threadPath,
   type History, type Json, type JsonObject, type OpenInterrupt, type Problem, type ToolCall,
 } from "./api";
-import { type Answer, countdown, decision, isExpired, newRunId, plan, shapeOf } from "./resume";
-import { AnswerForm, EditAndApprove } from "./answer";
+import { type Answer, countdown, decision, isApproval, isExpired, newRunId, plan, shapeOf } from "./resume";
+import { AnswerForm, Contained, EditAndApprove, Unformed } from "./answer";
+import { type Checked, formSchema } from "./schema";
 import { currentNow, setServerNow, useClock } from "./clock";
 
 function useRoute(): string {
@@ -78,13 +79,48 @@ function describe(answer: Answer | undefined): string {
   return "Answer: " + JSON.stringify(answer.payload);
 }
 
-const InterruptCard = memo(function InterruptCard({ interrupt, answer, onAnswer, toolCall, open }: {
+interface CardProps {
   interrupt: OpenInterrupt; answer?: Answer; open: boolean;
   onAnswer: (id: string, answer: Answer | undefined) => void;
   toolCall?: ToolCall;
-}) {
+}
+
+/** One interrupt; should it fail to render, a card that can still cancel it (the others
+ *  stay as they are). */
+const InterruptCard = memo(function InterruptCard(props: CardProps) {
+  return <Contained fallback={<BrokenCard {...props} />}><Card {...props} /></Contained>;
+});
+
+function BrokenCard({ interrupt, answer, onAnswer, open }: CardProps) {
+  const attrs = open ? { "data-interrupt-id": interrupt.id } : { "data-answered-interrupt-id": interrupt.id };
+  return (
+    <article className="interrupt" aria-labelledby={`int-${interrupt.id}`} {...attrs}>
+      <h3 id={`int-${interrupt.id}`}>Interrupt <code>{String(interrupt.id)}</code></h3>
+      <p className="problem">This interrupt cannot be shown here: it can only be cancelled.</p>
+      {open && (
+        <div className="buttons">
+          <button type="button" aria-pressed={answer?.status === "cancelled"}
+                  onClick={() => onAnswer(interrupt.id, { status: "cancelled" })}>Cancel interrupt</button>
+        </div>
+      )}
+    </article>
+  );
+}
+
+function Card({ interrupt, answer, onAnswer, toolCall, open }: CardProps) {
   const expired = useClock((t) => isExpired(interrupt, t));
-  const shape = shapeOf(interrupt.responseSchema);
+  // the agent's schema, as far as the page may build a form from it (schema.ts); the
+  // approve / reject buttons of a plain approval build none
+  const checked = useMemo((): Checked | undefined => {
+    const raw = interrupt.responseSchema;
+    if (raw === undefined || isApproval(raw)) return undefined;
+    const props = raw.properties;
+    const filled = !!props && typeof props === "object" && "arguments" in props;
+    return formSchema(raw, filled ? toolCall?.arguments : undefined);
+  }, [interrupt.responseSchema, toolCall]);
+  const schema = checked === undefined ? interrupt.responseSchema
+    : checked.ok ? checked.schema : undefined;
+  const shape = shapeOf(schema);
   const headingId = `int-${interrupt.id}`;
   const attrs = open ? { "data-interrupt-id": interrupt.id } : { "data-answered-interrupt-id": interrupt.id };
   const pressed = (want: boolean) => answer?.status === "resolved" && !answer.edited &&
@@ -109,6 +145,9 @@ const InterruptCard = memo(function InterruptCard({ interrupt, answer, onAnswer,
         <div className="answer">
           {expired ? (
             <p>This interrupt has expired: it can only be cancelled.</p>
+          ) : checked && !checked.ok ? (
+            <Unformed why={checked.why}
+                      onAnswer={(payload) => onAnswer(interrupt.id, { status: "resolved", payload })} />
           ) : shape.kind !== "form" ? (
             <>
               <div className="buttons" role="group" aria-label="Approve or reject">
@@ -116,14 +155,14 @@ const InterruptCard = memo(function InterruptCard({ interrupt, answer, onAnswer,
                 <button type="button" aria-pressed={pressed(false)} onClick={() => button(false)}>Reject</button>
               </div>
               {shape.kind === "editable" && (
-                <EditAndApprove interrupt={interrupt} schema={interrupt.responseSchema!}
+                <EditAndApprove interrupt={interrupt} schema={schema!}
                                 argumentsSchema={shape.argumentsSchema}
                                 proposed={toolCall === undefined ? undefined : toolCall.arguments ?? {}}
                                 onAnswer={(payload) => onAnswer(interrupt.id, { status: "resolved", payload, edited: true })} />
               )}
             </>
           ) : (
-            <AnswerForm interrupt={interrupt} toolArguments={toolCall?.arguments}
+            <AnswerForm interrupt={interrupt} schema={schema} toolArguments={toolCall?.arguments}
                         onAnswer={(payload) => onAnswer(interrupt.id, { status: "resolved", payload })} />
           )}
           <div className="buttons">
@@ -136,7 +175,7 @@ const InterruptCard = memo(function InterruptCard({ interrupt, answer, onAnswer,
       )}
     </article>
   );
-});
+}
 
 interface Submission {
   runId: string;
