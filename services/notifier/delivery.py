@@ -11,6 +11,12 @@ appears in a log line or a reason. A stop signal ends the waiting between
 attempts: the notification is then left undelivered (not dead-lettered),
 and the next owner of the partition delivers it again from the committed
 offset.
+
+Partitions deliver at the same time (``services.notifier.service``): at
+most ``CONNECTIONS`` attempts are under way at once, the size of the
+client's connection pool, and an attempt's timeout starts once it has its
+connection slot, so waiting behind other partitions' slow receivers never
+fails an attempt.
 """
 
 from __future__ import annotations
@@ -34,6 +40,8 @@ log = logging.getLogger(__name__)
 for _chatty in ("httpx", "httpcore"):  # their request lines name the full URL (its query too)
     logging.getLogger(_chatty).setLevel(logging.WARNING)
 _ERROR_MAX = 300
+CONNECTIONS = 100
+"""Attempts under way at once, the connection pool's size (httpx's default)."""
 
 
 def backoff_s(failures: int, base_s: float, cap_s: float) -> float:
@@ -58,7 +66,10 @@ class Webhook:
         self._settings = settings
         self._url = str(settings.url)
         self._secret = settings.secret_bytes
-        self._client = httpx.AsyncClient(timeout=settings.timeout_s, follow_redirects=False)
+        self._client = httpx.AsyncClient(
+            timeout=settings.timeout_s, follow_redirects=False,
+            limits=httpx.Limits(max_connections=CONNECTIONS, max_keepalive_connections=20))
+        self._slots = asyncio.Semaphore(CONNECTIONS)
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -91,9 +102,10 @@ class Webhook:
         """One POST, bounded as a whole by ``timeout_s`` (httpx's timeout bounds each read,
         and a receiver trickling its answer a byte at a time never trips it); only the
         answer's status is read, never its body (a receiver answering 200 with an endless
-        one would otherwise fill the notifier's memory)."""
+        one would otherwise fill the notifier's memory). The timeout starts once a connection
+        slot is free (``CONNECTIONS``)."""
         try:
-            async with (asyncio.timeout(self._settings.timeout_s),
+            async with (self._slots, asyncio.timeout(self._settings.timeout_s),
                         self._client.stream("POST", self._url, content=body,
                                             headers=sent) as answer):
                 return answer.is_success, f"HTTP {answer.status_code}"

@@ -10,7 +10,7 @@ from notifier_support import SECRET, free_port
 from receiver import ENDLESS, HANG, TRICKLE, Receiver
 
 from contracts.webhooks import WebhookEvent
-from services.notifier.delivery import Webhook
+from services.notifier.delivery import CONNECTIONS, Webhook
 from services.notifier.settings import NotifierSettings
 
 pytestmark = pytest.mark.integration
@@ -84,3 +84,25 @@ async def test_only_the_status_of_an_answer_is_read_never_its_body() -> None:
     assert outcome is not None
     assert (outcome.delivered, outcome.attempts, outcome.last) == (True, 1, "HTTP 200")
     assert streamed < 64 * 65536, "the body was read on"
+
+
+async def test_an_attempt_waiting_for_a_free_connection_is_not_failed_by_the_wait() -> None:
+    """Every connection held by other partitions' hanging receivers: the attempt waits for
+    one, and its timeout starts then (the receiver takes 0.4 s of the 1 s to answer)."""
+    hanging = [EVENT.model_copy(update={"delivery_id": f"d-hang-{n}", "thread_id": f"t-hang-{n}"})
+               for n in range(CONNECTIONS)]
+
+    def script(_id: str, _n: int, event: WebhookEvent) -> int:
+        return HANG if event.thread_id.startswith("t-hang-") else 204
+
+    async with Receiver(SECRET.encode(), script, hang_s=5, delay_s=0.4) as hook:
+        webhook = _webhook(hook.url, retries=0, timeout_s=1.0)
+        stop = asyncio.Event()
+        held = [asyncio.create_task(webhook.deliver(e, stop)) for e in hanging]
+        await hook.wait_for(lambda: len(hook.attempts) == CONNECTIONS)
+        outcome = await webhook.deliver(EVENT, stop)
+        others = await asyncio.gather(*held)
+        await webhook.aclose()
+    assert outcome is not None
+    assert (outcome.delivered, outcome.attempts, outcome.last) == (True, 1, "HTTP 204")
+    assert all(o is not None and not o.delivered for o in others)
