@@ -20,10 +20,17 @@ the same notifications again from the committed offset, with the same
 delivery ids, so a receiver that remembers ids sees each once. Exactly once
 is not promised: the receiver and Kafka share no transaction.
 
-A dead webhook holds its partition up (that is what "in order" costs); so
-that a long run of failing deliveries does not outlast the group's poll
-interval, a batch stops being worked on after ``POLL_BUDGET_S`` and its
-partitions are sought back to the first record not done.
+Partitions are worked independently: the loop only polls, and hands each
+partition's records to a task of its own (at most one per owned partition,
+working its partition's records and expiries one after another, in record
+order); a partition with a full batch waiting for its task is paused until
+the task has worked it off. So a dead webhook holds up its own partition
+only (that is what "in order" costs), and as the loop never waits for a
+webhook it keeps polling however long a retry schedule lasts: the member is
+not dropped from the group mid-delivery for outlasting the poll interval,
+and every schedule ends in a delivery or a dead letter. A revoked
+partition's task is cancelled (it commits nothing more); a stop lets every
+task end the attempt in flight, then commits what ended.
 """
 
 from __future__ import annotations
@@ -31,7 +38,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -63,8 +71,6 @@ __all__ = ["Notifier"]
 
 log = logging.getLogger(__name__)
 
-POLL_BUDGET_S = 60.0
-"""Longest time one polled batch is worked on (the group's poll interval is 300 s)."""
 FLUSH_S = 5.0
 """Offsets of records that notified nothing are committed at least this often."""
 SERVICE: Service = "notifier"
@@ -85,6 +91,16 @@ class _Owned:
     """A delivery was left unfinished (stopping): nothing more may be committed."""
     committed: int = -1
     committed_at: float = field(default_factory=time.monotonic)
+    queue: deque[ConsumerRecord] = field(default_factory=deque)
+    """Records polled, not yet worked by ``work``."""
+    work: asyncio.Task[None] | None = None
+    """The one task working this partition's records or expiries, if any."""
+    paused: bool = False
+    """Fetching stopped until ``work`` has worked a full ``queue`` off."""
+
+    @property
+    def idle(self) -> bool:
+        return self.work is None
 
 
 @dataclass
@@ -151,14 +167,19 @@ class Notifier:
                 await self._take(c)
                 batch = await c.consumer.getmany(timeout_ms=self._poll_ms(),
                                                  max_records=s.max_batch)
-                if not await self._records(c, batch, stop):
-                    break
+                self._reap()
+                for tp, records in batch.items():
+                    owned = self._owned.get(tp.partition)
+                    if owned is not None and records:
+                        self._hand(c, owned, records, stop)
                 await self._restored(c)
-                if not await self._tick(c, stop):
-                    break
+                await self._tick(c, stop)
                 await self._flush(c, force=False)
+            await _settle(o.work for o in list(self._owned.values()))
+            self._reap()
             await self._flush(c, force=True)
         finally:
+            await _settle((o.work for o in list(self._owned.values())), cancel=True)
             await c.consumer.stop()
             await c.webhook.aclose()
             await c.producer.stop()
@@ -174,12 +195,12 @@ class Notifier:
         if tps:
             consumer.pause(*tps)
 
-    def revoked(self, tps: set[TopicPartition]) -> None:
-        """The group takes ``tps`` away: forget them (a delivery in flight commits nothing)."""
+    async def revoked(self, tps: set[TopicPartition]) -> None:
+        """The group takes ``tps`` away: forget them, cancel their work (it commits nothing)."""
         self._generation += 1
-        for tp in tps:
-            self._owned.pop(tp.partition, None)
-            self._arriving.discard(tp)
+        gone = [self._owned.pop(tp.partition, None) for tp in tps]
+        self._arriving -= tps
+        await _settle((o.work for o in gone if o is not None), cancel=True)
 
     async def _take(self, c: _Clients) -> None:
         """Fetch the committed offsets of the partitions just assigned and restore from 0."""
@@ -214,7 +235,8 @@ class Notifier:
     async def _restored(self, c: _Clients) -> None:
         """Activate the partitions read up to their committed offset."""
         for owned in list(self._owned.values()):
-            if not owned.book.active and await c.consumer.position(owned.tp) >= owned.resume_at:
+            if owned.idle and not owned.book.active and \
+                    await c.consumer.position(owned.tp) >= owned.resume_at:
                 await self._activate(c, owned)
 
     async def _activate(self, c: _Clients, owned: _Owned) -> None:
@@ -227,61 +249,84 @@ class Notifier:
         else:
             owned.committed = owned.resume_at
 
-    # -- records and expiries -------------------------------------------------------------
+    # -- the partitions' work ---------------------------------------------------------------
 
-    async def _records(self, c: _Clients, batch: Mapping[TopicPartition, list[ConsumerRecord]],
-                       stop: asyncio.Event) -> bool:
-        """Restore or notify each record in order; False when stopping."""
-        polled = time.monotonic()
-        for tp, records in batch.items():
-            owned = self._owned.get(tp.partition)
-            for record in records:
-                if owned is None or self._owned.get(tp.partition) is not owned:
-                    break
-                if time.monotonic() - polled > POLL_BUDGET_S:
-                    c.consumer.seek(tp, record.offset)
-                    break
-                parsed = self._parse(record)
-                if parsed is None:
-                    continue
-                thread_id, state = parsed
-                if not owned.book.active:
-                    if record.offset < owned.resume_at:
-                        owned.book.restore(thread_id, state)
-                        continue
-                    await self._activate(c, owned)
-                record_at = from_epoch_ms(record.timestamp)
-                events = owned.book.apply(thread_id, state, record_at)
-                owned.next_offset = record.offset + 1
-                if events and not await self._notify(c, owned, events, record.offset, stop):
-                    if stop.is_set():
-                        return False
-                    break  # revoked meanwhile: its next owner notifies from the commit
-        return True
+    def _ours(self, owned: _Owned) -> bool:
+        return self._owned.get(owned.tp.partition) is owned
 
-    async def _tick(self, c: _Clients, stop: asyncio.Event) -> bool:
-        """Move the clock of every partition read to its end; deliver what expired.
+    def _hand(self, c: _Clients, owned: _Owned, records: list[ConsumerRecord],
+              stop: asyncio.Event) -> None:
+        """Queue ``records`` for the partition's task, started if none runs. A partition
+        with a batch waiting is paused (fetches nothing more) until its task has worked
+        the queue off, so a held-up partition keeps no more than that in memory."""
+        owned.queue.extend(records)
+        if owned.idle:
+            owned.work = asyncio.create_task(self._work(c, owned, None, stop))
+        if len(owned.queue) >= self.settings.max_batch and not owned.paused:
+            c.consumer.pause(owned.tp)
+            owned.paused = True
 
-        A thread's expiries at a time, each committed with the watermark just short of
-        the next deadline, and no longer than ``POLL_BUDGET_S`` in all: a burst of
-        expiries meeting a failing webhook must not outlast the group's poll interval
-        (the rest follow the next poll)."""
-        now_ms = to_epoch_ms(self._clock())
-        started = time.monotonic()
+    def _reap(self) -> None:
+        """Forget the tasks that ended (raising what one raised)."""
         for owned in list(self._owned.values()):
-            if not owned.book.active or not await self._caught_up(c, owned.tp):
+            if owned.work is not None and owned.work.done():
+                work, owned.work = owned.work, None
+                work.result()
+
+    async def _work(self, c: _Clients, owned: _Owned, expire_at: int | None,
+                    stop: asyncio.Event) -> None:
+        """A partition's one task: the expiries due at ``expire_at`` (if given), then every
+        record queued meanwhile, in order, until stopped or revoked; then it fetches again.
+        The queue is checked after the last wait, so no record handed to it is left."""
+        if expire_at is not None and not await self._expire(c, owned, expire_at, stop):
+            return
+        while owned.queue:
+            if stop.is_set() or not self._ours(owned):
+                return
+            if not await self._record(c, owned, owned.queue.popleft(), stop):
+                return  # stopping, or revoked: the next owner notifies from the commit
+        if owned.paused and self._ours(owned):
+            c.consumer.resume(owned.tp)
+            owned.paused = False
+
+    async def _record(self, c: _Clients, owned: _Owned, record: ConsumerRecord,
+                      stop: asyncio.Event) -> bool:
+        """Restore or notify one record; False if its notification was interrupted."""
+        parsed = self._parse(record)
+        if parsed is None:
+            return True
+        thread_id, state = parsed
+        if not owned.book.active:
+            if record.offset < owned.resume_at:
+                owned.book.restore(thread_id, state)
+                return True
+            await self._activate(c, owned)
+        events = owned.book.apply(thread_id, state, from_epoch_ms(record.timestamp))
+        owned.next_offset = record.offset + 1
+        return not events or await self._notify(c, owned, events, record.offset, stop)
+
+    async def _tick(self, c: _Clients, stop: asyncio.Event) -> None:
+        """Move the clock of every idle partition read to its end; deliver what expired."""
+        now_ms = to_epoch_ms(self._clock())
+        for owned in list(self._owned.values()):
+            if not owned.idle or not owned.book.active or not await self._caught_up(c, owned.tp):
                 continue
-            while True:
-                events = owned.book.advance(now_ms, most=1)
-                if events and not await self._notify(c, owned, events, owned.next_offset,
-                                                     stop):
-                    return not stop.is_set()
-                if not owned.book.due(now_ms):
-                    break
-                if time.monotonic() - started > POLL_BUDGET_S:
-                    return True
+            if not owned.book.due(now_ms):
+                owned.book.advance(now_ms)  # nothing due: only the clock moves
+            elif self._ours(owned):
+                owned.work = asyncio.create_task(self._work(c, owned, now_ms, stop))
         metrics.instruments().open_interrupts.set(
             sum(o.book.pending for o in self._owned.values()))
+
+    async def _expire(self, c: _Clients, owned: _Owned, now_ms: int,
+                      stop: asyncio.Event) -> bool:
+        """A thread's expiries at a time, each committed with the watermark just short of
+        the next deadline (a stop or a revocation in between repeats none that ended);
+        False if one was interrupted."""
+        while owned.book.due(now_ms):
+            events = owned.book.advance(now_ms, most=1)
+            if events and not await self._notify(c, owned, events, owned.next_offset, stop):
+                return False
         return True
 
     async def _caught_up(self, c: _Clients, tp: TopicPartition) -> bool:
@@ -371,19 +416,28 @@ class Notifier:
         """Commit positions that moved without notifying, every ``FLUSH_S``."""
         now = time.monotonic()
         for owned in list(self._owned.values()):
-            if owned.book.active and owned.next_offset > owned.committed and (
+            if owned.idle and owned.book.active and owned.next_offset > owned.committed and (
                     force or now - owned.committed_at >= FLUSH_S):
                 await self._commit(c, owned)
 
     def _poll_ms(self) -> int:
-        """Until the earliest deadline, at most ``AGUI_NOTIFIER_POLL_S``."""
+        """Until an idle partition's earliest deadline, at most ``AGUI_NOTIFIER_POLL_S``."""
         wait = self.settings.poll_s
         now = self._clock()
         for owned in self._owned.values():
-            due = owned.book.next_deadline() if owned.book.active else None
+            due = owned.book.next_deadline() if owned.idle and owned.book.active else None
             if due is not None:
                 wait = min(wait, max((due - now).total_seconds(), 0.0))
         return max(int(wait * 1000), 10)
+
+
+async def _settle(works: Iterable[asyncio.Task[None] | None], *, cancel: bool = False) -> None:
+    """Wait for the tasks to end (cancelled first with ``cancel``)."""
+    tasks = [w for w in works if w is not None]
+    for task in tasks if cancel else ():
+        task.cancel()
+    if tasks:
+        await asyncio.wait(tasks)
 
 
 class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -394,7 +448,7 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
         self._consumer = consumer
 
     async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
-        self._notifier.revoked(revoked)
+        await self._notifier.revoked(revoked)
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
         self._notifier.assigned(self._consumer, assigned)
