@@ -17,7 +17,8 @@ cancelled) and asks again, at most once per rule. What stays here is what
 only an operator's command line has: flag parsing, "nothing to resume" on
 a thread with no open interrupt, and the check of each answer against its
 interrupt's ``responseSchema`` (JSON Schema; a top-level ``null`` is no
-answer), which the gatekeeper does not make. Pure: no I/O, no clock.
+answer), which the gatekeeper does not make. Pure: no I/O, no clock; a
+schema's ``$ref`` is resolved within the schema only, never fetched.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from typing import Any
 
 import jsonschema
 import orjson
+import referencing
+import referencing.exceptions
 import regex
 from ag_ui.core import Interrupt, ResumeEntry, RunAgentInput
 from jsonschema.exceptions import ValidationError
@@ -93,6 +96,25 @@ def schema_error(payload: Any, schema: dict[str, Any] | None) -> tuple[str | Non
         return "the answer is null; a resume payload is any JSON except a top-level null", None
     if not schema:
         return None, None
+    try:
+        return _check(payload, schema)
+    except RecursionError:
+        return None, ("answer not checked against the schema: its $ref refers back to itself "
+                      "without end, or it nests too deep")
+
+
+def _refuse(uri: str) -> referencing.Resource[Any]:
+    """Fetch nothing: jsonschema's default registry would GET any URL a ``$ref`` names,
+    from the operator's machine, with no timeout (a schema is whatever a record says)."""
+    raise referencing.exceptions.NoSuchResource(ref=uri)  # type: ignore[call-arg]  # attrs field
+
+
+LOCAL_ONLY: referencing.Registry[Any] = referencing.Registry(
+    retrieve=_refuse)  # type: ignore[call-arg]  # attrs alias
+"""A schema's ``$ref`` resolves within the schema (and the bundled meta-schemas) only."""
+
+
+def _check(payload: Any, schema: dict[str, Any]) -> tuple[str | None, str | None]:
     validator_cls = jsonschema.validators.validator_for(schema)
     try:
         validator_cls.check_schema(schema)
@@ -101,13 +123,29 @@ def schema_error(payload: Any, schema: dict[str, Any] | None) -> tuple[str | Non
     slow: list[str] = []
     bounded = jsonschema.validators.extend(  # type: ignore[no-untyped-call]
         validator_cls, {"pattern": _bounded_pattern(slow)})
-    error = jsonschema.exceptions.best_match(bounded(schema).iter_errors(payload))
+    try:
+        error = jsonschema.exceptions.best_match(
+            bounded(schema, registry=LOCAL_ONLY).iter_errors(payload))
+    except referencing.exceptions.Unresolvable as exc:
+        return None, f"answer not checked against the schema: {_unresolved(exc)}"
     warning = (f"pattern {slow[0]!r} did not finish within {PATTERN_S:g} s against the answer "
                "(it backtracks exponentially): not checked" if slow else None)
     if error is None:
         return None, warning
     where = "/".join(str(p) for p in error.absolute_path)
     return f"{'at /' + where + ': ' if where else ''}{error.message}", warning
+
+
+def _unresolved(exc: referencing.exceptions.Unresolvable) -> str:
+    """The ``$ref`` as the schema spells it (jsonschema wraps referencing's error)."""
+    cause = exc.__cause__ if isinstance(exc.__cause__, referencing.exceptions.Unresolvable) else exc
+    if isinstance(cause, referencing.exceptions.NoSuchAnchor):
+        ref = f"#{cause.anchor}"
+    elif isinstance(cause, referencing.exceptions.PointerToNowhere):
+        ref = f"#{cause.ref}"
+    else:
+        ref = cause.ref
+    return f"its $ref {ref!r} is not within it (agui-relay resume fetches no schema)"
 
 
 PATTERN_S = 1.0

@@ -258,3 +258,55 @@ def test_a_pattern_that_backtracks_exponentially_is_bounded_and_said_not_checked
     why, warning = schema_error({"word": "aaa", "digits": "4x"}, schema)
     assert why == "at /digits: '4x' does not match '^[0-9]+$'"
     assert warning is None
+
+
+def test_a_remote_ref_is_never_fetched_and_the_answer_said_not_checked(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A schema is whatever a record says: jsonschema's default registry would GET the URL
+    a ``$ref`` names from the operator's machine, with no timeout."""
+    fetched: list[str] = []
+
+    def urlopen(request: Any, *_: Any, **__: Any) -> Any:
+        fetched.append(getattr(request, "full_url", str(request)))
+        raise OSError("refused by the test")
+
+    monkeypatch.setattr("urllib.request.urlopen", urlopen)
+    for schema in ({"$ref": "http://127.0.0.1:9/x.json"},
+                   {"type": "object", "properties": {"a": {"$ref": "other.json"}}},
+                   {"$id": "http://example.invalid/s", "$ref": "t.json"}):
+        why, warning = schema_error({"a": 1}, schema)
+        assert why is None
+        assert warning is not None
+        assert warning.startswith("answer not checked against the schema: its $ref ")
+        assert "fetches no schema" in warning
+    assert fetched == []
+    plan = plan_resume(thread(intr("a", schema={"$ref": "http://127.0.0.1:9/x.json"})),
+                       ResumeOptions(resolve=[("a", {"a": 1})]), NOW)
+    assert plan.ok
+    assert plan.warnings == ["a: answer not checked against the schema: its $ref "
+                             "'http://127.0.0.1:9/x.json' is not within it (agui-relay "
+                             "resume fetches no schema)"]
+
+
+def test_a_self_referencing_schema_is_said_not_checked_not_a_recursion_error() -> None:
+    why, warning = schema_error({"a": 1}, {"$ref": "#"})
+    assert why is None
+    assert warning is not None
+    assert "refers back to itself" in warning
+    plan = plan_resume(thread(intr("a", schema={"$ref": "#"})),
+                       ResumeOptions(resolve=[("a", 1)]), NOW)
+    assert plan.ok
+    assert len(plan.warnings) == 1
+
+
+def test_local_refs_still_decide_and_a_missing_one_is_said_not_checked() -> None:
+    schema = {"$defs": {"yes": {"type": "boolean"}}, "type": "object",
+              "properties": {"approved": {"$ref": "#/$defs/yes"}}}
+    assert schema_error({"approved": True}, schema) == (None, None)
+    why, _ = schema_error({"approved": "y"}, schema)
+    assert why == "at /approved: 'y' is not of type 'boolean'"
+    for ref in ("#/$defs/no", "#nowhere"):
+        why, warning = schema_error({"approved": "y"}, {"$ref": ref})
+        assert why is None
+        assert warning == ("answer not checked against the schema: its $ref "
+                           f"{ref!r} is not within it (agui-relay resume fetches no schema)")
