@@ -31,8 +31,10 @@ same ``key``: ``Delegation.call`` finds the answers addressed to that key in
 ``ctx.answers`` and ``route_down`` turns them into the child's resume list
 (ids un-namespaced, statuses and payloads as given), sent as the child
 thread's next run with the child's accumulated messages and state (rebuilt
-from its events). Cancelling an expired interrupt at the top therefore
-cancels it in the child, which is how the child thread moves past it.
+from its events; a record under the child's key that is no event of it, not a
+JSON object or a tombstone, is skipped as the consumer service skips it).
+Cancelling an expired interrupt at the top therefore cancels it in the
+child, which is how the child thread moves past it.
 
 If the parent run is cancelled while it waits, or gives up on the child
 (``within_s``, or no decision), the child run is cancelled too (a
@@ -54,14 +56,14 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import orjson
 from ag_ui.core import Interrupt, ResumeEntry, RunAgentInput
 
 from contracts import ControlCommand, Decision, DecodeError, RunRequest, decode, encode
 from contracts.codec import to_wire
-from contracts.headers import EVENT_TYPE, RUN_ID, SEQ, TRACEPARENT
+from contracts.headers import EVENT_TYPE, RUN_ID, SEQ, TRACEPARENT, Headers
 from contracts.limits import InputLimits
 from services.agui.transcript import replay
 from services.kafka.clients import new_producer
@@ -180,6 +182,36 @@ def outcome_of(agent: str, thread_id: str, run_id: str, events: Sequence[dict[st
     return out
 
 
+class ChildEvent(NamedTuple):
+    """One event of a child thread's run, as read from ``events``."""
+
+    run_id: bytes
+    seq: bytes
+    kind: bytes | None
+    event: dict[str, Any]
+
+
+def child_event(thread_id: str, key: bytes | None, value: bytes | None,
+                headers: Headers | None) -> ChildEvent | None:
+    """The event a record of ``thread_id`` carries, or None for any other record: anyone
+    may write under a child's key, and one stray record (not JSON, a tombstone, no run id
+    or sequence number) must not fail every resume of the parent, losing its answer.
+    The first of each header name wins, as ``header_value`` has it."""
+    if key != thread_id.encode() or value is None:
+        return None
+    marks = dict(reversed(headers or ()))
+    run_id, seq = marks.get(RUN_ID), marks.get(SEQ)
+    if run_id is None or seq is None:
+        return None
+    try:
+        event = orjson.loads(value)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(event, dict):
+        return None
+    return ChildEvent(run_id, seq, marks.get(EVENT_TYPE), event)
+
+
 class Delegation:
     """Child runs for one parent run (``Delegation(ctx)`` inside an agent)."""
 
@@ -258,14 +290,11 @@ class Delegation:
         seen: set[tuple[bytes, bytes]] = set()
         events = []
         for record in records:
-            if record.key != thread_id.encode():
+            found = child_event(thread_id, record.key, record.value, record.headers)
+            if found is None or (found.run_id, found.seq) in seen:
                 continue
-            marks = dict(record.headers or ())
-            mark = (marks.get(RUN_ID, b""), marks.get(SEQ, b""))
-            if mark in seen:
-                continue
-            seen.add(mark)
-            events.append(orjson.loads(record.value))
+            seen.add((found.run_id, found.seq))
+            events.append(found.event)
         return replay(events).input_fields()
 
     async def _submit(self, request: RunRequest, within_s: float | None) -> ChildOutcome:
@@ -305,13 +334,13 @@ class Delegation:
                                             error=f"{decision.code}: {decision.message}")
                     decided = True
                     continue
-                marks = dict(record.headers or ())
-                if record.topic != self.settings.topics.events or marks.get(RUN_ID) != (
-                        run_id.encode()) or marks.get(SEQ, b"") in seen:
+                found = (child_event(thread_id, record.key, record.value, record.headers)
+                         if record.topic == self.settings.topics.events else None)
+                if found is None or found.run_id != run_id.encode() or found.seq in seen:
                     continue
-                seen.add(marks.get(SEQ, b""))
-                events.append(orjson.loads(record.value))
-                if marks.get(EVENT_TYPE) in (b"RUN_FINISHED", b"RUN_ERROR"):
+                seen.add(found.seq)
+                events.append(found.event)
+                if found.kind in (b"RUN_FINISHED", b"RUN_ERROR"):
                     return outcome_of(request.agent, thread_id, run_id, events)
             now = time.monotonic()
             if not decided and not events and now > decision_by:

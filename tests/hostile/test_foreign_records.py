@@ -11,12 +11,19 @@ headers and the sequence number of that run's end, once cut the client's
 stream with a traceback (its line break made the framing parse it), or
 took the end's sequence number so the run never ended. Now it is skipped
 before it is sequenced: the client gets the run whole, and its end.
+
+A record on ``events`` under a pipeline's child thread that is not an event of
+it (not JSON, a tombstone, a JSON value that is no object) once failed every
+resume of the parent (the worker reads the child thread's history to continue
+it): the resume ended RUN_ERROR, which closed the parent's interrupt while the
+child stayed interrupted, and the approval was lost. Now it is skipped.
 """
 
 from __future__ import annotations
 
 import asyncio
 import uuid
+from urllib.parse import quote
 
 import orjson
 import pytest
@@ -84,4 +91,35 @@ async def test_a_record_that_is_not_json_on_events_never_reaches_the_client(
         "RUN_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END",
         "RUN_FINISHED"], result
     finished(result, "success")
+    relay.check_alive()
+
+
+@pytest.mark.parametrize(("stray", "with_child_run"), [
+    (b"not json", False), (None, False), (b"[1, 2]", True)],
+    ids=["not-json", "tombstone", "array-as-the-childs-event"])
+async def test_a_stray_record_on_a_child_thread_neither_fails_the_resume_nor_loses_the_approval(
+        relay: UpStack, tenant_a: Tenant, stray: bytes | None, with_child_run: bool) -> None:
+    settings = relay.settings
+    parent, run = fresh("pipe-stray")
+    ending = finished(await tenant_a.run("pipeline_parent",
+                                         run_input(parent, run, text="the report")),
+                      "interrupt")
+    interrupts = ending["outcome"]["interrupts"]
+    child = interrupts[0]["metadata"]["agui-relay.child"]
+    headers = ([(RUN_ID, child["runId"].encode()), (EVENT_TYPE, b"TEXT_MESSAGE_END"),
+                (AGENT, b"pipeline_child"), (SEQ, b"999"), (SCHEMA, b"1")]
+               if with_child_run else [("x-other-team", b"1")])
+    await publish(settings, settings.topics.events, child["threadId"].encode(), stray, headers)
+
+    resumed = await tenant_a.run("pipeline_parent",
+                                 resume_all(parent, f"{run}-2", interrupts, {"approved": True}))
+    finished(resumed, "success")  # was RUN_ERROR agent_error JSONDecodeError / TypeError
+    for _ in range(50):  # the child's end reaches its thread state a moment later
+        view = await tenant_a.get(f"/threads/{quote(child['threadId'], safe='')}")
+        assert view.status_code == 200, view.text[:300]
+        if view.json()["status"] == "idle":
+            break
+        await asyncio.sleep(0.2)
+    assert (view.json()["status"], view.json().get("openInterrupts") or []) == ("idle", []), (
+        view.text[:400])  # the answer reached the child: it is no longer interrupted
     relay.check_alive()

@@ -14,16 +14,20 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+import orjson
 import pytest
 from ag_ui.core import Interrupt
 from producer_support import make_input, resolved, runner_for
 
+from contracts.headers import EVENT_TYPE, RUN_ID, SEQ
 from contracts.limits import InputLimits
 from services.producer.context import RunContext
 from services.producer.delegation import (
     CHILD_METADATA,
+    ChildEvent,
     Delegation,
     DelegationError,
+    child_event,
     child_thread_id,
 )
 from services.producer.errors import RecordTooLargeError, RunFailedError
@@ -111,3 +115,39 @@ async def test_a_child_request_too_large_for_a_record_is_not_sent() -> None:
     with pytest.raises(RecordTooLargeError) as caught:  # raised before any connection
         await delegation._publish("requests", "t1/review", b"x" * 5_000)
     assert caught.value.code == "child_request_too_large"
+
+
+CHILD = "t1/review-0123456789abcdef"
+MARKS = [(RUN_ID, b"c1"), (EVENT_TYPE, b"RUN_FINISHED"), (SEQ, b"4")]
+
+
+def test_a_child_event_is_read_from_its_record() -> None:
+    event = {"type": "RUN_FINISHED", "threadId": CHILD, "runId": "c1"}
+    assert child_event(CHILD, CHILD.encode(), orjson.dumps(event), MARKS) == ChildEvent(
+        b"c1", b"4", b"RUN_FINISHED", event)
+
+
+@pytest.mark.parametrize(("key", "value", "headers"), [
+    (CHILD.encode(), b"not json", MARKS),
+    (CHILD.encode(), None, MARKS),  # a tombstone
+    (CHILD.encode(), b"[1, 2]", MARKS),
+    (CHILD.encode(), b'"RUN_FINISHED"', MARKS),
+    (CHILD.encode(), b'{"type": "RUN_FINISHED"}', [("x-other-team", b"1")]),
+    (CHILD.encode(), b'{"type": "RUN_FINISHED"}', [(RUN_ID, b"c1"), (SEQ, None)]),
+    (b"t1/review-other", b'{"type": "RUN_FINISHED"}', MARKS),
+    (None, b'{"type": "RUN_FINISHED"}', MARKS),
+], ids=["not-json", "tombstone", "array", "string", "no-run-headers", "null-seq",
+        "another-key", "no-key"])
+def test_a_record_that_is_no_event_of_the_child_is_skipped(
+        key: bytes | None, value: bytes | None, headers: list[tuple[str, bytes | None]]) -> None:
+    """Anyone may write under a child's key: one such record failed every resume of the
+    parent (JSONDecodeError, TypeError), and that RUN_ERROR lost the approval."""
+    assert child_event(CHILD, key, value, headers) is None
+
+
+def test_the_first_of_each_header_name_wins_as_everywhere() -> None:
+    event = {"type": "TEXT_MESSAGE_END", "messageId": "m"}
+    doubled = [(RUN_ID, b"c1"), (EVENT_TYPE, b"TEXT_MESSAGE_END"), (SEQ, b"2"),
+               (RUN_ID, b"other"), (EVENT_TYPE, b"RUN_FINISHED"), (SEQ, b"9")]
+    found = child_event(CHILD, CHILD.encode(), orjson.dumps(event), doubled)
+    assert found == ChildEvent(b"c1", b"2", b"TEXT_MESSAGE_END", event)
