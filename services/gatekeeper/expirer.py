@@ -165,7 +165,7 @@ def _events_of(records: Iterable[ConsumerRecord[Any, Any]], thread_id: str) -> I
     for record in sorted(records, key=lambda r: r.offset):
         if record.key != key or record.value is None:
             continue
-        headers = dict(record.headers or ())
+        headers = dict(reversed(record.headers or ()))  # the first of a name wins
         run, seq = headers.get(RUN_ID), headers.get(SEQ)
         if run is not None and seq is not None:
             if (run, seq) in seen:
