@@ -12,6 +12,16 @@ events build messages; ``TOOL_CALL_RESULT`` adds a tool message. Activity
 messages are left out, as the reference client leaves them out of inputs.
 Works on wire JSON (camelCase dicts) so nothing a producer added is lost.
 Pure: no I/O.
+
+Bounded by what it is fed, never more: a JSON Patch ``copy`` doubles what it
+copies, so one ``STATE_DELTA`` of 1 KB (``copy /a → /a/-`` 21 times) made a
+state of 2^21 copies, froze the gatekeeper's expirer and the inbox's thread
+route for seconds each and took 800 MB (found by probing). A delta is
+applied op by op to a copy, with the state's encoded size tracked, and one
+that would grow it past ``max_state_bytes`` is refused whole (a warning; the
+state stays as it was). Streamed text and tool-call arguments are gathered
+as parts and joined once at the end, so a run of many deltas costs their
+total length, not its square.
 """
 
 from __future__ import annotations
@@ -23,8 +33,20 @@ from typing import Any
 
 import jsonpatch
 import jsonpointer
+import orjson
 
 JsonObject = dict[str, Any]
+MAX_STATE_BYTES = 16 << 20
+"""The largest state (encoded) a transcript builds by default: past any record a resume
+could carry (``AGUI_MAX_RECORD_BYTES`` is at most 100 MiB; callers pass theirs)."""
+
+
+class StateTooLargeError(ValueError):
+    """A ``STATE_DELTA`` would grow the state past the bound."""
+
+
+class _Parts(list[str]):
+    """Text being streamed into a message or a call's arguments, joined at the end."""
 
 
 @dataclass
@@ -61,9 +83,57 @@ def _without_activity(messages: Any) -> list[JsonObject]:
             if isinstance(m, dict) and m.get("role") != "activity"]
 
 
+def _append(holder: JsonObject, name: str, delta: Any) -> None:
+    """Add ``delta`` to ``holder[name]``, kept as parts until ``_joined``."""
+    parts = holder.get(name)
+    if not isinstance(parts, _Parts):
+        parts = holder[name] = _Parts([str(parts or "")])
+    parts.append(str(delta or ""))
+
+
+def _joined(messages: list[JsonObject]) -> None:
+    for message in messages:
+        if isinstance(message.get("content"), _Parts):
+            message["content"] = "".join(message["content"])
+        for call in message.get("toolCalls") or ():
+            function = call.get("function") if isinstance(call, dict) else None
+            if isinstance(function, dict) and isinstance(function.get("arguments"), _Parts):
+                function["arguments"] = "".join(function["arguments"])
+
+
+def _size(value: Any) -> int:
+    """``value``'s encoded size (what a resume record would carry of it)."""
+    try:
+        return len(orjson.dumps(value))
+    except (TypeError, orjson.JSONEncodeError):  # not JSON (NaN cannot come off the wire)
+        return 0
+
+
+def patched(state: Any, ops: Any, max_bytes: int) -> Any:
+    """``state`` with the JSON Patch ``ops`` applied, on a copy, op by op;
+    ``StateTooLargeError`` as soon as the state would pass ``max_bytes`` encoded (a ``copy``
+    or an ``add`` counts what it brings in, so the bound holds however ops compound)."""
+    if not isinstance(ops, list):
+        raise TypeError("a STATE_DELTA's delta is a list of operations")
+    work = copy.deepcopy(state)
+    size = _size(work)
+    for op in ops:
+        if isinstance(op, dict):
+            kind = op.get("op")
+            if kind == "copy":
+                size += _size(jsonpointer.resolve_pointer(work, str(op.get("from"))))
+            elif kind in ("add", "replace"):
+                size += _size(op.get("value"))
+        if size > max_bytes:
+            raise StateTooLargeError(f"it would grow the state past {max_bytes} bytes")
+        work = jsonpatch.apply_patch(work, [op], in_place=True)
+    return work
+
+
 class _Builder:
-    def __init__(self) -> None:
+    def __init__(self, max_state_bytes: int = MAX_STATE_BYTES) -> None:
         self.t = Transcript()
+        self.max_state_bytes = max_state_bytes
 
     def _find(self, message_id: Any) -> JsonObject | None:
         for message in reversed(self.t.messages):
@@ -82,7 +152,7 @@ class _Builder:
         message = self._find(event.get("messageId"))
         if message is None:
             message = self._new_message(event, role, content="")
-        message["content"] = str(message.get("content") or "") + str(event.get("delta") or "")
+        _append(message, "content", event.get("delta"))
 
     def _tool_call(self, event: Mapping[str, Any]) -> None:
         call_id = event.get("toolCallId")
@@ -114,7 +184,7 @@ class _Builder:
             call = self._find_call(event.get("toolCallId"))
             assert call is not None
         function = call.setdefault("function", {"name": "", "arguments": ""})
-        function["arguments"] = str(function.get("arguments") or "") + str(event.get("delta") or "")
+        _append(function, "arguments", event.get("delta"))
 
     def _start(self, event: Mapping[str, Any]) -> None:
         self.t.last_run_id = event.get("runId")
@@ -131,10 +201,10 @@ class _Builder:
 
     def _delta(self, event: Mapping[str, Any]) -> None:
         try:
-            self.t.state = jsonpatch.apply_patch(self.t.state, event.get("delta") or [])
+            self.t.state = patched(self.t.state, event.get("delta") or [], self.max_state_bytes)
             self.t.has_state = True
         except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException,
-                TypeError) as exc:
+                TypeError, StateTooLargeError) as exc:
             self.t.warnings.append(f"STATE_DELTA not applicable, state kept: {exc}")
 
     def apply(self, event: Mapping[str, Any]) -> None:
@@ -167,9 +237,11 @@ class _Builder:
                               content=copy.deepcopy(event.get("content")))
 
 
-def replay(events: Iterable[Mapping[str, Any]]) -> Transcript:
+def replay(events: Iterable[Mapping[str, Any]], *,
+           max_state_bytes: int = MAX_STATE_BYTES) -> Transcript:
     """Fold a thread's events, in partition order, into its transcript."""
-    builder = _Builder()
+    builder = _Builder(max_state_bytes)
     for event in events:
         builder.apply(event)
+    _joined(builder.t.messages)
     return builder.t

@@ -25,6 +25,7 @@ thread, when a person opens it, never per listed interrupt, and at most
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -179,7 +180,10 @@ async def read_history(request: Request, thread_id: str
             summary="A thread's tool calls, resume input and audit trail, for the inbox")
 async def thread_history(thread_id: str, request: Request) -> Response:
     state, found = await read_history(request, thread_id)
-    transcript = transcript_of(e.value for e in found.events if isinstance(e.value, dict))
+    events = [e.value for e in found.events if isinstance(e.value, dict)]
+    # off the loop, its state bounded: a thread's history is its events' to decide
+    transcript = await asyncio.to_thread(transcript_of, events,
+                                         max_state_bytes=_relay(request).kafka.max_record_bytes)
     body: dict[str, Any] = {"threadId": thread_id, "input": transcript.input_fields(),
                             "toolCalls": {i: c.wire() for i, c in
                                           tool_calls_of(transcript.messages).items()},

@@ -10,7 +10,12 @@ rebuilds the thread's accumulated messages and state from its events, as
 ``agui-relay resume`` does (``services.agui.transcript``, resent events
 dropped by their run and sequence headers), builds the resume cancelling
 every open interrupt (``expiry_policy.expiry_request``) and publishes it to
-``requests``, keyed by its thread like any request.
+``requests``, keyed by its thread like any request. The rebuild runs in a
+worker thread, its state bounded by ``AGUI_MAX_RECORD_BYTES`` (a hostile
+``STATE_DELTA`` had frozen the loop for 20 s per try); a resume that still
+cannot fit a record is not sent, and not tried again until the thread's
+state changes: an error log says so, and ``agui-relay stuck`` lists the
+thread with its expired interrupts for an operator to cancel.
 
 It decides nothing: the request is decided by the gatekeeper owning the
 thread's partition, in its transaction, by ``rules`` — so a copy sent twice
@@ -42,10 +47,12 @@ from services.gatekeeper.expiry_policy import Deadlines, expiry_request
 from services.kafka.clients import (
     AIOKafkaProducer,
     ConsumerRecord,
+    MessageSizeTooLargeError,
     TopicPartition,
     new_producer,
 )
 from services.kafka.reader import Start, TopicReader
+from services.kafka.sizing import RecordLimit
 from services.runtime.logging import run_fields
 from services.runtime.settings import KafkaSettings
 
@@ -129,11 +136,22 @@ class Expirer:
     async def _resume(self, producer: AIOKafkaProducer, reader: TopicReader, partition: int,
                       state: ThreadState, now: datetime) -> None:
         fields = run_fields(state.thread_id, state.interrupted_run_id)
+        key = state.thread_id.encode()
         try:
             history = await self._history(reader, partition, state)
             request = expiry_request(state, history, now)
-            await producer.send_and_wait(self.kafka.topics.requests, encode(request),
-                                         key=state.thread_id.encode(), partition=partition)
+            value = encode(request)
+            limit = RecordLimit(self.kafka.max_record_bytes)
+            size = limit.excess(key, value)
+            if size is not None:
+                raise MessageSizeTooLargeError(limit.why("the expiry resume", size))
+            await producer.send_and_wait(self.kafka.topics.requests, value, key=key,
+                                         partition=partition)
+        except MessageSizeTooLargeError as exc:  # the same next time: not tried again
+            log.error("expiry resume of thread %s cannot be sent: %s; its interrupts stay "
+                      "expired until answered (agui-relay resume --cancel-expired)",
+                      state.thread_id, exc, extra=fields)
+            return
         except Exception as exc:
             log.warning("expiry resume of thread %s not sent (%s); trying again",
                         state.thread_id, exc, extra=fields)
@@ -151,7 +169,9 @@ class Expirer:
         start = (Start.at(to_epoch_ms(state.run_started_at - SKEW))
                  if state.run_started_at is not None else Start.beginning())
         records = await reader.read_all([tp], start)
-        transcript = replay(_events_of(records, state.thread_id))
+        events = list(_events_of(records, state.thread_id))
+        transcript = await asyncio.to_thread(replay, events,
+                                             max_state_bytes=self.kafka.max_record_bytes)
         for warning in transcript.warnings:
             log.warning("history of thread %s: %s", state.thread_id, warning,
                         extra=run_fields(state.thread_id, state.interrupted_run_id))

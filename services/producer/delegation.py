@@ -295,7 +295,9 @@ class Delegation:
                 continue
             seen.add((found.run_id, found.seq))
             events.append(found.event)
-        return replay(events).input_fields()
+        transcript = await asyncio.to_thread(replay, events,
+                                             max_state_bytes=self.settings.max_record_bytes)
+        return transcript.input_fields()
 
     async def _submit(self, request: RunRequest, within_s: float | None) -> ChildOutcome:
         thread_id, run_id = request.input.thread_id, request.input.run_id

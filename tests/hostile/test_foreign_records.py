@@ -29,7 +29,7 @@ import orjson
 import pytest
 from faults.load import resume_all, run_input
 
-from contracts.headers import AGENT, EVENT_TYPE, RUN_ID, SCHEMA, SEQ, header_value
+from contracts.headers import AGENT, EVENT_TYPE, RUN_ID, SCHEMA, SEQ, EventHeaders, header_value
 from hostile.client import Tenant, finished, fresh
 from hostile.stack import UpStack
 from hostile.topics import decision_for, envelope, first_match, publish
@@ -122,4 +122,27 @@ async def test_a_stray_record_on_a_child_thread_neither_fails_the_resume_nor_los
         await asyncio.sleep(0.2)
     assert (view.json()["status"], view.json().get("openInterrupts") or []) == ("idle", []), (
         view.text[:400])  # the answer reached the child: it is no longer interrupted
+    relay.check_alive()
+
+
+async def test_a_state_delta_that_would_explode_leaves_the_inbox_history_bounded(
+        relay: UpStack, tenant_a: Tenant) -> None:
+    """One 400-byte ``STATE_DELTA`` whose 18 ``copy`` ops each double ``/a``: the inbox's
+    thread route rebuilt a 4 MB state (20 ops: 400 MB, the instance frozen for seconds;
+    found by probing). The history's state is bounded by the record limit, so the delta
+    is refused and the state shown is the one before it."""
+    settings = relay.settings
+    thread, run = fresh("bomb")
+    finished(await tenant_a.run("scripted", run_input(thread, run)))
+    ghost = f"{run}-x"
+    original = {"a": list(range(8))}
+    start = {"type": "RUN_STARTED", "threadId": thread, "runId": ghost,
+             "input": {"threadId": thread, "runId": ghost, "messages": [], "state": original}}
+    bomb = {"type": "STATE_DELTA", "delta": [{"op": "copy", "from": "/a", "path": "/a/-"}] * 18}
+    for seq, event in enumerate((start, bomb)):
+        await publish(settings, settings.topics.events, thread.encode(), orjson.dumps(event),
+                      EventHeaders(ghost, str(event["type"]), "scripted", seq).encode())
+    history = await tenant_a.get(f"/interrupts/threads/{quote(thread, safe='')}")
+    assert history.status_code == 200, history.text[:300]
+    assert history.json()["input"]["state"] == original
     relay.check_alive()

@@ -27,7 +27,7 @@ from pydantic import ValidationError
 from contracts import RunRequest, encode
 from contracts.codec import to_wire, validation_detail
 from contracts.headers import AGENT
-from services.agui.transcript import replay
+from services.agui.transcript import MAX_STATE_BYTES, replay
 from services.cli.ops.kafka_io import (
     EXIT_ERROR,
     EXIT_OK,
@@ -52,15 +52,18 @@ class RefusedError(Exception):
     """The resume cannot be sent; the message says why and what to do."""
 
 
-def build_request(found: ThreadRecords, plan: Plan, agent: str | None) -> RunRequest:
-    """The RunRequest continuing ``found``'s thread with ``plan``'s resume list."""
+def build_request(found: ThreadRecords, plan: Plan, agent: str | None, *,
+                  max_state_bytes: int = MAX_STATE_BYTES) -> RunRequest:
+    """The RunRequest continuing ``found``'s thread with ``plan``'s resume list (its state
+    rebuilt up to ``max_state_bytes``, the records' limit)."""
     state = found.state
     assert state is not None
     chosen = agent or state.agent or next(
         (e.headers[AGENT] for e in reversed(found.events) if AGENT in e.headers), None)
     if not chosen:
         raise RefusedError(f"no agent known for thread {found.thread_id}: pass --agent NAME")
-    transcript = replay(e.value for e in found.events if isinstance(e.value, dict))
+    transcript = replay((e.value for e in found.events if isinstance(e.value, dict)),
+                        max_state_bytes=max_state_bytes)
     if transcript.last_run_id is None:
         transcript.warnings.append(f"no events of thread {found.thread_id} left on the events "
                                    "topic (retention?): resuming without its message history")
@@ -177,7 +180,8 @@ def resume(
     async def body(stop: asyncio.Event) -> int:
         found = await read_thread(settings, thread_id, decisions=False)
         try:
-            request = build_request(found, plan_for(found, options), agent)
+            request = build_request(found, plan_for(found, options), agent,
+                                    max_state_bytes=settings.max_record_bytes)
         except RefusedError as exc:
             stderr().print(f"[bold red]refused, nothing sent[/] — thread {markup(thread_id)}:\n"
                            f"{markup(exc)}")

@@ -20,7 +20,7 @@ from gatekeeper_harness import GatekeeperProcess, Topics
 from lifecycle_harness import admitted, interrupted, request
 from producer_harness import Relay, in_process_worker
 
-from contracts import RunRequest
+from contracts import EventHeaders, RunRequest
 from contracts.records import EXPIRY_ANSWERER, PRINCIPAL_KEY
 from services.agui.expiry import read_expiry
 from services.agui.jsdate import to_epoch_ms
@@ -215,4 +215,37 @@ async def test_a_client_racing_the_expiry_policy_never_makes_two_resumes(
             assert lost.verdict == "rejected", lost
     print("client first:", sum(w.endswith("-client") for w in winners.values()),
           "of", len(threads))
+    assert gatekeeper.terminate() == 0
+
+
+async def test_a_state_delta_that_would_explode_the_history_leaves_the_expiry_resume_whole(
+        kafka: KafkaSettings, topics: Topics, events: Relay,
+        processes: Callable[..., GatekeeperProcess]) -> None:
+    """A 400-byte ``STATE_DELTA`` on ``events`` whose 18 ``copy`` ops each double ``/a``
+    made the expirer rebuild a 4 MB state in its event loop for every try, and the resume
+    carrying it never fit a record: retried for ever, the thread never resumed, the
+    gatekeeper's group rebalanced under the blocked loop (found by probing). The delta
+    is refused by the history's bound, and the resume goes with the state as it was."""
+    gatekeeper = processes(kafka, AGUI_ON_EXPIRY="cancel")
+    gatekeeper.start()
+    await gatekeeper.ready()
+    original = {"a": list(range(8))}
+    expires = (datetime.now(UTC) + timedelta(seconds=4)).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+    asked = request("qb", "tb", "rb", "scripted",
+                    props={"script": {"interrupts": [{"id": "q", "reason": "input",
+                                                      "expiresAt": expires}]}})
+    asked.input.state = original
+    async with in_process_worker(kafka, "scripted"):
+        assert (await topics.decide(asked)).verdict == "admitted"
+        await interrupted(topics, events, "tb", "rb")
+        bomb = {"type": "STATE_DELTA",
+                "delta": [{"op": "copy", "from": "/a", "path": "/a/-"}] * 18}
+        await (await events.producer.send(
+            kafka.topics.events, orjson.dumps(bomb), key=b"tb",
+            headers=EventHeaders("rb", "STATE_DELTA", "scripted", 90).encode()))
+        decision = await topics.decision(request_id_for("rb"), 60)
+        assert decision.verdict == "admitted", decision.message
+        await events.finished(run_id_for("rb"), 60)
+        (dispatch,) = topics.dispatched("tb", run_id_for("rb"))
+        assert dispatch.input.state == original
     assert gatekeeper.terminate() == 0

@@ -152,3 +152,50 @@ def test_delta_from_json_patch_diff_lands_on_the_target(source: Any, target: Any
     t = replay([started("r1", [], state=source), {"type": "STATE_DELTA", "delta": patch}])
     assert t.state == target
     assert not t.warnings
+
+
+def doubling(ops: int) -> dict[str, Any]:
+    """A 1 KB delta whose ops each double ``/a``: 2^ops copies of it if applied."""
+    return {"type": "STATE_DELTA", "delta": [{"op": "copy", "from": "/a", "path": "/a/-"}] * ops}
+
+
+def test_a_delta_that_would_grow_the_state_past_the_bound_is_refused_whole() -> None:
+    """21 doubling ops made 2^21 copies: seconds of CPU and 800 MB in the gatekeeper's
+    expirer and the inbox's thread route (found by probing). The bound stops it at the op
+    that would pass it, and nothing of the delta is kept."""
+    t = replay([started("r1", [], state={"a": list(range(8))}), doubling(40)],
+               max_state_bytes=1 << 20)
+    assert t.state == {"a": list(range(8))}
+    assert "past 1048576 bytes" in t.warnings[0]
+
+
+def test_a_delta_within_the_bound_applies_and_the_bound_counts_what_ops_bring_in() -> None:
+    t = replay([started("r1", [], state={"a": [1]}), doubling(3)], max_state_bytes=1024)
+    assert t.state == jsonpatch.apply_patch({"a": [1]}, doubling(3)["delta"])
+    assert len(str(t.state)) > 30
+    big = {"type": "STATE_DELTA", "delta": [{"op": "add", "path": "/b", "value": "x" * 2000}]}
+    assert replay([started("r1", [], state={}), big], max_state_bytes=1024).state == {}
+    assert replay([started("r1", [], state={}), big], max_state_bytes=4096).state == {
+        "b": "x" * 2000}
+
+
+def test_a_failing_op_after_applied_ones_keeps_the_state_as_it_was() -> None:
+    delta = {"type": "STATE_DELTA", "delta": [
+        {"op": "add", "path": "/b", "value": 1}, {"op": "test", "path": "/a", "value": 2}]}
+    t = replay([started("r1", [], state={"a": 1}), delta])
+    assert t.state == {"a": 1}
+    assert t.warnings
+
+
+def test_a_long_run_of_deltas_is_gathered_whole() -> None:
+    """Deltas are kept as parts and joined once (each was concatenated onto the whole text
+    so far: a run of 200,000 tokens copied 10^11 bytes); the joined text is exact."""
+    n = 200_000
+    events = [started("r1", []), {"type": "TEXT_MESSAGE_START", "messageId": "a"},
+              {"type": "TOOL_CALL_START", "toolCallId": "c", "toolCallName": "f",
+               "parentMessageId": "a"}]
+    events += [{"type": "TEXT_MESSAGE_CONTENT", "messageId": "a", "delta": "tok "}] * n
+    events += [{"type": "TOOL_CALL_ARGS", "toolCallId": "c", "delta": "x"}] * n
+    t = replay(events)
+    assert t.messages[0]["content"] == "tok " * n
+    assert t.messages[0]["toolCalls"][0]["function"]["arguments"] == "x" * n
