@@ -23,8 +23,10 @@ from typing import Annotated
 import orjson
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from services.cli.ops.kafka_io import EXIT_OK, run_command, stdout
+from services.cli.ops.safe import safe
 from services.kafka.clients import TopicPartition
 from services.kafka.groups import committed_offsets
 from services.kafka.reader import TopicReader
@@ -95,10 +97,12 @@ async def _lag(settings: KafkaSettings, groups: list[str], as_json: bool) -> int
     for group in sorted(committed):
         mine = [r for r in rows if r.group == group]
         for row in mine:
-            table.add_row(row.group, row.topic, str(row.partition), str(row.committed),
+            # any client may commit under any group id: as written, never as markup
+            table.add_row(Text(safe(row.group)), Text(safe(row.topic)), str(row.partition),
+                          str(row.committed),
                           str(row.end), f"[{'red' if row.lag else 'green'}]{row.lag}[/]",
                           f"[yellow]{row.held}[/]" if row.held else "0")
-        table.add_row(f"[bold]{group}[/]", "", "", "", "total",
+        table.add_row(Text(safe(group), style="bold"), "", "", "", "total",
                       f"[bold]{sum(r.lag for r in mine)}[/]", str(sum(r.held for r in mine)),
                       end_section=True)
     if not committed:

@@ -261,3 +261,26 @@ async def test_lag_shows_what_an_open_transaction_holds_back(
         assert [r["held"] for r in ended.json_lines()] == [0]
     finally:
         await producer.stop()
+
+
+async def test_lag_prints_a_hostile_group_id_as_written_never_as_terminal_codes_or_markup(
+        ops_settings: KafkaSettings) -> None:
+    """Any client may commit offsets on the deployment's topics under a group id of its
+    choosing; ``lag`` printed it raw: an OSC 8 hyperlink, colours and a bidi override
+    reached the operator's terminal, and ``[red]`` was read as markup (found by probing)."""
+    group = (f"{ops_settings.topic_prefix}.gatekeeper"
+             "\x1b]8;;http://evil.example/\x07click\x1b]8;;\x07\x1b[31m[red]r[/red]\u202e")
+    consumer = new_consumer(ops_settings, "hostile-group", group_id=group)
+    await consumer.start()
+    try:
+        tp = TopicPartition(ops_settings.topics.requests, 0)
+        consumer.assign([tp])
+        await consumer.commit({tp: 0})
+    finally:
+        await consumer.stop()
+    result = await run_cli(ops_settings, "lag", COLUMNS="400")
+    assert result.code == 0, result.stderr[-1000:]
+    assert "click" in result.stdout
+    for raw in ("\x1b", "\x07", "\u202e"):
+        assert raw not in result.stdout, repr(result.stdout[-800:])
+    assert "[red]r[/red]" in result.stdout, "markup in a group id was read as markup"
