@@ -28,11 +28,13 @@ as ``poison`` (``refusals``),
 and the next batch dead-letters them instead of deciding them again.
 
 Events other than ``RUN_STARTED`` / ``RUN_FINISHED`` / ``RUN_ERROR`` are
-skipped on their type header without decoding; only ``RUN_FINISHED`` is
-decoded (its outcome matters). A boundary event that cannot be used (no key,
-a key that is not UTF-8, missing headers, a body that does not validate) is
-dead-lettered rather than guessed at: the thread stays as it was, which never
-admits anything early.
+skipped on their type header without decoding; the boundaries, two per run,
+are decoded and checked (``thread.read_boundary``). A boundary event that
+cannot be used (no key, a key that is not UTF-8, missing headers, a value
+that is not that event, or names another thread or run than its key and
+header) is dead-lettered ``invalid_event`` rather than guessed at: the thread
+stays as it was, which never admits anything early, and a start no worker
+wrote never holds the thread running.
 """
 
 from __future__ import annotations
@@ -43,16 +45,14 @@ from datetime import datetime
 from typing import Any
 
 import orjson
-from ag_ui.core import EventType, RunFinishedEvent
+from ag_ui.core import EventType
 
 from contracts import (
     DeadLetter,
     Decision,
-    DecodeError,
     Dispatch,
     EventHeaders,
     ThreadState,
-    decode,
     header_value,
 )
 from contracts.headers import EVENT_TYPE, TRACEPARENT
@@ -66,7 +66,7 @@ from services.gatekeeper.intake import (
     refusal,
 )
 from services.gatekeeper.rules import Outcome, Policy, decide, on_boundary
-from services.gatekeeper.thread import BOUNDARY_TYPES, Boundary, fresh
+from services.gatekeeper.thread import BOUNDARY_TYPES, Boundary, fresh, read_boundary
 from services.kafka.deadletters import InRecord, fitting
 from services.kafka.sizing import RecordLimit
 from services.runtime.tracing import Entropy, next_hop_bytes
@@ -352,20 +352,18 @@ class Batch:
             self._dead(record, "event_key_not_utf8",
                        f"{kind} record's key is not UTF-8, so it names no thread")
             return None
-        if kind != EventType.RUN_FINISHED.value:
-            return thread_id, Boundary(kind, headers.run_id, headers.agent)
-        try:
-            event = decode(RunFinishedEvent, record.value or b"")
-        except DecodeError as exc:
-            reason = f"RUN_FINISHED record does not validate ({exc}); the thread stays running"
-            self._dead(record, "invalid_event", reason)
+        boundary = read_boundary(kind, thread_id, headers, record.value)
+        if isinstance(boundary, str):
+            self._dead(record, "invalid_event", f"{boundary}; the thread stays as it was")
             return None
+        if kind != EventType.RUN_FINISHED.value:
+            return thread_id, boundary
         broken = outcome_limits(record.value or b"", self.limits.input)
         if broken is not None:  # it did end the run: closed as failed, nothing left open
             reason = f"RUN_FINISHED breaks a limit ({broken.detail}); the run is recorded as failed"
             self._dead(record, "invalid_event", reason)
-            return thread_id, Boundary(kind, headers.run_id, headers.agent).failed()
-        return thread_id, Boundary(kind, headers.run_id, headers.agent, event.outcome)
+            return thread_id, boundary.failed()
+        return thread_id, boundary
 
 
 def _header(headers: Sequence[tuple[str, bytes]], name: str) -> bytes | None:

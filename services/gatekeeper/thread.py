@@ -34,19 +34,24 @@ from dataclasses import dataclass
 from ag_ui.core import (
     BaseEvent,
     EventType,
+    RunErrorEvent,
     RunFinishedEvent,
     RunFinishedInterruptOutcome,
     RunFinishedOutcome,
+    RunStartedEvent,
 )
+from pydantic import ValidationError
 
 from contracts import (
     Decision,
+    DecodeError,
     EventHeaders,
     OpenInterrupt,
     RememberedDecision,
     RunRequest,
     ThreadState,
 )
+from contracts.codec import load_json, validation_detail
 
 RECENT_RUNS = 16
 """Run ids a thread remembers (``duplicate_run_id`` looks no further back)."""
@@ -57,6 +62,14 @@ BOUNDARY_TYPES = frozenset(
     {EventType.RUN_STARTED.value, EventType.RUN_FINISHED.value, EventType.RUN_ERROR.value}
 )
 """The only event types that change a thread; filter on the type header first."""
+BOUNDARY_MODELS: dict[str, type[BaseEvent]] = {
+    EventType.RUN_STARTED.value: RunStartedEvent,
+    EventType.RUN_FINISHED.value: RunFinishedEvent,
+    EventType.RUN_ERROR.value: RunErrorEvent,
+}
+"""The model each boundary's value must validate as."""
+SHOWN = 80
+"""Characters of an id a reason quotes."""
 
 
 def fresh(thread_id: str) -> ThreadState:
@@ -90,9 +103,9 @@ class Boundary:
     """A run boundary as the gatekeeper reads it from one ``events`` record.
 
     ``run_id`` and ``agent`` come from the record's headers; ``outcome`` is the
-    ``RUN_FINISHED`` outcome (None: absent, i.e. success). ``RUN_STARTED`` and
-    ``RUN_ERROR`` need nothing from the body, so a reader may build their
-    boundary from the headers alone and skip decoding.
+    ``RUN_FINISHED`` outcome (None: absent, i.e. success). Only a record that
+    is the event its headers say may become one (``read_boundary``): a run is
+    adopted or closed on what a worker wrote, never on headers alone.
     """
 
     kind: str
@@ -118,6 +131,45 @@ class Boundary:
             return None
         outcome = event.outcome if isinstance(event, RunFinishedEvent) else None
         return cls(kind, headers.run_id, headers.agent, outcome)
+
+
+def read_boundary(
+    kind: str, thread_id: str, headers: EventHeaders, value: bytes | None
+) -> Boundary | str:
+    """The boundary a ``runs`` record of type ``kind`` keyed ``thread_id``
+    marks, or why it marks none.
+
+    The value must be one JSON object of type ``kind`` that validates as that event,
+    naming the key's thread and the header's run (``RUN_ERROR`` names neither in
+    AG-UI 1.0; one that does must name them too). Every worker writes its boundaries
+    so, recovery's ``worker_lost`` included; anything else was written by someone
+    else, and adopting it could hold the thread running for a run no worker has.
+    """
+    try:
+        doc = load_json(value if value is not None else b"")
+    except DecodeError as exc:
+        return f"{kind} record's value is not JSON ({exc.detail or exc.reason})"
+    if not isinstance(doc, dict) or doc.get("type") != kind:
+        found = doc.get("type") if isinstance(doc, dict) else type(doc).__name__
+        return f"{kind} record's value is not a {kind} event (found {_shown(found)})"
+    try:
+        event = BOUNDARY_MODELS[kind].model_validate(doc)
+    except ValidationError as exc:
+        return f"{kind} record does not validate ({validation_detail(exc)})"
+    named = doc.get("threadId", thread_id)
+    if named != thread_id:
+        return f"{kind} names thread {_shown(named)} but is keyed {_shown(thread_id)}"
+    run = doc.get("runId", headers.run_id)
+    if run != headers.run_id:
+        return (f"{kind} names run {_shown(run)} but its agui-run-id header is "
+                f"{_shown(headers.run_id)}")
+    outcome = event.outcome if isinstance(event, RunFinishedEvent) else None
+    return Boundary(kind, headers.run_id, headers.agent, outcome)
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= SHOWN else f"{text[:SHOWN]}…"
 
 
 def apply_event(state: ThreadState, headers: EventHeaders, event: BaseEvent) -> ThreadState:

@@ -17,6 +17,13 @@ it (not JSON, a tombstone, a JSON value that is no object) once failed every
 resume of the parent (the worker reads the child thread's history to continue
 it): the resume ended RUN_ERROR, which closed the parent's interrupt while the
 child stayed interrupted, and the approval was lost. Now it is skipped.
+
+A ``RUN_STARTED`` on ``runs`` whose value is not JSON: the gatekeeper read
+a start from its headers alone and adopted it as a run, which no worker
+ever dispatched and none could end, so every later request on the thread
+was ``409 thread_busy`` for good and nothing was dead-lettered. Now every
+boundary's value is checked and such a record is dead-lettered
+``invalid_event``, changing nothing.
 """
 
 from __future__ import annotations
@@ -32,7 +39,7 @@ from faults.load import resume_all, run_input
 from contracts.headers import AGENT, EVENT_TYPE, RUN_ID, SCHEMA, SEQ, EventHeaders, header_value
 from hostile.client import Tenant, finished, fresh
 from hostile.stack import UpStack
-from hostile.topics import decision_for, envelope, first_match, publish
+from hostile.topics import dead_letter, decision_for, envelope, first_match, publish, thread_on
 from services.kafka.partitioning import partition_for
 
 pytestmark = pytest.mark.hostile
@@ -145,4 +152,20 @@ async def test_a_state_delta_that_would_explode_leaves_the_inbox_history_bounded
     history = await tenant_a.get(f"/interrupts/threads/{quote(thread, safe='')}")
     assert history.status_code == 200, history.text[:300]
     assert history.json()["input"]["state"] == original
+    relay.check_alive()
+
+
+@pytest.mark.parametrize("value", [b"not json", b"\xff\xfe\x80{"], ids=["text", "not-utf8"])
+async def test_a_run_started_on_runs_that_is_not_json_is_dead_lettered_not_adopted(
+        relay: UpStack, tenant_a: Tenant, value: bytes) -> None:
+    settings = relay.settings
+    thread = thread_on(5 % settings.partitions, settings.partitions, "ghost")
+    headers = EventHeaders(f"{thread}-ghost", "RUN_STARTED", "scripted", 0).encode()
+    where = await publish(settings, settings.topics.runs, thread.encode(), value, headers)
+    letter = await dead_letter(settings, settings.topics.runs, *where, within_s=30)
+    assert letter is not None, "the start was neither used nor dead-lettered"
+    assert (letter.code, letter.service) == ("invalid_event", "gatekeeper"), letter
+    assert "RUN_STARTED record's value is not JSON" in letter.reason, letter.reason
+    # the thread was never held: a run on it is admitted and finishes
+    finished(await tenant_a.run("scripted", run_input(thread, f"{thread}-r1"), timeout_s=30))
     relay.check_alive()

@@ -8,7 +8,13 @@ from dataclasses import dataclass, field
 
 import orjson
 import pytest
-from ag_ui.core import RunErrorEvent, RunFinishedEvent, RunFinishedInterruptOutcome
+from ag_ui.core import (
+    PROTOCOL_VERSION,
+    RunErrorEvent,
+    RunFinishedEvent,
+    RunFinishedInterruptOutcome,
+    RunStartedEvent,
+)
 from gatekeeper_builders import ENQUEUE, ENTROPY, NOW, REJECT, interrupt, request, resolve, running
 
 from contracts import EventHeaders, ThreadState, TopicCatalog, encode, encode_event
@@ -48,8 +54,12 @@ def req(*args: object, **kwargs: object) -> Rec:
     return Rec("p.requests", encode(request(*args, **kwargs)))  # type: ignore[arg-type]
 
 
-def ev(run_id: str, kind: str, value: bytes, *, key: bytes | None = b"t1") -> Rec:
+def ev(run_id: str, kind: str, value: bytes | None, *, key: bytes | None = b"t1") -> Rec:
     return Rec("p.events", value, key, EventHeaders(run_id, kind, "scripted", 5).encode())
+
+
+ERROR = encode_event(RunErrorEvent(message="boom"))
+"""A RUN_ERROR's value, as a worker writes it."""
 
 
 def interrupting(run_id: str, *ids: str) -> Rec:
@@ -90,13 +100,70 @@ def test_other_events_are_skipped_on_their_type_header_without_decoding() -> Non
     assert b.states == {}
 
 
-def test_run_error_is_read_from_its_headers_alone() -> None:
+def test_a_run_error_closes_the_run_it_names() -> None:
     b = batch({"t1": running("r0")})
-    b.event(ev("r0", "RUN_ERROR", b"\x00 body not needed"))
+    b.event(ev("r0", "RUN_ERROR", encode_event(RunErrorEvent(message="x"))))
     assert b.states["t1"].status == "idle"
-    b2 = batch({"t1": running("r0")})
-    b2.event(ev("r0", "RUN_ERROR", encode_event(RunErrorEvent(message="x"))))
-    assert b2.states["t1"].status == "idle"
+    assert b.dead_letters == []
+
+
+def test_what_a_worker_and_its_recovery_write_on_runs_is_used_and_never_dead_lettered() -> None:
+    """A run, its late RUN_ERROR, and recovery's ``worker_lost`` start and end (as
+    ``services.producer.recovery`` builds them) all pass the boundary checks."""
+    b = batch()
+    started = RunStartedEvent(thread_id="t1", run_id="r0", protocol_version=PROTOCOL_VERSION)
+    b.event(ev("r0", "RUN_STARTED", encode_event(started)))
+    b.event(ev("r0", "RUN_FINISHED", encode_event(RunFinishedEvent(thread_id="t1", run_id="r0"))))
+    late = RunErrorEvent(message="worker lost", code="worker_lost")
+    b.event(ev("r0", "RUN_ERROR", encode_event(late)))
+    b.event(ev("r1", "RUN_STARTED", encode_event(started.model_copy(update={"run_id": "r1"}))))
+    b.event(ev("r1", "RUN_ERROR", encode_event(late)))
+    assert b.dead_letters == []
+    assert b.states["t1"].status == "idle"
+    assert b.states["t1"].recent_run_ids == ["r0", "r1"]
+
+
+def started_as(thread_id: str, run_id: str) -> bytes:
+    return encode_event(RunStartedEvent(thread_id=thread_id, run_id=run_id))
+
+
+@pytest.mark.parametrize(
+    ("kind", "value", "why"),
+    [
+        ("RUN_STARTED", b"not json", "not JSON"),
+        ("RUN_STARTED", b"\xff\xfe\x80{", "not JSON"),
+        ("RUN_STARTED", None, "not JSON"),
+        ("RUN_STARTED", b"[1]", "not a RUN_STARTED event"),
+        ("RUN_STARTED", b'{"threadId":"t1","runId":"r5"}', "not a RUN_STARTED event"),
+        ("RUN_STARTED", b'{"type":"RUN_STARTED","threadId":"t1"}', "does not validate"),
+        ("RUN_STARTED", started_as("t1other", "r5"), "names thread 't1other' but is keyed 't1'"),
+        ("RUN_STARTED", started_as("t1", "r6"), "names run 'r6' but its agui-run-id header"),
+        ("RUN_ERROR", b"not json", "not JSON"),
+        ("RUN_ERROR", b'{"type":"RUN_ERROR"}', "does not validate"),
+        ("RUN_ERROR", b'{"type":"RUN_ERROR","message":"x","threadId":"t2"}', "names thread"),
+        ("RUN_ERROR", b'{"type":"RUN_ERROR","message":"x","runId":"r0"}', "names run 'r0'"),
+        ("RUN_FINISHED", encode_event(RunFinishedEvent(thread_id="t2", run_id="r5")),
+         "names thread 't2'"),
+        ("RUN_FINISHED", encode_event(RunFinishedEvent(thread_id="t1", run_id="r0")),
+         "names run 'r0'"),
+    ],
+    ids=["start-not-json", "start-not-utf8", "start-tombstone", "start-array", "start-no-type",
+         "start-invalid", "start-other-thread", "start-other-run", "error-not-json",
+         "error-invalid", "error-other-thread", "error-other-run", "finished-other-thread",
+         "finished-other-run"],
+)
+def test_a_boundary_that_is_not_the_event_its_key_and_headers_name_is_dead_lettered(
+        kind: str, value: bytes | None, why: str) -> None:
+    """Nothing is adopted, closed or opened on it: an idle thread stays idle (a start
+    nobody dispatched would hold it running for ever), a running one stays running."""
+    for committed in ({}, {"t1": running("r5")}):
+        b = batch(committed)
+        b.event(ev("r5", kind, value))  # type: ignore[arg-type]
+        assert b.states == {}
+        assert b.adopted == []
+        assert [d.code for d in b.dead_letters] == ["invalid_event"]
+        assert why in b.dead_letters[0].reason, b.dead_letters[0].reason
+        assert "the thread stays as it was" in b.dead_letters[0].reason
 
 
 @pytest.mark.parametrize(
@@ -159,7 +226,7 @@ def test_a_retry_writes_its_decision_again_but_no_state() -> None:
 def test_a_closing_boundary_decides_the_queued_requests() -> None:
     b = batch({"t1": running("r0")}, ENQUEUE)
     b.request(req("q1", "r1"))
-    b.event(ev("r0", "RUN_ERROR", b"{}"))
+    b.event(ev("r0", "RUN_ERROR", ERROR))
     assert [(d.request_id, d.verdict) for d in b.decisions] == [
         ("q1", "queued"),
         ("q1", "admitted"),
@@ -247,7 +314,7 @@ def test_a_queued_request_keeps_its_own_input_beside_another_threads_same_reques
         headers=[("traceparent", _trace(9))],
     )
     b.request(other)  # admitted on t2
-    b.event(ev("r0", "RUN_ERROR", b"{}"))  # t1's run closes: its queued request is admitted
+    b.event(ev("r0", "RUN_ERROR", ERROR))  # t1's run closes: its queued request is admitted
     assert sorted((key, thread, run) for key, thread, run, _ in _dispatched(b)) == [
         (b"t1", "t1", "r1"),
         (b"t2", "t2", "r9"),
@@ -303,9 +370,9 @@ def test_written_states_and_dispatches_are_the_encodings_made_while_deciding() -
 
 def test_a_start_no_admission_preceded_on_an_idle_thread_is_adopted_and_reported() -> None:
     b = batch()
-    b.event(ev("ghost", "RUN_STARTED", b"{}"))
+    b.event(ev("ghost", "RUN_STARTED", started_as("t1", "ghost")))
     assert (b.states["t1"].status, b.states["t1"].run_id) == ("running", "ghost")
     assert b.adopted == [("t1", "ghost", ("p.events", 3, 42))]
     admitted = batch({"t1": running("r0")})
-    admitted.event(ev("r0", "RUN_STARTED", b"{}"))
+    admitted.event(ev("r0", "RUN_STARTED", started_as("t1", "r0")))
     assert admitted.adopted == []

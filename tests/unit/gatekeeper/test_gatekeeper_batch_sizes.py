@@ -13,7 +13,7 @@ import orjson
 import pytest
 from ag_ui.core import RunFinishedEvent, RunFinishedInterruptOutcome
 from gatekeeper_builders import ENQUEUE, ENTROPY, NOW, REJECT, interrupt, request, running
-from test_gatekeeper_batch import Rec, ev, fits, req
+from test_gatekeeper_batch import ERROR, Rec, ev, fits, req
 
 from contracts import DeadLetter, ThreadState, TopicCatalog, encode, encode_event
 from services.gatekeeper.batch import Batch, Limits, Poison
@@ -160,7 +160,7 @@ def test_a_queued_admission_whose_dispatch_would_not_fit_is_rejected() -> None:
     # the request itself would fit; its dispatch (key, decidedAt, framing) would not
     tight = Limits(RecordLimit(len(encode(queued)) + 20), agents=frozenset({"scripted"}))
     b = Batch({"t1": start}, NOW, ENQUEUE, tight, entropy=ENTROPY)
-    b.event(ev("r0", "RUN_ERROR", b"{}"))
+    b.event(ev("r0", "RUN_ERROR", ERROR))
     [decision] = b.decisions
     assert (decision.verdict, decision.code) == ("rejected", "invalid_input")
     assert "dispatch would be a" in decision.message
@@ -171,7 +171,7 @@ def test_a_queued_admission_whose_dispatch_would_not_fit_is_rejected() -> None:
 def test_outputs_name_the_input_they_were_made_from() -> None:
     b = batch({"t1": running("r0")}, ENQUEUE)
     b.request(Rec("p.requests", encode(request("q1", "r1")), offset=7))
-    b.event(Rec("p.events", b"{}", b"t1", ev("r0", "RUN_ERROR", b"").headers, offset=9))
+    b.event(Rec("p.events", ERROR, b"t1", ev("r0", "RUN_ERROR", ERROR).headers, offset=9))
     b.request(Rec("p.requests", b"garbage", offset=8))
     sources = {(r.topic, r.source) for r in written(b)}
     assert sources == {
