@@ -332,7 +332,9 @@ class InterruptIndex:
             state = orjson.loads(value)
         except orjson.JSONDecodeError:
             return (), None
-        opened = state.get("openInterrupts") if isinstance(state, dict) else None
+        if not isinstance(state, dict) or state.get("threadId") != thread_id:
+            return (), None  # another thread's state under this key: not this thread's
+        opened = state.get("openInterrupts")
         if not isinstance(opened, list) or not opened:
             return (), None
         agent, principal = state.get("agent"), state.get("principal")

@@ -215,11 +215,18 @@ class ThreadStore:
 
 
 def decoded(thread_id: str, raw: bytes | None) -> ThreadState | None:
-    """A stored state decoded; None (with a log line) when there is none or it is unreadable."""
+    """A stored state decoded; None (with a log line) when there is none, it is unreadable
+    or it names another thread than its key (another writer's: never served under the key,
+    as ``GET /threads/{id}`` would answer for a thread it does not describe)."""
     if raw is None:
         return None
     try:
-        return decode(ThreadState, raw)
+        state = decode(ThreadState, raw)
     except DecodeError as exc:
         log.warning("unreadable thread state: %s", exc, extra={"threadId": thread_id})
         return None
+    if state.thread_id != thread_id:
+        log.warning("thread state keyed for thread %s names thread %s: skipped", thread_id,
+                    state.thread_id, extra={"threadId": thread_id})
+        return None
+    return state

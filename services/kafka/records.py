@@ -126,7 +126,8 @@ def drop_duplicate_events(records: Iterable[OpsRecord]) -> list[OpsRecord]:
     return [rec for rec in records if deduper.fresh(rec)]
 
 def latest_states(records: Iterable[OpsRecord]) -> tuple[dict[str, ThreadState], list[str]]:
-    """The live state of each thread (last record per key wins), and decode warnings."""
+    """The live state of each thread (last record per key wins), and why records were
+    skipped: unreadable, or naming another thread than their key (another writer's)."""
     states: dict[str, ThreadState] = {}
     warnings: list[str] = []
     for rec in records:
@@ -137,7 +138,13 @@ def latest_states(records: Iterable[OpsRecord]) -> tuple[dict[str, ThreadState],
             continue
         raw = rec.value if isinstance(rec.value, str) else orjson.dumps(rec.value)
         try:
-            states[rec.key] = decode(ThreadState, raw)
+            state = decode(ThreadState, raw)
         except DecodeError as exc:
             warnings.append(f"{rec.topic}[{rec.partition}]@{rec.offset}: unreadable state: {exc}")
+            continue
+        if state.thread_id != rec.key:  # another writer's: not this key's thread
+            warnings.append(f"{rec.topic}[{rec.partition}]@{rec.offset}: state keyed "
+                            f"{rec.key!r} names thread {state.thread_id!r}: skipped")
+            continue
+        states[rec.key] = state
     return states, warnings

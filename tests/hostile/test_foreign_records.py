@@ -24,11 +24,15 @@ ever dispatched and none could end, so every later request on the thread
 was ``409 thread_busy`` for good and nothing was dead-lettered. Now every
 boundary's value is checked and such a record is dead-lettered
 ``invalid_event``, changing nothing.
+
+A state on ``threads`` keyed otherwise than its threadId was served by the
+consumer service under its key; now it is skipped with a warning.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from urllib.parse import quote
 
@@ -168,4 +172,26 @@ async def test_a_run_started_on_runs_that_is_not_json_is_dead_lettered_not_adopt
     assert "RUN_STARTED record's value is not JSON" in letter.reason, letter.reason
     # the thread was never held: a run on it is admitted and finishes
     finished(await tenant_a.run("scripted", run_input(thread, f"{thread}-r1"), timeout_s=30))
+    relay.check_alive()
+
+
+async def test_a_thread_state_keyed_for_another_thread_is_not_served_under_its_key(
+        relay: UpStack, tenant_a: Tenant) -> None:
+    settings = relay.settings
+    key = thread_on(5 % settings.partitions, settings.partitions, "tkey")
+    marker = thread_on(5 % settings.partitions, settings.partitions, "tmark")
+
+    def state(thread_id: str) -> bytes:
+        return orjson.dumps({"schemaVersion": 1, "threadId": thread_id, "status": "idle",
+                             "principal": "tenant-a", "openInterrupts": [], "queued": [],
+                             "recentRunIds": [], "recentDecisions": []})
+
+    await publish(settings, settings.topics.threads, key.encode(), state(f"{key}-other"))
+    await publish(settings, settings.topics.threads, marker.encode(), state(marker))
+    deadline = time.monotonic() + 30
+    while (await tenant_a.get(f"/threads/{marker}")).status_code != 200:  # read past it
+        assert time.monotonic() < deadline, "the thread view never read the marker state"
+        await asyncio.sleep(0.1)
+    view = await tenant_a.get(f"/threads/{key}")
+    assert view.status_code == 404, view.text[:300]
     relay.check_alive()

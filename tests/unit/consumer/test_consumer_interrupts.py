@@ -68,6 +68,18 @@ def test_opened_then_answered_changes_and_newest_first() -> None:
     assert len(index) == 0
 
 
+def test_a_state_keyed_otherwise_than_its_thread_id_opens_nothing() -> None:
+    """Another writer's state under a thread's key: its interrupts are not that thread's,
+    so the inbox lists none of them (and answering one would name the wrong thread)."""
+    index = InterruptIndex()
+    assert index.apply("t9", state("t9other", Interrupt(id="i9", reason="tool_approval"))) == []
+    assert listing(index) == []
+    index.apply("t1", state("t1", Interrupt(id="i1", reason="tool_approval")))
+    changed = index.apply("t1", state("t1x", Interrupt(id="i1", reason="tool_approval")))
+    assert [(c.kind, c.entry.interrupt_id) for c in changed] == [("answered", "i1")]
+    assert listing(index) == []
+
+
 def test_one_runs_interrupts_keep_the_order_it_raised_them_in() -> None:
     index = InterruptIndex()
     index.apply("old", state("old", Interrupt(id="o", reason="r"), updated_ms=T0))

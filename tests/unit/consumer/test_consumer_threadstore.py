@@ -9,7 +9,13 @@ import pytest
 from ag_ui.core import Interrupt
 
 from contracts import OpenInterrupt, ThreadState, encode
-from services.consumer.threadstore import ThreadStore, changes, instance_name, interrupted
+from services.consumer.threadstore import (
+    ThreadStore,
+    changes,
+    decoded,
+    instance_name,
+    interrupted,
+)
 
 
 class Record(NamedTuple):
@@ -89,3 +95,22 @@ def test_a_store_that_cannot_be_written_keeps_the_states_and_fails_until_it_can(
     assert held[1] is not None
     assert held[1].status == "interrupted"
     assert (after, stored, checkpoint, marked) == ({}, [False, True, True], 4, ["b"])
+
+
+def test_a_state_keyed_otherwise_than_its_thread_id_is_skipped_on_disk_and_in_memory(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """README (Limits): another writer's state under a thread's key is not that thread's,
+    so ``GET /threads/{key}`` must not answer it (it answered a body naming another)."""
+    threads = ThreadStore(tmp_path, "p.threads", "i1", cache_mb=1)
+    threads.stores[0] = threads.dir.open(0)[0]
+    try:
+        threads.write(0, [Polled(b"t9", thread_state("t9other", waiting=True), 0),
+                          Polled(b"t8", thread_state("t8", waiting=False), 1)])
+        on_disk = (threads.get("t9"), threads.get("t8"))
+    finally:
+        threads.close()
+    in_memory = decoded("t9", thread_state("t9other", waiting=False))
+    assert (on_disk[0], in_memory) == (None, None)
+    assert on_disk[1] is not None
+    assert on_disk[1].thread_id == "t8"
+    assert "names thread t9other: skipped" in caplog.text

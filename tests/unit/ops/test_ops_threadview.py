@@ -49,6 +49,17 @@ def test_last_record_per_key_wins_and_tombstones_delete() -> None:
     assert "@4" in warnings[0]
 
 
+def test_a_state_keyed_otherwise_than_its_thread_id_is_skipped_with_a_warning() -> None:
+    """``agui-relay threads`` listed another writer's state under the key it was written
+    with; README (Limits): a thread state keyed otherwise than its threadId is skipped."""
+    records = [state_rec(0, st8("a")), state_rec(1, st8("b-other"), key="b")]
+    states, warnings = latest_states(records)
+    assert set(states) == {"a"}
+    assert len(warnings) == 1
+    assert "@1" in warnings[0]
+    assert "names thread 'b-other': skipped" in warnings[0]
+
+
 def test_row_has_oldest_expiry_and_expired_ids() -> None:
     state = st8("a", "interrupted", interrupts=(
         Interrupt(id="i1", reason="x", expires_at="2026-11-30T13:00:00Z"),
