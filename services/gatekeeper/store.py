@@ -138,13 +138,22 @@ def _apply(
         states.pop(thread_id, None)
         return
     try:
-        states[thread_id] = decode(ThreadState, value)
+        state = decode(ThreadState, value)
     except DecodeError as exc:
         log.warning(
             "threads record does not decode, skipped: %s",
             exc,
             extra={"threadId": thread_id, "partition": tp.partition, "offset": offset},
         )
+        return
+    if state.thread_id != thread_id:  # another writer's: deciding on it raised, for ever
+        log.warning(
+            "threads record keyed for thread %s names thread %s, skipped",
+            thread_id, state.thread_id,
+            extra={"threadId": thread_id, "partition": tp.partition, "offset": offset},
+        )
+        return
+    states[thread_id] = state
 
 
 def summary(restored: Iterable[ThreadStates]) -> str:

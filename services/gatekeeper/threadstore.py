@@ -199,6 +199,10 @@ class ThreadStates(Mapping[str, ThreadState]):
             log.warning("stored state of thread %s does not decode, taken as new: %s",
                         thread_id, exc, extra={"partition": self.partition})
             return None
+        if state.thread_id != thread_id:  # another writer's record: deciding on it raised
+            log.warning("stored state of thread %s names thread %s, taken as new",
+                        thread_id, state.thread_id, extra={"partition": self.partition})
+            return None
         self.cache.put(key, state, _charge(raw))
         return state
 
@@ -328,6 +332,8 @@ def _decoded(marks: list[tuple[bytes, bytes]],
             state = ThreadState.model_validate_json(mark)
         except ValueError:  # pydantic's ValidationError is one
             continue  # a thread whose record did not decode: not watched
+        if state.thread_id != thread_id:
+            continue  # keyed for another thread: not this one's (``_lookup``)
         if watched(state):
             yield thread_id, state
     for thread_id, state in pending.items():

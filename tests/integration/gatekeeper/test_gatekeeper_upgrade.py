@@ -61,3 +61,23 @@ async def test_a_new_gatekeeper_reads_runs_from_its_beginning_and_misses_no_end(
 
     offsets = await group_offsets(kafka)
     assert sum(o for tp, o in offsets.items() if tp.topic == kafka.topics.runs) == 4
+
+
+@pytest.mark.parametrize("on_disk", [False, True], ids=["memory", "state-dir"])
+async def test_a_thread_state_keyed_for_another_thread_is_taken_as_none(
+    kafka: KafkaSettings, topics: Topics, in_process: Callable[..., Any], tmp_path: Any,
+    on_disk: bool,
+) -> None:
+    """Another writer's state on ``threads``, keyed ``t-key`` but naming ``t-key-other``:
+    restored under its key, deciding a request for ``t-key`` raised ``request for thread
+    't-key' decided against 't-key-other'``, for that thread at every restart (found by
+    probing). It is skipped with a warning, as a state that does not decode is."""
+    now = datetime.now(UTC)
+    foreign = ThreadState(thread_id="t-key-other", status="interrupted", agent="scripted",
+                          run_id="x1", recent_run_ids=["x1"], updated_at=now)
+    await topics.raw_thread_state("t-key", encode(foreign))
+    env = {"AGUI_STATE_DIR": str(tmp_path)} if on_disk else {}
+    processor = await in_process(kafka, **env)
+    decided = await topics.decide(run_request("q-key", "t-key", "k1"))
+    assert decided.verdict == "admitted", decided.message
+    assert processor.assigned.is_set()
