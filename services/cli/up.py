@@ -210,41 +210,56 @@ async def supervise(bootstrap: str, agents: str) -> int:
            "AGUI_GATEKEEPER_INSTANCE_ID": os.environ.get("AGUI_GATEKEEPER_INSTANCE_ID",
                                                          "gatekeeper-0"),
            "PYTHONUNBUFFERED": "1"}
-    children = [
-        await spawn("gatekeeper", "services.gatekeeper", env),
-        await spawn("producer", "services.producer", env),
-        await spawn("consumer", "services.consumer", env),
-    ]
-    if os.environ.get("AGUI_WEBHOOK_URL"):
-        children.append(await spawn("notifier", "services.notifier", env))
-    relays = [asyncio.create_task(relay_output(c)) for c in children]
     stop, hurry = asyncio.Event(), asyncio.Event()
 
     def signalled() -> None:
         if stop.is_set():
-            console.print("[yellow]Second signal: killing the services[/]")
+            say("[yellow]Second signal: killing the services[/]")
             hurry.set()
         stop.set()
 
+    # before the first child: a signal while they start must stop those already started
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, signalled)
-    host = os.environ.get("AGUI_HTTP_HOST", "127.0.0.1")
-    url = f"http://{host}:{os.environ.get('AGUI_HTTP_PORT', '8000')}"
-    if await wait_ready(url, children, stop):
-        console.print(f"\n[bold green]agui-relay is up[/]: {url}  (agents: "
-                      f"{', '.join(agent_names(agents))}; logs in {log_dir()}; Ctrl-C stops)\n")
-    exits = [asyncio.create_task(c.process.wait()) for c in children]
-    stopper = asyncio.create_task(stop.wait())
-    await asyncio.wait([stopper, *exits], return_when=asyncio.FIRST_COMPLETED)
-    crashed = [c.name for c in children if c.process.returncode is not None]
-    if crashed:
-        console.print(f"[red]{', '.join(crashed)} exited; stopping the rest[/]")
-    console.print("Stopping services...")
-    await stop_children(children, hurry)
-    await asyncio.gather(*relays, return_exceptions=True)
-    stopper.cancel()
+    services = [("gatekeeper", "services.gatekeeper"), ("producer", "services.producer"),
+                ("consumer", "services.consumer")]
+    if os.environ.get("AGUI_WEBHOOK_URL"):
+        services.append(("notifier", "services.notifier"))
+    children: list[Child] = []
+    relays: list[asyncio.Task[None]] = []
+    crashed: list[str] = []
+    try:  # whatever ends this (a terminal gone, a cancel), the children are stopped
+        for name, module in services:
+            if stop.is_set():
+                break
+            children.append(await spawn(name, module, env))
+        relays = [asyncio.create_task(relay_output(c)) for c in children]
+        host = os.environ.get("AGUI_HTTP_HOST", "127.0.0.1")
+        url = f"http://{host}:{os.environ.get('AGUI_HTTP_PORT', '8000')}"
+        if not stop.is_set() and await wait_ready(url, children, stop):
+            say(f"\n[bold green]agui-relay is up[/]: {url}  (agents: "
+                f"{', '.join(agent_names(agents))}; logs in {log_dir()}; Ctrl-C stops)\n")
+        exits = [asyncio.create_task(c.process.wait()) for c in children]
+        stopper = asyncio.create_task(stop.wait())
+        await asyncio.wait([stopper, *exits], return_when=asyncio.FIRST_COMPLETED)
+        stopper.cancel()
+        crashed = [c.name for c in children if c.process.returncode is not None]
+        if crashed:
+            say(f"[red]{', '.join(crashed)} exited; stopping the rest[/]")
+    finally:
+        say("Stopping services...")
+        await stop_children(children, hurry)
+        await asyncio.gather(*relays, return_exceptions=True)
     return 1 if crashed and not stop.is_set() else 0
+
+
+def say(message: str) -> None:
+    """Print to the terminal, if there still is one: a reader gone (``up | tee`` and
+    Ctrl-C) or a full disk under a redirected output must not end ``up`` before it has
+    stopped its services (it did, and they ran on without it)."""
+    with contextlib.suppress(OSError, SystemExit):  # rich: a broken pipe is SystemExit
+        console.print(message)
 
 
 def up(
@@ -270,7 +285,7 @@ def up(
         pass
     finally:
         if broker is not None:
-            with console.status("Stopping Kafka..."):
-                broker.stop()
-            console.print("Kafka stopped")
+            say("Stopping Kafka...")
+            broker.stop()
+            say("Kafka stopped")
     raise typer.Exit(code)

@@ -100,3 +100,39 @@ async def test_a_second_signal_kills_at_once(tmp_path: Path) -> None:
     await asyncio.wait_for(stop_children([Child("a", stubborn, tmp_path / "a.log")], hurry,
                                          grace_s=600), 30)
     assert stubborn.returncode is not None
+
+
+async def test_a_log_file_on_a_full_disk_is_said_on_the_terminal() -> None:
+    """``/dev/full`` answers every write ``ENOSPC``, as a full disk does: the file was
+    dropped without a word (found by probing)."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", "for i in range(50): print('line', i)",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+    assert process.stdout is not None
+    shown: list[str] = []
+    await asyncio.wait_for(childlog.relay(process.stdout, Path("/dev/full"), shown.append), 60)
+    assert await asyncio.wait_for(process.wait(), 60) == 0
+    assert sum(1 for s in shown if s.startswith("line ")) == 50
+    (note,) = [s for s in shown if not s.startswith("line ")]
+    assert "stopped taking writes" in note
+    assert "No space left on device" in note
+
+
+def test_a_log_file_that_fails_is_tried_again_and_says_so_when_it_takes_writes(
+        tmp_path: Path) -> None:
+    blocker = tmp_path / "logs"
+    blocker.write_text("a file where the log directory should be")
+    now = [0.0]
+    shown: list[str] = []
+    log = childlog.LogFile(blocker / "producer.log", shown.append, clock=lambda: now[0])
+    log.write(b"lost\n")
+    assert len(shown) == 1
+    assert "stopped taking writes" in shown[0]
+    blocker.unlink()
+    log.write(b"before the retry\n")  # not tried again yet
+    now[0] = childlog.RETRY_S
+    log.write(b"kept\n")
+    log.close()
+    assert (blocker / "producer.log").read_bytes() == b"kept\n"
+    assert "takes writes again" in shown[-1]
+    assert len(shown) == 2
