@@ -57,6 +57,14 @@ RECENT_RUNS = 16
 """Run ids a thread remembers (``duplicate_run_id`` looks no further back)."""
 RECENT_DECISIONS = 32
 """Decisions a thread remembers (a retried requestId older than this is re-decided)."""
+REMEMBERED_IDS = 16
+REMEMBERED_TEXT = 300
+REMEMBERED_WARNINGS = 4
+"""What a remembered decision keeps of its interrupt ids, its message and each warning,
+and how many warnings: a rejection names the ids its request sent (up to 256 of 256
+characters), and 32 of them filled a thread state to the record limit, so that the
+next run's interrupt no longer fit and was dead-lettered while every client had seen it
+(found by probing). A retried request id is answered with what was kept."""
 
 BOUNDARY_TYPES = frozenset(
     {EventType.RUN_STARTED.value, EventType.RUN_FINISHED.value, EventType.RUN_ERROR.value}
@@ -227,6 +235,10 @@ def _open(run_id: str, outcome: RunFinishedInterruptOutcome) -> list[OpenInterru
     return out
 
 
+def _clipped(text: str) -> str:
+    return text if len(text) <= REMEMBERED_TEXT else text[:REMEMBERED_TEXT - 1] + "…"
+
+
 def remembered(d: Decision) -> RememberedDecision:
     """What the thread keeps of decision ``d``, to answer its request id again."""
     return RememberedDecision(
@@ -234,9 +246,10 @@ def remembered(d: Decision) -> RememberedDecision:
         run_id=d.run_id,
         verdict=d.verdict,
         code=d.code,
-        message=d.message,
-        interrupt_ids=d.interrupt_ids,
-        warnings=d.warnings,
+        message=_clipped(d.message),
+        interrupt_ids=d.interrupt_ids[:REMEMBERED_IDS] if d.interrupt_ids else d.interrupt_ids,
+        warnings=[_clipped(w) for w in d.warnings[:REMEMBERED_WARNINGS]]
+        if d.warnings else d.warnings,
         principal=d.principal,
         key_name=d.key_name,
         policy=d.policy,
