@@ -11,13 +11,12 @@ had seen the run end interrupted. Each remembered decision now keeps at most
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import pytest
 from ag_ui.core import RunFinishedEvent, RunFinishedInterruptOutcome, RunStartedEvent
 from gatekeeper_builders import ENTROPY, NOW, REJECT, interrupt, interrupted, request, resolve
+from test_gatekeeper_batch import Rec, ev
 
-from contracts import EventHeaders, ThreadState, encode, encode_event
+from contracts import ThreadState, encode, encode_event
 from services.gatekeeper import wire
 from services.gatekeeper.batch import Batch, Limits
 from services.kafka.sizing import RecordLimit
@@ -27,20 +26,6 @@ pytestmark = pytest.mark.unit
 LIMIT = 1_048_576  # AGUI_MAX_RECORD_BYTES' default
 MAX_ID = 256  # AGUI_MAX_ID_LENGTH's default
 MAX_ENTRIES = 256  # AGUI_MAX_RESUME_ENTRIES' default
-
-
-@dataclass(frozen=True)
-class Rec:
-    topic: str
-    value: bytes | None
-    key: bytes | None = b"t1"
-    headers: list[tuple[str, bytes]] = field(default_factory=list)
-    partition: int = 0
-    offset: int = 0
-
-
-def ev(run_id: str, kind: str, value: bytes) -> Rec:
-    return Rec("p.runs", value, b"t1", EventHeaders(run_id, kind, "scripted", 5).encode())
 
 
 def size(state: ThreadState) -> int:
