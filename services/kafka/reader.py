@@ -193,3 +193,20 @@ class TopicReader:
         async for batch in self.batches(until=ends):
             out.extend(batch)
         return out
+
+    async def read_latest(
+        self, partitions: Sequence[TopicPartition]
+    ) -> list[ConsumerRecord[Any, Any]]:
+        """The last record of each key in ``partitions`` up to now (a compacted topic's
+        live view: a tombstone included, as the last word on its key), in offset order.
+        Kept as it is read, so memory follows the live keys, not the history: compaction
+        leaves a day of a busy topic's history uncompacted, and ``agui-relay stuck`` held
+        all of it (found by probing)."""
+        ends = await self.assign(partitions, Start.beginning())
+        last: dict[tuple[int, Any], ConsumerRecord[Any, Any]] = {}
+        async for batch in self.batches(until=ends):
+            for record in batch:
+                where = (record.partition, record.key)
+                last.pop(where, None)  # re-inserted: the dict stays in offset order
+                last[where] = record
+        return list(last.values())

@@ -99,7 +99,7 @@ def report_table(counts: Counts, stuck: list[Stuck], limit: timedelta) -> Table:
 
 async def _stuck(settings: KafkaSettings, limit: timedelta, as_json: bool) -> int:
     async with TopicReader(settings, "agui-relay-stuck") as reader:
-        records = await reader.read_all(await reader.all_partitions(settings.topics.threads))
+        records = await reader.read_latest(await reader.all_partitions(settings.topics.threads))
     states, warnings = latest_states(from_kafka(r, settings.topics) for r in records)
     for warning in warnings:
         stderr().print(f"[yellow]warning:[/] {markup(warning)}")

@@ -96,7 +96,7 @@ def thread_grid(rows: list[ThreadRow], now: datetime) -> Grid:
 async def _list(settings: KafkaSettings, status: str | None, expired: bool, agent: str | None,
                 as_json: bool) -> int:
     async with TopicReader(settings, "agui-relay-threads") as reader:
-        records = await reader.read_all(await reader.all_partitions(settings.topics.threads))
+        records = await reader.read_latest(await reader.all_partitions(settings.topics.threads))
     states, warnings = latest_states(from_kafka(r, settings.topics) for r in records)
     for warning in warnings:
         stderr().print(f"[yellow]warning:[/] {markup(warning)}")
