@@ -27,7 +27,8 @@ and type header before anything is decoded, resent copies dropped by run
 and sequence), rebuilds their tool calls (``services.agui.transcript``) and
 hands them to the index, which announces them ``updated``. A failed read is
 logged and its calls stay unlisted. How much it may hold is
-``InboxSettings`` (``AGUI_INBOX_TOOL_CALLS``, ``AGUI_INBOX_TOOL_CALL_BYTES``).
+``InboxSettings`` (``AGUI_INBOX_TOOL_CALLS``, ``AGUI_INBOX_TOOL_CALL_BYTES``,
+``AGUI_INBOX_INTERRUPT_BYTES``).
 """
 
 from __future__ import annotations
@@ -90,13 +91,17 @@ class InboxSettings(BaseSettings):
     tool_call_bytes: int = Field(16_384, alias="AGUI_INBOX_TOOL_CALL_BYTES", ge=0,
                                  le=1_048_576)
     """A call's arguments (JSON text) listed up to this size; larger ones are not held."""
+    interrupt_bytes: int = Field(4_096, alias="AGUI_INBOX_INTERRUPT_BYTES", ge=256,
+                                 le=104_857_600)
+    """An open interrupt held whole in the index up to this much JSON; a larger one is
+    held slim and completed from the thread view when it is listed or announced."""
     max_feeds: int = Field(1_000, alias="AGUI_INBOX_MAX_FEEDS", ge=1, le=1_000_000)
     """``/interrupts/stream`` connections one instance serves at once; past it ``503
     too_many_streams`` with ``Retry-After`` (each holds a socket and what its kernel
     buffers for a client that does not read)."""
 
     def budget(self) -> Budget:
-        return Budget(self.tool_calls, self.tool_call_bytes)
+        return Budget(self.tool_calls, self.tool_call_bytes, self.interrupt_bytes)
 
 
 def wall_ms() -> int:
@@ -161,7 +166,7 @@ class InterruptFeed:
             return
         now = self.clock()
         for change in changes:
-            frame = b"data: " + orjson.dumps(change.wire(now)) + b"\n\n"
+            frame = b"data: " + orjson.dumps(self.index.wire_change(change, now)) + b"\n\n"
             for sub in list(self.subscribers):
                 if visible(change.entry.principal, sub.principal, enforced=sub.enforced) \
                         and not sub.offer(frame):

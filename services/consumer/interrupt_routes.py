@@ -45,7 +45,7 @@ from services.consumer.inbox_feed import (
     stream_body,
     wall_ms,
 )
-from services.consumer.interrupts import Filters, tool_calls_of
+from services.consumer.interrupts import Filters, Lookup, tool_calls_of
 from services.consumer.lookback import BUSY_RETRY_AFTER_S
 from services.consumer.problems import InvalidInput, RetryLater, Unavailable
 from services.consumer.relay import Relay
@@ -120,7 +120,8 @@ async def list_interrupts(request: Request) -> Response:
     now = wall_ms()
     page = feed(request).index.listing(_principal(request), enforced=relay.tenancy.enforced,
                                        filters=filters, now_ms=now, offset=offset, limit=limit)
-    body: dict[str, Any] = {"interrupts": [e.wire(now) for e in page.items],
+    index = feed(request).index
+    body: dict[str, Any] = {"interrupts": [index.wire(e, now) for e in page.items],
                             "total": page.total, "now": now}
     if page.next_offset is not None:
         body["nextOffset"] = page.next_offset
@@ -193,6 +194,20 @@ async def thread_history(thread_id: str, request: Request) -> Response:
     return _json(body)
 
 
+def open_interrupt_of(relay: Relay) -> Lookup:
+    """The thread view's open interrupt by thread and id, in wire form (``Lookup``)."""
+
+    def lookup(thread_id: str, interrupt_id: str) -> dict[str, Any] | None:
+        state = relay.threads.get(thread_id)
+        for held in state.open_interrupts if state is not None else ():
+            if held.interrupt.id == interrupt_id:
+                found: dict[str, Any] = held.interrupt.model_dump(
+                    mode="json", by_alias=True, exclude_none=True)
+                return found
+        return None
+    return lookup
+
+
 def install(app: FastAPI, relay: Relay, settings: InboxSettings | None = None
             ) -> InterruptFeed:
     """Index the thread view's states and serve the routes (before ``direct.install``);
@@ -213,5 +228,6 @@ def install(app: FastAPI, relay: Relay, settings: InboxSettings | None = None
     app.router.lifespan_context = lifespan
     direct.install(app, served)
     relay.threads.listeners.append(inbox.on_state)
+    inbox.index.lookup = open_interrupt_of(relay)
     app.state.interrupts = inbox
     return inbox

@@ -28,16 +28,22 @@ background, and hands back what it found (``learn``: ``updated`` changes).
 So a listing never reads a topic, and what is held is bounded by
 configuration (``Budget``): at most ``tool_calls`` calls (one per open
 interrupt gating one, dropped with it), arguments kept only up to
-``argument_bytes`` of JSON text. A call not found (no ``runStartedAt``, made
-in a run older than the window, past retention) or over budget is listed
-without it; ``GET /interrupts/threads/{id}`` reads the whole thread.
+``argument_bytes`` of JSON text. An interrupt is held whole only up to
+``interrupt_bytes`` of JSON; a larger one (a 100 kB ``responseSchema``:
+4,000 of them held 540 MB beside a thread view on disk, found by probing)
+is held slim (``SLIM``: what filtering, ordering and the expiry timer read),
+and ``InterruptIndex.wire`` takes the rest from the thread view (``lookup``:
+its cache or its store) when an item is listed or announced. A call not
+found (no ``runStartedAt``, made in a run older than the window, past
+retention) or over budget is listed without it; ``GET
+/interrupts/threads/{id}`` reads the whole thread.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal
@@ -58,6 +64,14 @@ class Budget:
 
     tool_calls: int = 10_000
     argument_bytes: int = 16_384
+    interrupt_bytes: int = 4_096
+    """An interrupt held whole up to this much JSON (``AGUI_INBOX_INTERRUPT_BYTES``)."""
+
+
+SLIM = ("id", "reason", "toolCallId", "expiresAt", "subagentRunId")
+"""What an interrupt held slim keeps (``Budget.interrupt_bytes``)."""
+Lookup = Callable[[str, str], Mapping[str, Any] | None]
+"""(threadId, interruptId) → the open interrupt in wire form, from the thread view."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +141,8 @@ class OpenEntry:
     order: int
     expires_ms: int | None
     tool_call: ToolCall | None = None
+    whole: bool = True
+    """False: ``interrupt`` holds only ``SLIM`` (``InterruptIndex.wire`` finds the rest)."""
 
     @property
     def interrupt_id(self) -> str:
@@ -140,9 +156,10 @@ class OpenEntry:
     def expired(self, now_ms: int) -> bool:
         return self.expires_ms is not None and self.expires_ms <= now_ms
 
-    def wire(self, now_ms: int) -> dict[str, Any]:
-        """The ``GET /interrupts`` item (camelCase, optional members omitted)."""
-        i = self.interrupt
+    def wire(self, now_ms: int, full: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The ``GET /interrupts`` item (camelCase, optional members omitted); ``full``: the
+        whole interrupt, for an entry held slim."""
+        i = full if full is not None and not self.whole else self.interrupt
         out: dict[str, Any] = {"id": self.interrupt_id, "threadId": self.thread_id,
                                "runId": self.run_id}
         if self.agent is not None:
@@ -168,6 +185,9 @@ class Change:
 
     kind: ChangeKind
     entry: OpenEntry
+    full: Mapping[str, Any] | None = None
+    """The whole interrupt of an entry held slim, from the state that opened it (the
+    view may not have stored that state yet when the change is announced)."""
 
     def wire(self, now_ms: int) -> dict[str, Any]:
         return {"type": self.kind, "interrupt": self.entry.wire(now_ms)}
@@ -221,6 +241,8 @@ class InterruptIndex:
     """The open interrupts of every thread the view holds (see the module docstring)."""
 
     budget: Budget = field(default_factory=Budget)
+    lookup: Lookup | None = None
+    """Where an entry held slim finds the rest of its interrupt (the thread view)."""
     _threads: dict[str, tuple[OpenEntry, ...]] = field(default_factory=dict)
     _heap: list[tuple[int, int, str, str]] = field(default_factory=list)
     """(expires_ms, order, threadId, interruptId) of entries with an expiry."""
@@ -235,6 +257,8 @@ class InterruptIndex:
     """Heap entries past which the heap is rebuilt from the open entries."""
     _announced_ms: int | None = None
     """The latest ``due`` instant: the expiries at or before it were told already."""
+    _fulls: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    """The whole interrupts of the state ``apply`` takes now, of entries held slim."""
 
     def __len__(self) -> int:
         return sum(len(v) for v in self._threads.values())
@@ -258,9 +282,11 @@ class InterruptIndex:
         now_ids = {e.interrupt_id for e in after}
         changes = [Change("answered", e) for i, e in before.items() if i not in now_ids]
         wanted = set()
+        fulls = self._fulls
+        self._fulls = {}
         for entry in after:
             if entry.interrupt_id not in before:
-                changes.append(Change("opened", entry))
+                changes.append(Change("opened", entry, fulls.get(entry.interrupt_id)))
                 if entry.expires_ms is not None:
                     heapq.heappush(self._heap, (entry.expires_ms, entry.order, thread_id,
                                                 entry.interrupt_id))
@@ -271,6 +297,17 @@ class InterruptIndex:
         if len(self._heap) > self._rebuild_at:
             self._rebuild_heap()
         return changes
+
+    def wire(self, entry: OpenEntry, now_ms: int,
+             full: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The entry's ``GET /interrupts`` item, whole: a slim one completed by ``full`` or
+        ``lookup`` (listed slim when the view no longer has it: answered meanwhile)."""
+        if full is None and not entry.whole and self.lookup is not None:
+            full = self.lookup(entry.thread_id, entry.interrupt_id)
+        return entry.wire(now_ms, full)
+
+    def wire_change(self, change: Change, now_ms: int) -> dict[str, Any]:
+        return {"type": change.kind, "interrupt": self.wire(change.entry, now_ms, change.full)}
 
     def _rebuild_heap(self) -> None:
         """The heap of the open entries' expiries still to tell, only: an answered
@@ -347,11 +384,16 @@ class InterruptIndex:
                 continue
             known = before.get(interrupt["id"])
             expires = interrupt.get("expiresAt")
+            whole = len(orjson.dumps(interrupt)) <= self.budget.interrupt_bytes
+            if not whole:
+                self._fulls[interrupt["id"]] = interrupt
             out.append(OpenEntry(
                 thread_id=thread_id, run_id=str(item.get("runId", "")),
                 agent=agent if isinstance(agent, str) else None,
                 principal=principal if isinstance(principal, str) else None,
-                interrupt=interrupt,
+                interrupt=interrupt if whole else {k: interrupt[k] for k in SLIM
+                                                   if k in interrupt},
+                whole=whole,
                 opened_ms=known.opened_ms if known else updated,
                 order=known.order if known else next(self._order),
                 expires_ms=read_expiry(expires if isinstance(expires, str) else None).epoch_ms,

@@ -193,3 +193,31 @@ async def test_the_listing_carries_each_gated_tool_call_read_once_from_the_event
     assert set(kinds) <= {("opened", "ib"), ("opened", "ic"), ("updated", "ib"), ("updated", "ia")}
     assert all("toolCall" in c["interrupt"] for c in seen if c["type"] == "updated")
     assert listed_b["interrupts"] == []
+
+
+@pytest.mark.parametrize("on_disk", [False, True], ids=["memory", "state-dir"])
+async def test_an_interrupt_held_slim_is_listed_and_announced_whole(
+        kafka: KafkaSettings, backstage: Backstage, monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Any, on_disk: bool) -> None:
+    """Past ``AGUI_INBOX_INTERRUPT_BYTES`` the index holds only what it filters on; the
+    rest of a listed or announced item comes from the thread view (its store on disk)."""
+    monkeypatch.setenv("AGUI_INBOX_INTERRUPT_BYTES", "256")
+    mine = f"a-{uuid.uuid4().hex[:8]}"
+    schema = {"type": "object", "properties": {
+        f"f{k}": {"type": "string", "description": "d" * 100} for k in range(10)}}
+    overrides: dict[str, Any] = {"state_dir": tmp_path} if on_disk else {}
+    async with serving(kafka, api_keys=KEYS, **overrides) as app:
+        seen: list[dict[str, Any]] = []
+        ready = asyncio.Event()
+        task = asyncio.create_task(changes(app.http, A, seen, ready))
+        await asyncio.wait_for(ready.wait(), 20)
+        await backstage.write_state(interrupted(mine, "tenant-a", Interrupt(
+            id="big", reason="input", message="m" * 500, response_schema=schema)), mine)
+        await until(lambda: bool(seen))
+        listed = (await app.http.get("/interrupts", headers=A)).json()
+        (feed,) = [getattr(hook, "__self__", None) for hook in app.relay.threads.listeners]
+        (entry,) = feed.index.entries()
+        task.cancel()
+    assert not entry.whole
+    for item in (listed["interrupts"][0], seen[0]["interrupt"]):
+        assert (item["message"], item["responseSchema"]) == ("m" * 500, schema)

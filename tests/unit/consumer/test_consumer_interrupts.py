@@ -6,6 +6,7 @@ import asyncio
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
 import pytest
 from ag_ui.core import Interrupt
 
@@ -221,7 +222,7 @@ async def test_feed_announces_to_the_owner_only_and_times_expiry_with_one_timer(
 
 
 async def test_a_subscriber_that_falls_behind_is_dropped_and_its_stream_ends() -> None:
-    feed = InterruptFeed(clock=lambda: T0)
+    feed = InterruptFeed(clock=lambda: T0, budget=Budget(interrupt_bytes=1 << 20))
     sub = feed.subscribe("a", enforced=True)
     opened = 0
     while not sub.dropped:  # 10 KB interrupts until a mebibyte is unsent
@@ -387,3 +388,46 @@ def test_an_instance_serves_at_most_its_number_of_interrupt_streams(
     assert refused.value.response().headers["Retry-After"] == "5"
     feed.unsubscribe(first)
     feed.subscribe("c", enforced=True)
+
+
+def big(thread: str, n: int, schema_bytes: int = 100_000) -> Interrupt:
+    schema = {"type": "object", "properties": {
+        f"f{k}": {"type": "string", "description": "d" * 100} for k in range(schema_bytes // 120)}}
+    return Interrupt(id=f"i-{n}", reason="tool_approval", message="m" * 200,
+                     response_schema=schema, tool_call_id=f"c-{n}", expires_at=iso(T0 + 9000))
+
+
+def test_an_interrupt_past_the_budget_is_held_slim_and_listed_whole_from_the_view() -> None:
+    """Every open interrupt was held whole: 4,000 of 100 kB held 540 MB beside a thread view
+    on disk (found by probing). Past ``interrupt_bytes`` only what filtering, ordering and
+    the expiry timer read is held; a listed or announced item is completed from the view."""
+    view = {f"t{n}": big(f"t{n}", n) for n in range(50)}
+    index = InterruptIndex(lookup=lambda t, i: (
+        view[t].model_dump(mode="json", by_alias=True, exclude_none=True)
+        if t in view and view[t].id == i else None))
+    for thread, interrupt in view.items():
+        index.apply(thread, state(thread, interrupt))
+    held = sum(len(orjson.dumps(e.interrupt)) for e in index.entries())
+    assert held < 50 * Budget().interrupt_bytes
+    assert all(not e.whole for e in index.entries())
+    assert listing(index, reason="tool_approval", expired=False) == [
+        f"i-{n}" for n in range(50)]
+    page = index.listing("a", enforced=True, filters=Filters(), now_ms=T0, offset=0, limit=1)
+    (item,) = [index.wire(e, T0) for e in page.items]
+    whole = view[item["threadId"]].model_dump(mode="json", by_alias=True, exclude_none=True)
+    assert item["responseSchema"] == whole["responseSchema"]
+    assert item["message"] == whole["message"]
+    assert item["expiresAtMs"] == T0 + 9000
+    # answered meanwhile (gone from the view): listed with what was held, nothing made up
+    view.clear()
+    slim = index.wire(page.items[0], T0)
+    assert "responseSchema" not in slim
+    assert slim["toolCallId"] == item["toolCallId"]
+
+
+def test_an_interrupt_within_the_budget_is_held_whole() -> None:
+    index = InterruptIndex(lookup=lambda *_: None)
+    index.apply("t1", state("t1", Interrupt(id="i1", reason="input", message="short")))
+    (entry,) = index.entries()
+    assert entry.whole
+    assert index.wire(entry, T0)["message"] == "short"
