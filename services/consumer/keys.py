@@ -100,6 +100,10 @@ def parse(text: str, source: str, *, lines: bool) -> Iterator[tuple[str, Key]]:
         token, principal = token.strip(), principal.strip()
         if not token or any(c.isspace() for c in token):
             raise KeyConfigError(f"{where}: the token is empty or contains whitespace")
+        if not (token.isascii() and token.isprintable()):
+            # a header carries bytes: a token past ASCII matched only when a client sent
+            # it as Latin-1, and one past Latin-1 never (found by probing)
+            raise KeyConfigError(f"{where}: the token must be printable ASCII")
         yield token, _key(principal, where)
 
 
@@ -132,7 +136,7 @@ def load(env_value: str | None, file: Path | None) -> ApiKeys | None:
     pairs = list(parse(env_value or "", "AGUI_API_KEYS", lines=False))
     if file is not None:
         try:
-            text = file.read_text("utf-8")
+            text = file.read_text("utf-8-sig")  # an editor's BOM is not part of line 1
         except OSError as exc:
             raise KeyConfigError(f"AGUI_API_KEYS_FILE {file}: {exc.strerror or exc}") from None
         pairs += parse(text, f"AGUI_API_KEYS_FILE {file}", lines=True)

@@ -2,16 +2,21 @@
 
 One idempotent producer per instance (``acks=all``, no linger: a request is
 latency-bound, not throughput-bound). Every record is keyed by threadId so
-it lands in the thread's partition, next to the thread's other records.
+it lands in the thread's partition, next to the thread's other records. A
+send not acknowledged within ``ack_timeout_s`` (the decision timeout) fails
+as the broker being unavailable: with the broker down a POST had no answer
+for minutes (found by probing). The record may still be written once the
+broker is back; its request id and run id keep it from running twice.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from contracts import ControlCommand, RunRequest, encode
 from contracts.headers import AGENT
-from services.kafka.clients import AIOKafkaProducer, new_producer
+from services.kafka.clients import AIOKafkaProducer, KafkaTimeoutError, new_producer
 from services.runtime.settings import KafkaSettings
 
 log = logging.getLogger(__name__)
@@ -20,8 +25,9 @@ log = logging.getLogger(__name__)
 class Publisher:
     """Writes to ``requests`` and ``control``."""
 
-    def __init__(self, kafka: KafkaSettings) -> None:
+    def __init__(self, kafka: KafkaSettings, ack_timeout_s: float = 10.0) -> None:
         self.kafka = kafka
+        self.ack_timeout_s = ack_timeout_s
         self._producer: AIOKafkaProducer | None = None
 
     async def start(self) -> None:
@@ -52,5 +58,10 @@ class Publisher:
                     headers: list[tuple[str, bytes]] | None = None) -> None:
         if self._producer is None:
             raise RuntimeError("publisher not started")
-        await self._producer.send_and_wait(topic, value, key=key.encode("utf-8"),
-                                           headers=headers)
+        try:
+            async with asyncio.timeout(self.ack_timeout_s):
+                await self._producer.send_and_wait(topic, value, key=key.encode("utf-8"),
+                                                   headers=headers)
+        except TimeoutError:
+            raise KafkaTimeoutError(f"the broker did not acknowledge within "
+                                    f"{self.ack_timeout_s:g} s") from None

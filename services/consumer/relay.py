@@ -63,7 +63,7 @@ class Relay:
         self.limits = (limits or LimitSettings()).limits
         """Id length and JSON depth (``AGUI_MAX_ID_LENGTH``, ``AGUI_MAX_JSON_DEPTH``), read once."""
         self.metrics = ConsumerMetrics()
-        self.publisher = Publisher(kafka)
+        self.publisher = Publisher(kafka, ack_timeout_s=settings.decision_timeout_s)
         self.agents = AgentDirectory(kafka, settings.agent_names(), settings.agent_refresh_s)
         self.fanout = FanOut(kafka, self.metrics, max_streams=settings.max_streams,
                              stream_queue=settings.stream_queue,

@@ -117,6 +117,10 @@ def parse_input(body: bytes, settings: ConsumerSettings, limits: InputLimits) ->
     broken = check_run_input(raw, limits, size_hint=bracket_count(body))
     if broken is not None:
         raise limit_problem(broken)
+    for member in ("threadId", "runId"):  # no route could reach an empty one afterwards
+        if raw.get(member) == "":
+            raise InvalidInput("invalid_input", f"{member} must not be empty: its thread and "
+                               "run are reached by it in every route", extra={"field": member})
     try:
         return RunAgentInput.model_validate(raw)
     except ValidationError as exc:

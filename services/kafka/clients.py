@@ -18,7 +18,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPa
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.consumer.subscription_state import ConsumerRebalanceListener
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
-from aiokafka.errors import KafkaError, MessageSizeTooLargeError
+from aiokafka.errors import KafkaError, KafkaTimeoutError, MessageSizeTooLargeError
 from aiokafka.helpers import create_ssl_context
 
 from services.kafka import lenient_records
@@ -32,6 +32,7 @@ __all__ = [
     "ConsumerRebalanceListener",
     "ConsumerRecord",
     "KafkaError",
+    "KafkaTimeoutError",
     "MessageSizeTooLargeError",
     "NewTopic",
     "TopicPartition",

@@ -153,3 +153,11 @@ def test_the_64_bit_integers_at_either_end_are_carried_unchanged(number: int) ->
     raw = orjson.dumps(body(forwardedProps={"n": 0})).replace(b'"n":0', f'"n":{number}'.encode())
     run_input = parse_input(raw, SETTINGS, LIMITS)
     assert run_input.forwarded_props == {"n": number}
+
+
+@pytest.mark.parametrize("member", ["threadId", "runId"])
+def test_an_empty_thread_or_run_id_is_refused(member: str) -> None:
+    """It was admitted and run, and then no route could reach it: ``/threads//…`` matches
+    none (found by probing)."""
+    problem = refused(body(**{member: ""}))
+    assert (problem["code"], problem["field"]) == ("invalid_input", member)

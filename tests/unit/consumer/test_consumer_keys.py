@@ -158,3 +158,28 @@ def test_lookup_finds_exactly_the_configured_tenant(pairs: dict[str, str], probe
     for token, tenant in pairs.items():
         assert keys.key_for(token) == Key(tenant)
     assert keys.key_for(probe) == (Key(pairs[probe]) if probe in pairs else None)
+
+
+def test_a_keys_file_written_with_a_byte_order_mark_reads_its_first_line(tmp_path: Path) -> None:
+    """The BOM was read as the first token's first character: that key never matched,
+    and a file starting ``# tenants`` named a tenant ``tenants`` (found by probing)."""
+    path = tmp_path / "keys"
+    path.write_bytes("\ufeffbomtoken-0123456789abc tenant-a#bom\r\n".encode()
+                     + b"other-0123456789abcdef tenant-b\r\n")
+    keys = load(None, path)
+    assert keys is not None
+    assert keys.key_for("bomtoken-0123456789abc") == Key("tenant-a", "bom")
+    commented = tmp_path / "commented"
+    commented.write_bytes("\ufeff# tenants\nother-0123456789abcdef tenant-b\n".encode())
+    again = load(None, commented)
+    assert again is not None
+    assert again.tenants == {"tenant-b"}
+
+
+@pytest.mark.parametrize("token", ["tök-0123456789abcdef", "tok\u20ac-0123456789abc",
+                                   "tok\x7f-0123456789abcdef"])
+def test_a_token_a_header_cannot_carry_as_configured_is_refused_at_start(token: str) -> None:
+    """A header carries bytes: a token past ASCII matched only when sent as Latin-1, one
+    past Latin-1 never (found by probing)."""
+    with pytest.raises(KeyConfigError, match="printable ASCII"):
+        load(f"{token}=tenant-u", None)
