@@ -46,8 +46,9 @@ class Accepted:
     """A well-formed request, keyed by its thread, for an agent that exists."""
 
     request: RunRequest
-    raw: dict[str, Any]
-    """The record's JSON object, as parsed (a dispatch reuses it)."""
+    raw: dict[str, Any] | None
+    """The record's JSON object, as parsed, for a dispatch to reuse; None when it is not
+    exactly what the request encodes to (``reusable``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +132,21 @@ def read_request(
                 now,
             )
         )
-    return Accepted(request, raw)
+    return Accepted(request, raw if reusable(value, raw) else None)
+
+
+REQUEST_MEMBERS = frozenset(RunRequest.model_json_schema(by_alias=True)["properties"])
+"""A RunRequest record's own top-level members, in wire form."""
+
+
+def reusable(value: bytes, raw: dict[str, Any]) -> bool:
+    """Whether a request record's JSON may become its dispatch as it is: no ``null``
+    anywhere (the bytes are searched: a string holding the word costs only a re-encoding)
+    and no top-level member of its own. Another writer's record carried ``"principal":
+    null``, ``"parentRunId": null`` and members of its own into the dispatch and the
+    run's ``RUN_STARTED`` echo, which the reference client then refused (found by
+    probing); such a record is encoded again from what it decoded to."""
+    return b"null" not in value and raw.keys() <= REQUEST_MEMBERS
 
 
 def _shown_key(key: bytes) -> str:
