@@ -103,6 +103,7 @@ def create_app(settings: ConsumerSettings | None = None,
             components.update(run_input.pop("$defs", {}))
             components["RunAgentInput"] = run_input
             components["Problem"] = PROBLEM_SCHEMA
+            problems_only(doc)
             if keys is not None:
                 auth.document(doc, metrics_protected=settings.metrics_token is not None)
             app.openapi_schema = doc
@@ -110,3 +111,18 @@ def create_app(settings: ConsumerSettings | None = None,
 
     app.openapi = openapi  # type: ignore[method-assign]
     return app
+
+
+def problems_only(doc: dict[str, Any]) -> None:
+    """Take FastAPI's own ``422`` (``HTTPValidationError``) out of the document: every error
+    the service sends is a problem document (``problems``), and a 422 it never sends was
+    documented on every route with a path parameter (found by probing)."""
+    for operations in doc.get("paths", {}).values():
+        for operation in operations.values():
+            answer = operation.get("responses", {}).get("422")
+            if answer is not None and "application/problem+json" not in answer.get(
+                    "content", {}):
+                del operation["responses"]["422"]
+    schemas = doc.get("components", {}).get("schemas", {})
+    for unused in ("HTTPValidationError", "ValidationError"):
+        schemas.pop(unused, None)

@@ -182,7 +182,9 @@ async def readyz(request: Request) -> Response:
                     media_type="application/json")
 
 
-@router.get("/metrics", summary="Prometheus metrics")
+@router.get("/metrics", summary="Prometheus metrics",
+            responses={200: {"content": {CONTENT_TYPE: {}}, "description": "Prometheus text"}},
+            response_class=Response)
 async def metrics(request: Request) -> Response:
     relay = _relay(request)
     await relay.sample_lag()
