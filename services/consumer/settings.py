@@ -59,11 +59,11 @@ class ConsumerSettings(BaseSettings):
     forward_settle_s: float = Field(15.0, alias="AGUI_FORWARD_SETTLE_S", gt=0, le=300)
     """How long a request for another instance's thread waits for ownership to settle (a
     rebalance, a dead owner's partitions handed on) before a ``503 owner_unavailable``."""
-    decision_timeout_s: float = Field(10.0, alias="AGUI_DECISION_TIMEOUT_S", gt=0)
-    queued_timeout_s: float = Field(120.0, alias="AGUI_QUEUED_TIMEOUT_S", gt=0)
+    decision_timeout_s: float = Field(10.0, alias="AGUI_DECISION_TIMEOUT_S", gt=0, le=3600)
+    queued_timeout_s: float = Field(120.0, alias="AGUI_QUEUED_TIMEOUT_S", gt=0, le=7 * 86_400)
     """How long a request the gatekeeper queued (busy policy ``enqueue``) may
     wait for its final decision before the client gets a 504."""
-    keepalive_s: float = Field(15.0, alias="AGUI_KEEPALIVE_S", gt=0)
+    keepalive_s: float = Field(15.0, alias="AGUI_KEEPALIVE_S", gt=0, le=3600)
     cancel_on_disconnect: bool = Field(False, alias="AGUI_CANCEL_ON_DISCONNECT")
     max_streams: int = Field(10_000, alias="AGUI_MAX_STREAMS", ge=1)
     """Open SSE streams (live and replay) one instance serves at once."""
@@ -88,13 +88,13 @@ class ConsumerSettings(BaseSettings):
     """When set, ``/metrics`` wants ``Authorization: Bearer <it>``; else it is open."""
     agents: str = Field("", alias="AGUI_AGENTS")
     """``name=module:object`` pairs (comma separated); only the names are used here."""
-    agent_refresh_s: float = Field(30.0, alias="AGUI_AGENT_REFRESH_S", gt=0)
+    agent_refresh_s: float = Field(30.0, alias="AGUI_AGENT_REFRESH_S", gt=0, le=86_400)
     replay_index_size: int = Field(100_000, alias="AGUI_REPLAY_INDEX_SIZE", ge=0)
     """Runs whose first offset the instance remembers, so a replay seeks instead of scanning."""
     replay_full_scans: int = Field(2, alias="AGUI_REPLAY_FULL_SCANS", ge=1, le=1000)
     """Replays reading a partition from its beginning (a run neither indexed nor remembered
     by its thread) at once on one instance; one more: 503 ``replay_busy``."""
-    startup_timeout_s: float = Field(30.0, alias="AGUI_STARTUP_TIMEOUT_S", ge=0)
+    startup_timeout_s: float = Field(30.0, alias="AGUI_STARTUP_TIMEOUT_S", ge=0, le=86_400)
     """How long startup waits for the Kafka readers before serving anyway (not ready)."""
     read_your_writes_s: float = Field(2.0, alias="AGUI_READ_YOUR_WRITES_S", ge=0, le=60)
     """How long ``GET /threads/{id}`` may wait for the state a run's end produced (0: off)."""

@@ -61,11 +61,11 @@ class GatekeeperSettings(BaseSettings):
     to about twice this long more, and an idle gatekeeper polls every ``batch_ms``. 0 (the
     default): each record is handled as soon as it is there (lowest latency)."""
     transaction_deadline_s: float = Field(20.0, alias="AGUI_GATEKEEPER_TRANSACTION_DEADLINE_S",
-                                          gt=0)
+                                          gt=0, le=3600)
     """A transaction not ended after this long is settled by a new producer, so a request
     the broker never answers cannot hold the instance's partitions up; above the broker's
     15 s transaction timeout, after which such a transaction could only abort."""
-    agents_refresh_s: float = Field(60.0, alias="AGUI_GATEKEEPER_AGENTS_REFRESH_S", gt=0)
+    agents_refresh_s: float = Field(60.0, alias="AGUI_GATEKEEPER_AGENTS_REFRESH_S", gt=0, le=86_400)
     """How often the known agents' dispatch topics are asked about again (by name, not by
     listing the cluster), so an agent whose topic was deleted is refused. A new agent needs
     no refresh: it is looked up when a request first names it."""
@@ -78,26 +78,26 @@ class GatekeeperSettings(BaseSettings):
     restart under the same id takes the partitions back at once, without waiting out
     the session of the process it replaces (a StatefulSet's pod name). One process per
     id at a time: a second one with the same id stops the gatekeeper with an error."""
-    offsets_flush_s: float = Field(5.0, alias="AGUI_GATEKEEPER_OFFSETS_FLUSH_S", gt=0)
+    offsets_flush_s: float = Field(5.0, alias="AGUI_GATEKEEPER_OFFSETS_FLUSH_S", gt=0, le=3600)
     """Offsets of boundaries that changed nothing (a ``RUN_STARTED`` of a run already
     admitted) are committed at least this often when nothing else is."""
-    gauges_s: float = Field(5.0, alias="AGUI_GATEKEEPER_GAUGES_S", gt=0)
+    gauges_s: float = Field(5.0, alias="AGUI_GATEKEEPER_GAUGES_S", gt=0, le=3600)
     """How often the thread gauges (open and expired interrupts, long runs) and the
     consumer lag are recomputed for ``/metrics``."""
-    gc_full_s: float = Field(300.0, alias="AGUI_GATEKEEPER_GC_FULL_S", gt=0)
+    gc_full_s: float = Field(300.0, alias="AGUI_GATEKEEPER_GC_FULL_S", gt=0, le=86_400)
     """How often the cyclic garbage collector makes a pass (``heap``); it never runs
     on allocation counts."""
-    stall_s: float = Field(30.0, alias="AGUI_GATEKEEPER_STALL_S", gt=0)
+    stall_s: float = Field(30.0, alias="AGUI_GATEKEEPER_STALL_S", gt=0, le=86_400)
     """An owned partition with input whose committed offsets have not moved for this long
     makes ``/readyz`` fail, naming it (``stall``)."""
-    running_too_long_s: float = Field(300.0, alias="AGUI_RUNNING_TOO_LONG_S", gt=0)
+    running_too_long_s: float = Field(300.0, alias="AGUI_RUNNING_TOO_LONG_S", gt=0, le=30 * 86_400)
     """A run older than this counts in ``agui_threads_running_too_long``."""
     state_dir: StateDirectory = Field(None, alias="AGUI_STATE_DIR")
     """Where each owned partition's thread states are kept on disk (``threadstore``);
     unset: in memory, every ``threads`` record read again on each assignment."""
     state_cache_mb: int = Field(64, alias="AGUI_STATE_CACHE_MB", ge=0)
     """Decoded thread states kept in memory in front of the stores, all partitions."""
-    state_grace_s: float = Field(600.0, alias="AGUI_STATE_GRACE_S", ge=0)
+    state_grace_s: float = Field(600.0, alias="AGUI_STATE_GRACE_S", ge=0, le=7 * 86_400)
     """How long the store of a partition handed back is kept before it is deleted."""
 
     @property

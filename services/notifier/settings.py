@@ -29,11 +29,11 @@ class NotifierSettings(BaseSettings):
     secret: SecretStr = Field(alias="AGUI_WEBHOOK_SECRET", min_length=1)
     retries: int = Field(5, alias="AGUI_WEBHOOK_RETRIES", ge=0, le=100)
     """Attempts after the first; then the notification is dead-lettered."""
-    backoff_s: float = Field(1.0, alias="AGUI_WEBHOOK_BACKOFF_S", ge=0)
+    backoff_s: float = Field(1.0, alias="AGUI_WEBHOOK_BACKOFF_S", ge=0, le=86_400)
     """The wait before the first retry; doubled before each next one."""
-    backoff_max_s: float = Field(60.0, alias="AGUI_WEBHOOK_BACKOFF_MAX_S", gt=0)
+    backoff_max_s: float = Field(60.0, alias="AGUI_WEBHOOK_BACKOFF_MAX_S", gt=0, le=86_400)
     """The longest wait between two attempts."""
-    timeout_s: float = Field(10.0, alias="AGUI_WEBHOOK_TIMEOUT_S", gt=0)
+    timeout_s: float = Field(10.0, alias="AGUI_WEBHOOK_TIMEOUT_S", gt=0, le=600)
     """One attempt's limit (connect, send, answer)."""
     poll_s: float = Field(1.0, alias="AGUI_NOTIFIER_POLL_S", gt=0, le=60)
     """The longest wait for records before the expiry clock is moved."""

@@ -46,17 +46,17 @@ class ProducerSettings(BaseSettings):
     """Within the broker's defaults (``group.min``/``group.max.session.timeout.ms``):
     outside them the group refused the worker at join, with a traceback."""
     linger_ms: int = Field(1, alias="AGUI_PRODUCER_LINGER_MS", ge=0, le=1000)
-    handover_wait_s: float = Field(15.0, alias="AGUI_HANDOVER_WAIT_S", ge=0)
+    handover_wait_s: float = Field(15.0, alias="AGUI_HANDOVER_WAIT_S", ge=0, le=3600)
     """How long a run that takes a thread over from another agent waits for that agent's
     previous run to show closed in the thread's checkpoint (``CheckpointStore.handover``)."""
-    recovery_margin_s: float = Field(60.0, alias="AGUI_RECOVERY_MARGIN_S", ge=0)
+    recovery_margin_s: float = Field(60.0, alias="AGUI_RECOVERY_MARGIN_S", ge=0, le=86_400)
     """How far before a lost run's start marker the events scan begins (clock skew)."""
     worker_id: str = Field(default_factory=default_worker_id, alias="AGUI_WORKER_ID")
     state_dir: StateDirectory = Field(None, alias="AGUI_STATE_DIR")
     """Where the owned partitions' thread checkpoints are kept on disk
     (``checkpoint_disk``); unset: in memory, read in full on every assignment."""
     state_cache_mb: int = Field(64, alias="AGUI_STATE_CACHE_MB", ge=0)
-    state_grace_s: float = Field(600.0, alias="AGUI_STATE_GRACE_S", ge=0)
+    state_grace_s: float = Field(600.0, alias="AGUI_STATE_GRACE_S", ge=0, le=7 * 86_400)
 
     @model_validator(mode="after")
     def _ttls_are_durations(self) -> ProducerSettings:
