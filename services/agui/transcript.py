@@ -237,11 +237,25 @@ class _Builder:
                               content=copy.deepcopy(event.get("content")))
 
 
+class Replayer:
+    """``replay`` a batch at a time: a thread's history too long to hold is folded as it
+    is read, and only the transcript is kept."""
+
+    def __init__(self, *, max_state_bytes: int = MAX_STATE_BYTES) -> None:
+        self._builder = _Builder(max_state_bytes)
+
+    def feed(self, events: Iterable[Mapping[str, Any]]) -> None:
+        for event in events:
+            self._builder.apply(event)
+
+    def done(self) -> Transcript:
+        _joined(self._builder.t.messages)
+        return self._builder.t
+
+
 def replay(events: Iterable[Mapping[str, Any]], *,
            max_state_bytes: int = MAX_STATE_BYTES) -> Transcript:
     """Fold a thread's events, in partition order, into its transcript."""
-    builder = _Builder(max_state_bytes)
-    for event in events:
-        builder.apply(event)
-    _joined(builder.t.messages)
-    return builder.t
+    replayer = Replayer(max_state_bytes=max_state_bytes)
+    replayer.feed(events)
+    return replayer.done()

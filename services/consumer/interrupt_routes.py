@@ -25,7 +25,6 @@ thread, when a person opens it, never per listed interrupt, and at most
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -36,7 +35,7 @@ from starlette.responses import Response
 
 from contracts import ThreadState
 from contracts.headers import ascii_int
-from services.agui.transcript import replay as transcript_of
+from services.agui.transcript import Replayer
 from services.consumer import direct
 from services.consumer.inbox_feed import (
     HISTORY_READS,
@@ -52,7 +51,7 @@ from services.consumer.relay import Relay
 from services.consumer.routes import _ids, _principal, _problems, _relay
 from services.consumer.sse import EventStreamResponse
 from services.consumer.views import ThreadView
-from services.kafka.thread_log import ThreadRecords, read_thread
+from services.kafka.thread_log import Fold, ThreadRecords, read_thread
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 500
@@ -162,10 +161,12 @@ def _trail(found: Any) -> list[dict[str, Any]]:
     return [r[2] for r in rows]
 
 
-async def read_history(request: Request, thread_id: str
+async def read_history(request: Request, thread_id: str, *, fold: Fold | None = None
                        ) -> tuple[ThreadState | None, ThreadRecords]:
     """The caller's view of the thread (404 for another tenant's) and its records, read as
-    one of at most ``HISTORY_READS`` thread histories at once (``503 busy`` past that)."""
+    one of at most ``HISTORY_READS`` thread histories at once (``503 busy`` past that).
+    Only the events a trail needs (a run's start and end) are kept; ``fold`` hears
+    every one, off the loop."""
     relay = _ids(request, thread_id)
     state = await relay.tenancy.readable(thread_id, _principal(request))
     slots = feed(request).history_slots
@@ -173,18 +174,20 @@ async def read_history(request: Request, thread_id: str
         raise RetryLater("busy", f"{HISTORY_READS} thread histories are being read; "
                                  "try again in a moment", BUSY_RETRY_AFTER_S)
     async with slots:
-        found = await read_thread(relay.kafka, thread_id, decisions=True)
+        found = await read_thread(relay.kafka, thread_id, decisions=True,
+                                  event_types=TRAIL_EVENTS, fold=fold)
     return state, found
 
 
 @served.get("/interrupts/threads/{thread_id}", responses=_problems(400, 404, 503),
             summary="A thread's tool calls, resume input and audit trail, for the inbox")
 async def thread_history(thread_id: str, request: Request) -> Response:
-    state, found = await read_history(request, thread_id)
-    events = [e.value for e in found.events if isinstance(e.value, dict)]
-    # off the loop, its state bounded: a thread's history is its events' to decide
-    transcript = await asyncio.to_thread(transcript_of, events,
-                                         max_state_bytes=_relay(request).kafka.max_record_bytes)
+    # folded a batch at a time off the loop, its state bounded: a thread's history is its
+    # events' to decide, and a long one is never held whole
+    replayer = Replayer(max_state_bytes=_relay(request).kafka.max_record_bytes)
+    state, found = await read_history(request, thread_id, fold=lambda batch: replayer.feed(
+        e.value for e in batch if isinstance(e.value, dict)))
+    transcript = replayer.done()
     body: dict[str, Any] = {"threadId": thread_id, "input": transcript.input_fields(),
                             "toolCalls": {i: c.wire() for i, c in
                                           tool_calls_of(transcript.messages).items()},

@@ -23,9 +23,9 @@ from rich.console import Console
 
 from services.agui.audit import AuditEntry, audit
 from services.cli.ops.columns import Column, Grid, print_grid
-from services.cli.ops.kafka_io import EXIT_OK, EXIT_REFUSED, run_command, stderr, stdout
+from services.cli.ops.kafka_io import EXIT_OK, EXIT_REFUSED, reading, run_command, stderr, stdout
 from services.cli.ops.safe import markup, safe
-from services.kafka.thread_log import ThreadRecords, read_thread
+from services.kafka.thread_log import BOUNDARIES, ThreadRecords, read_thread
 from services.runtime.settings import KafkaSettings
 
 COLUMNS = (Column("interrupt", ids=True), Column("status"), Column("run", ids=True),
@@ -67,8 +67,11 @@ def print_audit(console: Console, found: ThreadRecords) -> None:
     print_grid(console, audit_grid(entries))
 
 
-async def _audit(settings: KafkaSettings, thread_id: str, as_json: bool) -> int:
-    found = await read_thread(settings, thread_id)
+async def _audit(settings: KafkaSettings, thread_id: str, as_json: bool,
+                 stop: asyncio.Event | None = None) -> int:
+    with reading(f"thread {markup(thread_id)}") as progress:  # a run's start and end only
+        found = await read_thread(settings, thread_id, event_types=BOUNDARIES, stop=stop,
+                                  progress=progress)
     for warning in found.warnings:
         stderr().print(f"[yellow]warning:[/] {markup(warning)}")
     if found.state is None and not found.events and not found.decisions:
@@ -90,7 +93,7 @@ def audit_command(
     """Every interrupt of a thread: raised, then answered (by whom, when, digest) or expired."""
     settings = KafkaSettings()
 
-    async def body(_stop: asyncio.Event) -> int:
-        return await _audit(settings, thread_id, as_json)
+    async def body(stop: asyncio.Event) -> int:
+        return await _audit(settings, thread_id, as_json, stop)
 
     raise typer.Exit(run_command(body))

@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+import time
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
 
 from rich.console import Console
 
 from services.kafka.clients import KafkaError, TopicPartition, new_producer
 from services.kafka.reader import TopicReader, UnknownTopicError
+from services.kafka.thread_log import Progress, ReadStoppedError
 from services.runtime.lifecycle import run_until_signalled
 from services.runtime.settings import KafkaSettings
 
@@ -26,6 +29,8 @@ EXIT_OK = 0
 EXIT_REFUSED = 1
 EXIT_ERROR = 2
 EXIT_INTERRUPTED = 130
+NOTE_EVERY_S = 5.0
+"""How often a long read says how far it is, when stderr is not a terminal."""
 
 
 def stdout() -> Console:
@@ -36,6 +41,32 @@ def stdout() -> Console:
 def stderr() -> Console:
     """The console for progress and errors."""
     return Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+@contextmanager
+def reading(what: str) -> Iterator[Progress]:
+    """Progress on stderr while ``what`` is read: a thread's partition can hold millions
+    of records, seconds of reading. A terminal gets a status line, erased after; anything
+    else (a log, a pipe) a line when the read begins and one every ``NOTE_EVERY_S``."""
+    console = stderr()
+    if console.is_terminal:
+        with console.status(f"reading {what}") as status:
+
+            def update(topic: str, done: int, total: int) -> None:
+                status.update(f"reading {what}: {topic}, {done:,} of {total:,} records")
+
+            yield update
+        return
+    console.print(f"reading {what} (Ctrl-C stops)")
+    noted = time.monotonic()
+
+    def note(topic: str, done: int, total: int) -> None:
+        nonlocal noted
+        if time.monotonic() - noted >= NOTE_EVERY_S:
+            noted = time.monotonic()
+            console.print(f"reading {what}: {topic}, {done:,} of {total:,} records")
+
+    yield note
 
 
 async def publish(settings: KafkaSettings, topic: str, key: str, value: bytes,
@@ -76,6 +107,9 @@ def run_command(body: Callable[[asyncio.Event], Awaitable[int]]) -> int:
         nonlocal result
         try:
             result = await body(stop)
+        except ReadStoppedError:
+            stderr().print("[yellow]stopped[/] (Ctrl-C) before the read was done")
+            result = EXIT_INTERRUPTED
         except UnknownTopicError as exc:
             stderr().print(f"[red]error:[/] {exc}")
             result = EXIT_ERROR

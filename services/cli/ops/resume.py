@@ -27,12 +27,13 @@ from pydantic import ValidationError
 from contracts import RunRequest, encode
 from contracts.codec import to_wire, validation_detail
 from contracts.headers import AGENT
-from services.agui.transcript import MAX_STATE_BYTES, replay
+from services.agui.transcript import MAX_STATE_BYTES, Replayer, Transcript, replay
 from services.cli.ops.kafka_io import (
     EXIT_ERROR,
     EXIT_OK,
     EXIT_REFUSED,
     publish,
+    reading,
     run_command,
     select_partitions,
     stderr,
@@ -44,7 +45,7 @@ from services.cli.ops.tail import emit
 from services.cli.ops.watch import Watcher
 from services.kafka.reader import Start, TopicReader
 from services.kafka.records import OpsRecord
-from services.kafka.thread_log import ThreadRecords, read_thread
+from services.kafka.thread_log import BOUNDARIES, ThreadRecords, read_thread
 from services.runtime.settings import KafkaSettings
 
 
@@ -53,17 +54,20 @@ class RefusedError(Exception):
 
 
 def build_request(found: ThreadRecords, plan: Plan, agent: str | None, *,
-                  max_state_bytes: int = MAX_STATE_BYTES) -> RunRequest:
-    """The RunRequest continuing ``found``'s thread with ``plan``'s resume list (its state
-    rebuilt up to ``max_state_bytes``, the records' limit)."""
+                  max_state_bytes: int = MAX_STATE_BYTES,
+                  transcript: Transcript | None = None) -> RunRequest:
+    """The RunRequest continuing ``found``'s thread with ``plan``'s resume list: its
+    ``transcript`` as folded while reading, else rebuilt from ``found.events`` (its state
+    up to ``max_state_bytes``, the records' limit)."""
     state = found.state
     assert state is not None
     chosen = agent or state.agent or next(
         (e.headers[AGENT] for e in reversed(found.events) if AGENT in e.headers), None)
     if not chosen:
         raise RefusedError(f"no agent known for thread {found.thread_id}: pass --agent NAME")
-    transcript = replay((e.value for e in found.events if isinstance(e.value, dict)),
-                        max_state_bytes=max_state_bytes)
+    if transcript is None:
+        transcript = replay((e.value for e in found.events if isinstance(e.value, dict)),
+                            max_state_bytes=max_state_bytes)
     if transcript.last_run_id is None:
         transcript.warnings.append(f"no events of thread {found.thread_id} left on the events "
                                    "topic (retention?): resuming without its message history")
@@ -178,10 +182,16 @@ def resume(
         raise typer.Exit(EXIT_ERROR) from exc
 
     async def body(stop: asyncio.Event) -> int:
-        found = await read_thread(settings, thread_id, decisions=False)
+        replayer = Replayer(max_state_bytes=settings.max_record_bytes)
+        with reading(f"thread {markup(thread_id)}") as progress:  # folded, never held whole
+            found = await read_thread(
+                settings, thread_id, decisions=False, event_types=BOUNDARIES, stop=stop,
+                progress=progress,
+                fold=lambda batch: replayer.feed(e.value for e in batch
+                                                 if isinstance(e.value, dict)))
         try:
             request = build_request(found, plan_for(found, options), agent,
-                                    max_state_bytes=settings.max_record_bytes)
+                                    transcript=replayer.done())
         except RefusedError as exc:
             stderr().print(f"[bold red]refused, nothing sent[/] — thread {markup(thread_id)}:\n"
                            f"{markup(exc)}")

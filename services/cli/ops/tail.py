@@ -88,7 +88,7 @@ async def _tail(settings: KafkaSettings, wanted: list[tuple[str, str | None]], s
         async for batch in reader.batches(until=ends if exit_at_end else None, stop=stop):
             for record in batch:
                 rec = from_kafka(record, settings.topics)
-                if deduper.fresh(rec) and keep.matches(rec):
+                if keep.matches(rec) and deduper.fresh(rec):
                     emit(rec, as_json)
     return EXIT_OK
 

@@ -38,6 +38,7 @@ from services.cli.ops.columns import Column, Grid, print_grid
 from services.cli.ops.kafka_io import (
     EXIT_OK,
     EXIT_REFUSED,
+    reading,
     run_command,
     stderr,
     stdout,
@@ -55,7 +56,7 @@ from services.cli.ops.threadview import (
 from services.consumer.catchup import boundary, closed, passed
 from services.kafka.reader import TopicReader
 from services.kafka.records import from_kafka, latest_states
-from services.kafka.thread_log import ThreadRecords, read_state, read_thread
+from services.kafka.thread_log import BOUNDARIES, ThreadRecords, read_state, read_thread
 from services.runtime.settings import KafkaSettings, LimitSettings
 
 app = typer.Typer(help="Threads from the compacted thread-state topic.", no_args_is_help=False)
@@ -146,7 +147,8 @@ def show_json(found: ThreadRecords) -> dict[str, Any]:
     return {
         "threadId": found.thread_id,
         "state": to_wire(state) if state else None,
-        "runs": [_run_json(r) for r in summarize_runs(found.events)],
+        "runs": [_run_json(r)
+                 for r in summarize_runs(found.events, found.run_events or None)],
         "decisions": [d.value for d in found.decisions],
         "openInterrupts": [to_wire(o) for o in state.open_interrupts] if state else [],
     }
@@ -171,7 +173,7 @@ def run_grid(found: ThreadRecords) -> Grid:
     grid = Grid([Column("run", ids=True), Column("agent", ids=True), Column("started"),
                  Column("ended"), Column("outcome"), Column("interrupts", ids=True),
                  Column("resumed with", ids=True), Column("events")])
-    for run in summarize_runs(found.events):
+    for run in summarize_runs(found.events, found.run_events or None):
         grid.add(run.run_id, run.agent or "-", clock(run.started_ms) if run.started_ms else "-",
                  clock(run.ended_ms) if run.ended_ms else "-", run.outcome,
                  ", ".join(run.interrupt_ids) or "-", ", ".join(run.resume) or "-",
@@ -230,8 +232,11 @@ async def settled(settings: KafkaSettings, found: ThreadRecords) -> ThreadState 
     return closed(state, ending, datetime.now(UTC), limits) or state
 
 
-async def _show(settings: KafkaSettings, thread_id: str, as_json: bool) -> int:
-    found = await read_thread(settings, thread_id)
+async def _show(settings: KafkaSettings, thread_id: str, as_json: bool,
+                stop: asyncio.Event | None = None) -> int:
+    with reading(f"thread {markup(thread_id)}") as progress:  # runs' starts and ends only
+        found = await read_thread(settings, thread_id, event_types=BOUNDARIES, stop=stop,
+                                  progress=progress)
     found.state = await settled(settings, found)
     for warning in found.warnings:
         stderr().print(f"[yellow]warning:[/] {markup(warning)}")
@@ -255,7 +260,7 @@ def show(
     """A thread's runs, decisions and open interrupts (with their responseSchema)."""
     settings = KafkaSettings()
 
-    async def body(_stop: asyncio.Event) -> int:
-        return await _show(settings, thread_id, as_json)
+    async def body(stop: asyncio.Event) -> int:
+        return await _show(settings, thread_id, as_json, stop)
 
     raise typer.Exit(run_command(body))

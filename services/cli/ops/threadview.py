@@ -14,7 +14,7 @@ before an end it has read). Pure.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -125,8 +125,10 @@ def _finish(summary: RunSummary, rec: OpsRecord, kind: str) -> None:
     summary.ended_ms = rec.timestamp_ms
 
 
-def summarize_runs(events: Iterable[OpsRecord]) -> list[RunSummary]:
-    """One summary per run id, in the order the runs started."""
+def summarize_runs(events: Iterable[OpsRecord], counts: Mapping[str, int] | None = None
+                   ) -> list[RunSummary]:
+    """One summary per run id, in the order the runs started. ``counts``: each run's
+    events, when ``events`` holds only some of them (a run's start and end)."""
     runs: dict[str, RunSummary] = {}
     for rec in events:
         body = rec.fields
@@ -134,7 +136,7 @@ def summarize_runs(events: Iterable[OpsRecord]) -> list[RunSummary]:
         if not isinstance(run_id, str):
             continue
         summary = runs.setdefault(run_id, RunSummary(run_id))
-        summary.events += 1
+        summary.events = counts.get(run_id, 0) if counts is not None else summary.events + 1
         summary.agent = summary.agent or rec.headers.get(AGENT)
         kind = rec.headers.get(EVENT_TYPE) or body.get("type")
         if kind == "RUN_STARTED":
