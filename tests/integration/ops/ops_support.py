@@ -32,6 +32,7 @@ from contracts import (
     encode,
 )
 from contracts.topics import BOUNDARY_TYPES
+from deploy.kafka import launcher
 from services.kafka.clients import AIOKafkaProducer
 from services.kafka.reader import Start, TopicReader
 from services.runtime.settings import KafkaSettings
@@ -269,3 +270,24 @@ async def wait_ready(url: str, consumer: Service) -> None:
                 pass
             await asyncio.sleep(0.2)
     raise AssertionError("consumer service never ready:\n" + consumer.log()[-3000:])
+
+
+@contextlib.asynccontextmanager
+async def one_worker_system(settings: KafkaSettings, tmp_path: Path, agents: str,
+                            agents_path: Path) -> AsyncIterator[str]:
+    """A gatekeeper, one worker hosting ``agents`` (modules under ``agents_path``) and the
+    consumer service, all ready: the consumer's URL."""
+    port = launcher.free_port()
+    (tmp_path / "w").mkdir()
+    started = (
+        Service("services.gatekeeper", settings, tmp_path),
+        Service("services.producer", settings, tmp_path / "w", AGUI_AGENTS=agents,
+                PYTHONPATH=str(agents_path)),
+        Service("services.consumer", settings, tmp_path, AGUI_AGENTS=agents,
+                AGUI_HTTP_PORT=str(port)),
+    )
+    async with services(*started):
+        url = f"http://127.0.0.1:{port}"
+        await wait_ready(url, started[-1])
+        await started[0].wait_for_log("assigned partitions")
+        yield url

@@ -16,9 +16,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from ops_support import Service, run_cli, services, wait_ready
+from ops_support import one_worker_system, run_cli
 
-from deploy.kafka import launcher
 from services.cli.ops.agui_http import run_agent
 from services.kafka.admin import ensure_topics
 from services.runtime.settings import KafkaSettings
@@ -34,19 +33,7 @@ async def stack(kafka_bootstrap: str, tmp_path: Path) -> AsyncIterator[tuple[Kaf
     settings = KafkaSettings(bootstrap_servers=kafka_bootstrap,
                              topic_prefix=f"dg{uuid.uuid4().hex[:10]}", partitions=2)
     await ensure_topics(settings, ("never", "impatient"))
-    port = launcher.free_port()
-    (tmp_path / "w").mkdir()
-    started = (
-        Service("services.gatekeeper", settings, tmp_path),
-        Service("services.producer", settings, tmp_path / "w", AGUI_AGENTS=AGENTS,
-                PYTHONPATH=str(HERE)),
-        Service("services.consumer", settings, tmp_path, AGUI_AGENTS=AGENTS,
-                AGUI_HTTP_PORT=str(port)),
-    )
-    url = f"http://127.0.0.1:{port}"
-    async with services(*started):
-        await wait_ready(url, started[-1])
-        await started[0].wait_for_log("assigned partitions")
+    async with one_worker_system(settings, tmp_path, AGENTS, HERE) as url:
         yield settings, url
 
 
