@@ -188,11 +188,21 @@ class TopicReader:
         self, partitions: Sequence[TopicPartition], start: Start | None = None
     ) -> list[ConsumerRecord[Any, Any]]:
         """Everything in ``partitions`` from ``start`` (default: beginning) up to now."""
-        ends = await self.assign(partitions, start or Start.beginning())
         out: list[ConsumerRecord[Any, Any]] = []
-        async for batch in self.batches(until=ends):
+        async for batch in self.read_batches(partitions, start):
             out.extend(batch)
         return out
+
+    async def read_batches(
+        self, partitions: Sequence[TopicPartition], start: Start | None = None
+    ) -> AsyncGenerator[list[ConsumerRecord[Any, Any]], None]:
+        """What ``read_all`` reads, batch by batch: a caller that keeps a few records of
+        a shared partition holds one batch at a time, not the partition's history (a
+        resumed pipeline parent held its child's whole ``events`` partition to keep
+        the child's few records: found by probing)."""
+        ends = await self.assign(partitions, start or Start.beginning())
+        async for batch in self.batches(until=ends):
+            yield batch
 
     async def read_latest(
         self, partitions: Sequence[TopicPartition]
