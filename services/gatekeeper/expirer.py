@@ -10,7 +10,11 @@ rebuilds the thread's accumulated messages and state from its events, as
 ``agui-relay resume`` does (``services.agui.transcript``, resent events
 dropped by their run and sequence headers), builds the resume cancelling
 every open interrupt (``expiry_policy.expiry_request``) and publishes it to
-``requests``, keyed by its thread like any request. The rebuild runs in a
+``requests``, keyed by its thread like any request. The threads that lapse
+together are taken partition by partition: one read of the events partition
+serves all of them (``expiry_history``; a read per thread made 10,000
+threads of one deadline cost the square of their events), and their resumes
+are all under way before any acknowledgement is awaited. The rebuild runs in a
 worker thread, its state bounded by ``AGUI_MAX_RECORD_BYTES`` (a hostile
 ``STATE_DELTA`` had frozen the loop for 20 s per try); a resume that still
 cannot fit a record is not sent, and not tried again until the thread's
@@ -33,20 +37,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
-import orjson
-
-from contracts import ThreadState, encode
-from contracts.headers import RUN_ID, SEQ
+from contracts import RunRequest, ThreadState, encode
 from services.agui.jsdate import to_epoch_ms
-from services.agui.transcript import replay
+from services.agui.transcript import Transcript, replay
+from services.gatekeeper.expiry_history import Histories, decoded
 from services.gatekeeper.expiry_policy import Deadlines, expiry_request
 from services.kafka.clients import (
     AIOKafkaProducer,
-    ConsumerRecord,
     MessageSizeTooLargeError,
     TopicPartition,
     new_producer,
@@ -114,8 +115,11 @@ class Expirer:
             async with TopicReader(self.kafka, f"{self.client_id}-history") as reader:
                 while not stop.is_set():
                     now = self.clock()
+                    lapsed: dict[int, list[ThreadState]] = {}
                     for partition, state in self.deadlines.due(to_epoch_ms(now), self.current):
-                        await self._resume(producer, reader, partition, state, now)
+                        lapsed.setdefault(partition, []).append(state)
+                    for partition, states in lapsed.items():
+                        await self._resume(producer, reader, partition, states, now)
                     await self._sleep(stop)
         finally:
             await producer.stop()
@@ -134,64 +138,77 @@ class Expirer:
                 w.cancel()
 
     async def _resume(self, producer: AIOKafkaProducer, reader: TopicReader, partition: int,
-                      state: ThreadState, now: datetime) -> None:
-        fields = run_fields(state.thread_id, state.interrupted_run_id)
-        key = state.thread_id.encode()
+                      states: list[ThreadState], now: datetime) -> None:
+        """Send the resumes of ``partition``'s lapsed threads: one read of their events,
+        every send under way before any acknowledgement is awaited."""
         try:
-            history = await self._history(reader, partition, state)
-            request = expiry_request(state, history, now)
-            value = encode(request)
-            limit = RecordLimit(self.kafka.max_record_bytes)
-            size = limit.excess(key, value)
-            if size is not None:
-                raise MessageSizeTooLargeError(limit.why("the expiry resume", size))
-            await producer.send_and_wait(self.kafka.topics.requests, value, key=key,
-                                         partition=partition)
-        except MessageSizeTooLargeError as exc:  # the same next time: not tried again
+            histories = await self._histories(reader, partition, states)
+        except Exception as exc:
+            for state in states:
+                self._not_sent(partition, state, now, exc)
+            return
+        sending: list[tuple[ThreadState, str, asyncio.Future[Any]]] = []
+        for state in states:
+            try:
+                request = await self._request(histories.take(state.thread_id), state, now)
+                value = encode(request)
+                limit = RecordLimit(self.kafka.max_record_bytes)
+                key = state.thread_id.encode()
+                size = limit.excess(key, value)
+                if size is not None:
+                    raise MessageSizeTooLargeError(limit.why("the expiry resume", size))
+                sending.append((state, request.request_id, await producer.send(
+                    self.kafka.topics.requests, value, key=key, partition=partition)))
+            except Exception as exc:
+                self._not_sent(partition, state, now, exc)
+        acks = await asyncio.gather(*(f for _, _, f in sending), return_exceptions=True)
+        for (state, request_id, _), ack in zip(sending, acks, strict=True):
+            if isinstance(ack, BaseException):
+                self._not_sent(partition, state, now, ack)
+                continue
+            self.sent += 1
+            log.info("every interrupt of run %s expired: sent %s cancelling %d",
+                     state.interrupted_run_id, request_id, len(state.open_interrupts),
+                     extra={**run_fields(state.thread_id, state.interrupted_run_id),
+                            "requestId": request_id})
+
+    def _not_sent(self, partition: int, state: ThreadState, now: datetime,
+                  exc: BaseException) -> None:
+        fields = run_fields(state.thread_id, state.interrupted_run_id)
+        if isinstance(exc, MessageSizeTooLargeError):  # the same next time: not tried again
             log.error("expiry resume of thread %s cannot be sent: %s; its interrupts stay "
                       "expired until answered (agui-relay resume --cancel-expired)",
                       state.thread_id, exc, extra=fields)
             return
-        except Exception as exc:
-            log.warning("expiry resume of thread %s not sent (%s); trying again",
-                        state.thread_id, exc, extra=fields)
-            self.deadlines.retry(partition, state, to_epoch_ms(now) + RETRY_MS)
-            return
-        self.sent += 1
-        log.info("every interrupt of run %s expired: sent %s cancelling %d",
-                 state.interrupted_run_id, request.request_id, len(state.open_interrupts),
-                 extra={**fields, "requestId": request.request_id})
+        log.warning("expiry resume of thread %s not sent (%s); trying again",
+                    state.thread_id, exc, extra=fields)
+        self.deadlines.retry(partition, state, to_epoch_ms(now) + RETRY_MS)
 
-    async def _history(self, reader: TopicReader, partition: int,
-                       state: ThreadState) -> dict[str, Any]:
-        """The RunAgentInput members the thread's events add up to."""
-        tp = TopicPartition(self.kafka.topics.events, partition)  # co-partitioned
-        start = (Start.at(to_epoch_ms(state.run_started_at - SKEW))
-                 if state.run_started_at is not None else Start.beginning())
-        records = await reader.read_all([tp], start)
-        events = list(_events_of(records, state.thread_id))
-        transcript = await asyncio.to_thread(replay, events,
-                                             max_state_bytes=self.kafka.max_record_bytes)
+    async def _histories(self, reader: TopicReader, partition: int,
+                         states: list[ThreadState]) -> Histories:
+        """The lapsed threads' events, from one read of their (co-partitioned) events
+        partition from the earliest of their starts to its end."""
+        histories = Histories({
+            state.thread_id: (to_epoch_ms(state.run_started_at - SKEW)
+                              if state.run_started_at is not None else None)
+            for state in states})
+        since = histories.start_ms()
+        tp = TopicPartition(self.kafka.topics.events, partition)
+        ends = await reader.assign([tp], Start.at(since) if since is not None
+                                   else Start.beginning())
+        async for batch in reader.batches(until=ends):
+            histories.add(batch)
+        return histories
+
+    async def _request(self, values: list[bytes], state: ThreadState,
+                       now: datetime) -> RunRequest:
+        """The resume of ``state``, with the RunAgentInput members its events add up to."""
+        transcript = await asyncio.to_thread(_replayed, values, self.kafka.max_record_bytes)
         for warning in transcript.warnings:
             log.warning("history of thread %s: %s", state.thread_id, warning,
                         extra=run_fields(state.thread_id, state.interrupted_run_id))
-        return transcript.input_fields()
+        return expiry_request(state, transcript.input_fields(), now)
 
 
-def _events_of(records: Iterable[ConsumerRecord[Any, Any]], thread_id: str) -> Iterator[Any]:
-    """The thread's events in partition order, resent copies dropped."""
-    key = thread_id.encode()
-    seen: set[tuple[bytes, bytes]] = set()
-    for record in sorted(records, key=lambda r: r.offset):
-        if record.key != key or record.value is None:
-            continue
-        headers = dict(reversed(record.headers or ()))  # the first of a name wins
-        run, seq = headers.get(RUN_ID), headers.get(SEQ)
-        if run is not None and seq is not None:
-            if (run, seq) in seen:
-                continue
-            seen.add((run, seq))
-        with contextlib.suppress(orjson.JSONDecodeError):
-            value = orjson.loads(record.value)
-            if isinstance(value, dict):
-                yield value
+def _replayed(values: list[bytes], max_state_bytes: int) -> Transcript:
+    return replay(decoded(values), max_state_bytes=max_state_bytes)
