@@ -57,7 +57,7 @@ def reading(what: str) -> Iterator[Progress]:
 
             yield update
         return
-    console.print(f"reading {what} (Ctrl-C stops)")
+    console.print(f"reading {what}")
     noted = time.monotonic()
 
     def note(topic: str, done: int, total: int) -> None:

@@ -96,19 +96,28 @@ def thread_grid(rows: list[ThreadRow], now: datetime) -> Grid:
 
 async def _list(settings: KafkaSettings, status: str | None, expired: bool, agent: str | None,
                 as_json: bool) -> int:
-    async with TopicReader(settings, "agui-relay-threads") as reader:
-        records = await reader.read_latest(await reader.all_partitions(settings.topics.threads))
-    states, warnings = latest_states(from_kafka(r, settings.topics) for r in records)
-    for warning in warnings:
-        stderr().print(f"[yellow]warning:[/] {markup(warning)}")
     now = datetime.now(UTC)
-    rows = select((row_of(s, now) for s in states.values()), status=status, expired=expired,
-                  agent=agent)
+
+    def shape(record: Any) -> ThreadRow | str | None:
+        """A record as its row (a warning for an unreadable one, None for a tombstone): a
+        row per thread is what is held, never the states."""
+        states, warnings = latest_states([from_kafka(record, settings.topics)])
+        state = next(iter(states.values()), None)
+        return row_of(state, now) if state is not None else next(iter(warnings), None)
+
+    async with TopicReader(settings, "agui-relay-threads") as reader:
+        with reading("thread states"):
+            shaped = await reader.latest_shaped(
+                await reader.all_partitions(settings.topics.threads), shape)
+    for warning in (s for s in shaped if isinstance(s, str)):
+        stderr().print(f"[yellow]warning:[/] {markup(warning)}")
+    every = [s for s in shaped if isinstance(s, ThreadRow)]
+    rows = select(every, status=status, expired=expired, agent=agent)
     if as_json:
         for row in rows:
             _print_json(row.to_json())
         return EXIT_OK
-    stderr().print(f"[dim]{len(rows)} of {len(states)} threads[/]")
+    stderr().print(f"[dim]{len(rows)} of {len(every)} threads[/]")
     print_grid(stdout(), thread_grid(rows, now))
     return EXIT_OK
 
