@@ -34,6 +34,13 @@ request's ``identity`` (``tenant-a``, or ``tenant-a#alice`` for a named key), or
 (removed when the request names no principal)."""
 EXPIRY_ANSWERER = "policy:expiry"
 """Who answered an interrupt the expiry policy (``AGUI_ON_EXPIRY=cancel``) cancelled."""
+CHILD_KEY = "agui-relay.child"
+"""The key of a carried-up interrupt's ``metadata`` naming the child run it came from
+(``threadId``, ``runId``, ``interruptId``, ``agent``): written by the delegation
+(``services.producer.delegation.CHILD_METADATA``), read by the operator's commands."""
+CHILD_SEPARATOR = "/"
+"""A child thread is ``<parent thread>/<key>-<token>``: its parent's id is all before the
+last separator (``parent_thread``)."""
 KEY_NAME_SEPARATOR = "#"
 """Between a tenant and its API key's name in an ``identity``: no tenant name may contain it."""
 
@@ -44,6 +51,11 @@ def identity(principal: str | None, key_name: str | None) -> str | None:
     if principal is None or key_name is None:
         return principal
     return f"{principal}{KEY_NAME_SEPARATOR}{key_name}"
+
+
+def parent_thread(thread_id: str) -> str:
+    """The thread a child thread was delegated from (its id up to the last ``/``)."""
+    return thread_id.rpartition(CHILD_SEPARATOR)[0]
 
 
 def tenant_of(answerer: str) -> str:
@@ -61,6 +73,7 @@ RejectionCode = Literal[
     "unknown_interrupt",
     "uncovered_interrupts",
     "interrupt_expired",
+    "answer_at_parent",
 ]
 
 
@@ -181,6 +194,10 @@ class ThreadState(Envelope):
     principal: str | None = None
     run_id: str | None = None
     """The current run while running; the last run otherwise."""
+    parent_run_id: str | None = None
+    """The ``parentRunId`` of that run: set, the thread is a delegation's child, whose
+    interrupts are carried up to its parent (``parent_thread``) and answered there, never
+    here (``answer_at_parent``); absent for a run a client started."""
     interrupted_run_id: str | None = None
     open_interrupts: list[OpenInterrupt] = Field(default_factory=list)
     lapsed: list[str] | None = None

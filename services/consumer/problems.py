@@ -78,6 +78,7 @@ REJECTIONS: dict[RejectionCode, tuple[int, str]] = {
     "unknown_interrupt": _INTERRUPT_RULE,
     "uncovered_interrupts": _INTERRUPT_RULE,
     "interrupt_expired": _INTERRUPT_RULE,
+    "answer_at_parent": _CONFLICT,
 }
 """Each rejection code's HTTP status and title. ``key_mismatch`` never leaves as itself:
 ``tenancy.rejection`` answers it as the unknown thread it must look like."""

@@ -5,6 +5,7 @@ Pure decision logic, tested without a broker:
 - ``thread``: the thread state machine (run boundaries, read on ``runs``);
 - ``rules``: ``decide(state, request, now, policy)`` and the policies
   (``expiresAt`` read by the shared rule, ``services.agui.expiry``);
+- ``children``: a delegation's child thread is answered at its parent;
 - ``intake``: raw ``requests`` records → request, stateless refusal or dead letter;
 - ``batch``: one partition's records decided in memory (the clock and the
   trace-id entropy passed in);

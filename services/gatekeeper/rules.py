@@ -24,10 +24,13 @@ and are settled earlier, by ``intake``):
 3. a running thread → ``thread_busy`` (policy ``reject``), or the request is
    held in ``ThreadState.queued`` and decided when the run closes (policy
    ``enqueue``; ``thread_busy`` when the queue is full);
-4. an interrupted thread: the resume list must name each open interrupt
-   exactly once (``duplicate_entry``, ``unknown_interrupt``,
-   ``uncovered_interrupts``) and may resolve none that has expired
-   (``interrupt_expired``; cancelling an expired interrupt is the way past);
+4. an interrupted thread: a delegation's child answers at its parent
+   (``answer_at_parent``: a resume resolving any of its interrupts must
+   itself carry a ``parentRunId``, ``children``); the resume list must name
+   each open interrupt exactly once (``duplicate_entry``,
+   ``unknown_interrupt``, ``uncovered_interrupts``) and may resolve none that
+   has expired (``interrupt_expired``; cancelling an expired interrupt is the
+   way past);
 5. an idle thread with resume entries → ``unknown_interrupt`` (policy
    ``strict``) or admitted with a warning the producer sees (``lenient``).
 
@@ -37,7 +40,8 @@ interruption it names once all of it has expired, else rejected, never
 queued behind a run nor forwarded leniently (``expiry_policy.refusal``).
 
 Admission marks the thread running at once, so two resumes racing for the
-same interrupts can never both pass; a dispatch names the thread's previous
+same interrupts can never both pass, and records the run's ``parentRunId``
+(none for a client's run); a dispatch names the thread's previous
 run when another agent ran it (``Dispatch.handover``). ``on_boundary``
 applies a run boundary from ``events`` and, when it closes the running run,
 decides the queued requests in arrival order. Expiry is read exactly as
@@ -69,7 +73,7 @@ from contracts import (
     Verdict,
 )
 from services.agui.expiry import Expiry, read_expiry
-from services.gatekeeper import expiry_policy
+from services.gatekeeper import children, expiry_policy
 from services.gatekeeper.answerer import attributed
 from services.gatekeeper.thread import (
     Boundary,
@@ -211,6 +215,10 @@ def _judge(state: ThreadState, request: RunRequest, now: datetime, policy: Polic
     if state.status == "running":
         return _busy(state, request, now, policy)
     if state.status == "interrupted":
+        child = children.refusal(state, request)
+        if child is not None:
+            return _reject(state, request, now, _Verdict("rejected", child[1], child[0],
+                                                         tuple(child[2])))
         verdict = _resume_verdict(state, request.input.resume or [], now)
     else:
         verdict = _idle_verdict(state, request.input.resume or [], policy)
@@ -362,6 +370,7 @@ def _admit(state: ThreadState, request: RunRequest, now: datetime, verdict: _Ver
         update={
             "status": "running",
             "run_id": request.input.run_id,
+            "parent_run_id": request.input.parent_run_id,
             "agent": request.agent,
             "principal": request.principal,
             "open_interrupts": [],

@@ -218,6 +218,7 @@ def _started(state: ThreadState, run_id: str, agent: str) -> ThreadState:
         update={
             "status": "running",
             "run_id": run_id,
+            "parent_run_id": None,  # an adopted run's parent is unknown: a client's
             "agent": agent,
             "recent_run_ids": remember_run(state.recent_run_ids, run_id),
         }

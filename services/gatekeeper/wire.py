@@ -44,6 +44,7 @@ def state(s: ThreadState) -> bytes:
     _put(doc, "agent", s.agent)
     _put(doc, "principal", s.principal)
     _put(doc, "runId", s.run_id)
+    _put(doc, "parentRunId", s.parent_run_id)
     _put(doc, "interruptedRunId", s.interrupted_run_id)
     doc["openInterrupts"] = [
         {"schemaVersion": o.schema_version, "runId": o.run_id, "interrupt": to_wire(o.interrupt)}

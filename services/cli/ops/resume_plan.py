@@ -37,6 +37,7 @@ from ag_ui.core import Interrupt, ResumeEntry, RunAgentInput
 from jsonschema.exceptions import ValidationError
 
 from contracts import Decision, RejectionCode, RunRequest, ThreadState
+from contracts.records import parent_thread
 from services.agui.expiry import read_expiry
 from services.gatekeeper.rules import Policy, decide
 from services.gatekeeper.thread import knows_run
@@ -254,6 +255,9 @@ def _hint(state: ThreadState, code: RejectionCode | None, ids: Sequence[str]) ->
         return f"use {_flags(ids)} instead of --resolve, or --cancel-expired"
     if code == "duplicate_entry":
         return "give each id in one --resolve or one --cancel"
+    if code == "answer_at_parent":
+        return (f"answer at the parent with `agui-relay resume {parent_thread(state.thread_id)}`, "
+                "or abandon this child with --cancel-all")
     return ""
 
 

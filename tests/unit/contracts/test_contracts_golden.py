@@ -121,7 +121,7 @@ def samples() -> dict[str, BaseModel]:
         ),
         "thread-state": ThreadState(
             thread_id="thread-1", status="interrupted", agent="approval", run_id="run-1",
-            interrupted_run_id="run-1",
+            parent_run_id="run-0", interrupted_run_id="run-1",
             open_interrupts=[OpenInterrupt(run_id="run-1", interrupt=APPROVAL),
                              OpenInterrupt(run_id="run-1", interrupt=BARE)],
             recent_run_ids=["run-1"],
@@ -244,7 +244,16 @@ def test_the_samples_cover_what_the_wire_must_show() -> None:
     entries = orjson.loads(golden("run-request"))["input"]["resume"]
     assert entries[1] == {"interruptId": "int-input-2", "status": "cancelled"}
     assert orjson.loads(golden("event"))["outcome"]["type"] == "interrupt"
+    assert state["parentRunId"] == "run-0"  # a delegation's child run
     assert all(orjson.loads(golden(s))["schemaVersion"] == 1 for s in RECORD_TYPES)
+
+
+def test_a_thread_state_written_before_parent_run_id_reads_as_no_parent() -> None:
+    older = {k: v for k, v in orjson.loads(golden("thread-state")).items()
+             if k != "parentRunId"}
+    state = decode(ThreadState, orjson.dumps(older))
+    assert state.parent_run_id is None
+    assert b"parentRunId" not in encode(state)  # omitted when none, never null
 
 
 def rewrite() -> None:

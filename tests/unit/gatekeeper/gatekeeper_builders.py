@@ -77,14 +77,16 @@ def request(
     thread_id: str = THREAD,
     agent: str = AGENT,
     resume: Iterable[ResumeEntry] | None = None,
+    parent_run_id: str | None = None,
 ) -> RunRequest:
-    """A RunRequest with one user message."""
+    """A RunRequest with one user message (a delegation's child run's: ``parent_run_id``)."""
     return RunRequest(
         request_id=request_id,
         agent=agent,
         input=RunAgentInput(
             thread_id=thread_id,
             run_id=run_id,
+            parent_run_id=parent_run_id,
             messages=[UserMessage(id=f"m-{run_id}", role="user", content="go")],
             resume=list(resume) if resume is not None else None,
         ),

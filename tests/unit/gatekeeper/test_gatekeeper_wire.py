@@ -54,7 +54,8 @@ def _threads() -> list[ThreadState]:
         interrupt("b"),
     )
     queued = decide(running("r0"), request("q9", "r9", resume=resolve("x")), NOW, ENQUEUE).state
-    return [full, queued, running("r0"), ThreadState(thread_id="bare")]
+    child = full.model_copy(update={"parent_run_id": "parent-r0"})  # a delegation's
+    return [full, child, queued, running("r0"), ThreadState(thread_id="bare")]
 
 
 @given(
@@ -65,13 +66,15 @@ def _threads() -> list[ThreadState]:
     policy=st.sampled_from([REJECT, ENQUEUE, LENIENT]),
     now=CLOCKS,
     agent=st.sampled_from([AGENT, "approval"]),  # another agent: a handover
+    parent=st.sampled_from([None, "parent-r1"]),  # a delegation's child run
 )
 def test_decisions_states_and_dispatches_encode_as_the_contract_does(
     state: ThreadState, resume: list[ResumeEntry] | None, policy: Policy, now: datetime,
-    agent: str,
+    agent: str, parent: str | None,
 ) -> None:
     thread_id = state.thread_id
-    asked = request("q-new", "r-new", thread_id=thread_id, resume=resume, agent=agent)
+    asked = request("q-new", "r-new", thread_id=thread_id, resume=resume, agent=agent,
+                    parent_run_id=parent)
     outcome = decide(state, asked, now, policy)
     assert wire.decision(outcome.decision) == encode(outcome.decision)
     assert wire.state(outcome.state) == encode(outcome.state)

@@ -184,6 +184,17 @@ def test_busy_and_idle_threads() -> None:
     assert codes(thread(status="idle"), ResumeOptions(cancel=["a"])) == ["unknown_interrupt"]
 
 
+def test_a_child_thread_is_answered_at_its_parent_and_may_only_be_cancelled_here() -> None:
+    child = thread(intr("sign-off")).model_copy(update={"thread_id": "t1/review-0a1b",
+                                                        "parent_run_id": "top-r1"})
+    plan = plan_resume(child, ResumeOptions(resolve=[("sign-off", 1)]), NOW)
+    (problem,) = plan.problems
+    assert problem.code == "answer_at_parent"
+    assert "`agui-relay resume t1`" in problem.message
+    assert "--cancel-all" in problem.message
+    assert plan_resume(child, ResumeOptions(cancel_all=True), NOW).ok
+
+
 def test_every_problem_is_reported_at_once() -> None:
     state = thread(intr("a", STALE), intr("b", schema=APPROVAL), intr("c"))
     found = set(codes(state, ResumeOptions(resolve=[("a", 1), ("b", 3)], cancel=["x"])))
