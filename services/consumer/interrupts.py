@@ -17,7 +17,11 @@ one run raised together keep the order it raised them in. Expiry is read
 with ``services.agui.expiry`` exactly as the gatekeeper decides it.
 Ownership follows ``tenancy.may_read`` (an owned thread for its owner
 only; an unowned one for everyone while authentication is off, for no
-tenant when it is on). Pure: no I/O, the clock is an argument.
+tenant when it is on). A delegation's child thread (its state names a
+``parentRunId``) offers nothing: its interrupts were carried up to its
+parent and are answered there, once (the gatekeeper refuses an answer sent
+to the child, ``answer_at_parent``), so the inbox lists only the parent's
+copies. Pure: no I/O, the clock is an argument.
 
 The gated tool call: a state names it (``toolCallId``) but its name and
 arguments live on the events topic. An entry opened with a tool call id
@@ -372,8 +376,8 @@ class InterruptIndex:
         if not isinstance(state, dict) or state.get("threadId") != thread_id:
             return (), None  # another thread's state under this key: not this thread's
         opened = state.get("openInterrupts")
-        if not isinstance(opened, list) or not opened:
-            return (), None
+        if not isinstance(opened, list) or not opened or state.get("parentRunId") is not None:
+            return (), None  # a delegation's child: its parent offers its interrupts
         agent, principal = state.get("agent"), state.get("principal")
         updated = _instant(state.get("updatedAt")) or 0
         started = _instant(state.get("runStartedAt"))

@@ -18,7 +18,9 @@ says what happened, in this order:
 
 Only threads with open interrupts are remembered (``Seen``): an idle or
 running thread without any is indistinguishable from one never seen, so
-memory is bounded by the interrupts waiting. A tombstone forgets its thread
+memory is bounded by the interrupts waiting. A delegation's child thread
+(``parentRunId``) is one without any: its interrupts are carried up to its
+parent, which is where they are notified and answered, once. A tombstone forgets its thread
 and notifies nothing. Each event's delivery id is a digest of what it is
 about (topic, kind, thread, run, interrupt ids), so every attempt and every
 replay of the same notification carries the same id, whatever offset the
@@ -77,11 +79,13 @@ def delivery_id(scope: str, kind: WebhookKind, thread_id: str, run_id: str,
 
 
 def seen_of(state: ThreadState | None, before: Seen | None = None) -> Seen | None:
-    """What to remember of ``state``: its open interrupts (None when it has none).
+    """What to remember of ``state``: its open interrupts (None when it has none, or is a
+    delegation's child, whose interrupts its parent carries up and is notified of).
 
     Interrupts ``before`` already knew keep their ``expired`` mark.
     """
-    if state is None or state.status != "interrupted" or not state.open_interrupts:
+    if (state is None or state.status != "interrupted" or not state.open_interrupts
+            or state.parent_run_id is not None):
         return None
     known = {(w.run_id, w.interrupt_id): w for w in before.waiting} if before else {}
     waiting = []

@@ -81,6 +81,23 @@ def test_a_state_keyed_otherwise_than_its_thread_id_opens_nothing() -> None:
     assert listing(index) == []
 
 
+def test_a_child_threads_interrupts_are_offered_on_its_parent_only() -> None:
+    """A delegation's child (``parentRunId``) carried its question up: the parent's copy is
+    the one listed; the child's, answered there, would break the pipeline."""
+    index = InterruptIndex()
+    carried = Interrupt(id="review/sign-off", reason="approval",
+                        metadata={"agui-relay.child": {"threadId": "t1/review-0a"}})
+    index.apply("t1", state("t1", carried))
+    child = orjson.loads(state("t1/review-0a", Interrupt(id="sign-off", reason="approval")))
+    assert index.apply("t1/review-0a", orjson.dumps({**child, "parentRunId": "r1"})) == []
+    assert listing(index) == ["review/sign-off"]
+    # a child whose run an operator started (no parentRunId) offers its own again
+    opened = index.apply("t1/review-0a", orjson.dumps(child))
+    assert [(c.kind, c.entry.interrupt_id) for c in opened] == [("opened", "sign-off")]
+    answered = index.apply("t1/review-0a", orjson.dumps({**child, "parentRunId": "r2"}))
+    assert [(c.kind, c.entry.interrupt_id) for c in answered] == [("answered", "sign-off")]
+
+
 def test_one_runs_interrupts_keep_the_order_it_raised_them_in() -> None:
     index = InterruptIndex()
     index.apply("old", state("old", Interrupt(id="o", reason="r"), updated_ms=T0))

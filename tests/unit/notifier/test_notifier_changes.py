@@ -24,11 +24,14 @@ STATES: dict[str, ThreadState | None] = {
     "r1:b": interrupted(("r1", B)),
     "r2:c": interrupted(("r2", C)),
     "r1:a+r2:c": interrupted(("r1", A), ("r2", C)),
+    # a delegation's child: its interrupts are carried up and notified on its parent
+    "child r1:a": interrupted(("r1", A)).model_copy(update={"parent_run_id": "top-r1"}),
+    "child r2:c": interrupted(("r2", C)).model_copy(update={"parent_run_id": "top-r1"}),
 }
 
 
 def _open(s: ThreadState | None) -> set[tuple[str, str]]:
-    if s is None or s.status != "interrupted":
+    if s is None or s.status != "interrupted" or s.parent_run_id is not None:
         return set()
     return {(o.run_id, o.interrupt.id) for o in s.open_interrupts}
 
