@@ -12,6 +12,13 @@ Both go through this module, so the report and the gauges count alike:
   at or before ``now``. An expired interrupt cannot be resolved any more,
   only cancelled, so such a thread waits for an operator.
 
+A delegation's child thread (``parentRunId``) holds interrupts its parent
+carried up and offers: they are counted apart (``child_interrupts``), never
+as open or expired ones, so a pipeline's one question counts once, where it
+is answered. Whether the parent still waits on a child needs the parent's
+state too: ``agui-relay stuck`` reads every thread and lists the orphans
+(``services.cli.ops.orphans``).
+
 ``Census`` keeps the states of the non-idle threads of each owned partition
 (an idle thread with no open interrupt can be neither), so counting walks
 only those, and only what counting reads of them (``slim``: status, run
@@ -79,22 +86,29 @@ class Counts:
     running: int = 0
     interrupted: int = 0
     open_interrupts: int = 0
+    """Open interrupts a person is offered: a child thread's are not."""
     expired_interrupts: int = 0
     running_too_long: int = 0
+    child_interrupts: int = 0
+    """Open interrupts of delegations' child threads, carried up and offered at the parent."""
 
 
 def examine(states: Iterable[ThreadState], now: datetime,
             running_limit: timedelta) -> tuple[Counts, list[Stuck]]:
     """Count the states and list the stuck ones (longest running / most expired first)."""
-    running = interrupted = opened = expired_total = too_long = 0
+    running = interrupted = opened = expired_total = too_long = children = 0
     stuck = []
     for state in states:
         if state.status == "running":
             running += 1
         elif state.status == "interrupted":
             interrupted += 1
-        opened += len(state.open_interrupts)
-        expired = tuple(expired_ids(state, now)) if state.open_interrupts else ()
+        if state.parent_run_id is not None:  # its parent offers these: counted there
+            children += len(state.open_interrupts)
+            expired: tuple[str, ...] = ()
+        else:
+            opened += len(state.open_interrupts)
+            expired = tuple(expired_ids(state, now)) if state.open_interrupts else ()
         expired_total += len(expired)
         took = running_for(state, now)
         late = took if took is not None and took > running_limit else None
@@ -103,7 +117,7 @@ def examine(states: Iterable[ThreadState], now: datetime,
             stuck.append(Stuck(state, late, expired))
     stuck.sort(key=lambda s: (-(s.running or timedelta()).total_seconds(), -len(s.expired),
                               s.state.thread_id))
-    return Counts(running, interrupted, opened, expired_total, too_long), stuck
+    return Counts(running, interrupted, opened, expired_total, too_long, children), stuck
 
 
 def slim(state: ThreadState) -> ThreadState:
@@ -111,7 +125,8 @@ def slim(state: ThreadState) -> ThreadState:
     runs and open interrupts reduced to id, reason and expiry; nothing it remembers."""
     return ThreadState(
         thread_id=state.thread_id, status=state.status, agent=state.agent,
-        run_id=state.run_id, interrupted_run_id=state.interrupted_run_id,
+        run_id=state.run_id, parent_run_id=state.parent_run_id,
+        interrupted_run_id=state.interrupted_run_id,
         run_started_at=state.run_started_at, updated_at=state.updated_at,
         open_interrupts=[OpenInterrupt(run_id=o.run_id, interrupt=Interrupt(
             id=o.interrupt.id, reason=o.interrupt.reason, expires_at=o.interrupt.expires_at))

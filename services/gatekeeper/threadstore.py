@@ -58,8 +58,8 @@ def watched(state: ThreadState) -> bool:
     return state.status != "idle" or bool(state.open_interrupts)
 
 
-SLIM_FIELDS = ("schemaVersion", "threadId", "status", "agent", "runId", "interruptedRunId",
-               "runStartedAt", "updatedAt")
+SLIM_FIELDS = ("schemaVersion", "threadId", "status", "agent", "runId", "parentRunId",
+               "interruptedRunId", "runStartedAt", "updatedAt")
 SLIM_INTERRUPT = ("id", "reason", "expiresAt")
 
 

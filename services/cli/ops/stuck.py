@@ -9,8 +9,13 @@ started longer ago than ``--running-longer-than`` (default 5m; compare
 ``AGUI_RUNNING_TOO_LONG_S``), or when it holds an open interrupt past its
 ``expiresAt`` (such an interrupt can only be cancelled now:
 ``agui-relay resume THREAD --cancel ID``; a run can be stopped with
-``agui-relay cancel THREAD RUN``). ``--json`` prints one object: the counts
-and the threads.
+``agui-relay cancel THREAD RUN``). A delegation's child thread's
+interrupts are carried up to its parent and answered there, so they are
+counted apart (``childInterrupts``), never as open or expired ones; a child
+its parent no longer waits on (``orphans``: its parent's run was lost
+before it carried the question up) holds interrupts nobody is offered, and
+is listed with the command that cancels it. ``--json`` prints one object:
+the counts, the threads and the orphans.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from rich.table import Table
 from rich.text import Text
 
 from services.cli.ops.kafka_io import EXIT_OK, run_command, stderr, stdout
+from services.cli.ops.orphans import Orphan, orphans
 from services.cli.ops.render import duration
 from services.cli.ops.safe import markup, safe
 from services.gatekeeper.census import Counts, Stuck, examine
@@ -50,7 +56,7 @@ def parse_duration(text: str) -> timedelta:
 
 
 def report_json(counts: Counts, stuck: list[Stuck], now: datetime,
-                limit: timedelta) -> dict[str, Any]:
+                limit: timedelta, orphaned: list[Orphan] | None = None) -> dict[str, Any]:
     """The ``--json`` document."""
     threads = []
     for item in stuck:
@@ -74,7 +80,24 @@ def report_json(counts: Counts, stuck: list[Stuck], now: datetime,
         "running": counts.running,
         "interrupted": counts.interrupted,
         "openInterrupts": counts.open_interrupts,
+        "childInterrupts": counts.child_interrupts,
         "threads": threads,
+        "orphans": [orphan_json(o) for o in orphaned or ()],
+    }
+
+
+def orphan_json(orphan: Orphan) -> dict[str, Any]:
+    """One orphaned child thread in the ``--json`` document."""
+    state = orphan.state
+    return {
+        "threadId": state.thread_id,
+        "agent": state.agent,
+        "runId": state.interrupted_run_id,
+        "parentThreadId": orphan.parent_thread,
+        "parentRunId": state.parent_run_id,
+        "parentStatus": orphan.parent.status if orphan.parent else None,
+        "openInterrupts": [o.interrupt.id for o in state.open_interrupts],
+        "command": orphan.command,
     }
 
 
@@ -83,6 +106,9 @@ def report_table(counts: Counts, stuck: list[Stuck], limit: timedelta) -> Table:
     title = (f"{counts.running_too_long} of {counts.running} running threads running longer "
              f"than {duration(limit.total_seconds())}; {counts.expired_interrupts} of "
              f"{counts.open_interrupts} open interrupts past their expiry")
+    if counts.child_interrupts:
+        title += (f"; {counts.child_interrupts} more open on child threads, answered at "
+                  "their parents")
     table = Table("thread", "status", "agent", "run", "running for", "expired interrupts",
                   title=title, title_justify="left")
     for item in stuck:
@@ -97,6 +123,19 @@ def report_table(counts: Counts, stuck: list[Stuck], limit: timedelta) -> Table:
     return table
 
 
+def orphan_table(orphaned: list[Orphan]) -> Table:
+    """The child threads no parent waits on, each with the command that cancels it."""
+    table = Table("child thread", "parent thread", "parent", "open interrupts", "cancel with",
+                  title=f"{len(orphaned)} child threads their parent no longer waits on "
+                        "(their interrupts are offered nowhere)", title_justify="left")
+    for orphan in orphaned:
+        ids = ", ".join(o.interrupt.id for o in orphan.state.open_interrupts)
+        table.add_row(Text(safe(orphan.state.thread_id)), Text(safe(orphan.parent_thread)),
+                      orphan.parent.status if orphan.parent else "no state",
+                      Text(safe(ids)), Text(safe(orphan.command)))
+    return table
+
+
 async def _stuck(settings: KafkaSettings, limit: timedelta, as_json: bool) -> int:
     async with TopicReader(settings, "agui-relay-stuck") as reader:
         records = await reader.read_latest(await reader.all_partitions(settings.topics.threads))
@@ -105,10 +144,14 @@ async def _stuck(settings: KafkaSettings, limit: timedelta, as_json: bool) -> in
         stderr().print(f"[yellow]warning:[/] {markup(warning)}")
     now = datetime.now(UTC)
     counts, stuck = examine(states.values(), now, limit)
+    orphaned = orphans(states)
     if as_json:
-        sys.stdout.write(orjson.dumps(report_json(counts, stuck, now, limit)).decode() + "\n")
-    else:
-        stdout().print(report_table(counts, stuck, limit))
+        doc = report_json(counts, stuck, now, limit, orphaned)
+        sys.stdout.write(orjson.dumps(doc).decode() + "\n")
+        return EXIT_OK
+    stdout().print(report_table(counts, stuck, limit))
+    if orphaned:
+        stdout().print(orphan_table(orphaned))
     return EXIT_OK
 
 
@@ -117,7 +160,7 @@ def stuck(
         "--running-longer-than", help="List runs older than this (90s, 5m, 2h, 1d).")] = "5m",
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object.")] = False,
 ) -> None:
-    """Threads running longer than a limit, and interrupts past their expiry."""
+    """Threads running longer than a limit, interrupts past their expiry, orphaned children."""
     try:
         limit = parse_duration(running_longer_than)
     except ValueError as exc:

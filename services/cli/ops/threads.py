@@ -2,8 +2,9 @@
 
 The list comes from the compacted ``threads`` topic (the gatekeeper's
 changelog, one live ``ThreadState`` per thread), read from the beginning to
-the end offsets captured at start: status, agent, open interrupts, the
-oldest expiry and last activity, filtered by ``--status``, ``--expired``
+the end offsets captured at start: status (a delegation's child thread
+marked ``child of`` its parent, where its interrupts are answered), agent,
+open interrupts, the oldest expiry and last activity, filtered by ``--status``, ``--expired``
 and ``--agent``. ``show`` reads the one partition the thread's key maps to
 on ``threads``, ``events`` and ``decisions`` and prints its runs, its
 decisions and its open interrupts with their ``responseSchema``. The state
@@ -34,6 +35,7 @@ from rich.text import Text
 
 from contracts import ThreadState
 from contracts.codec import to_wire
+from contracts.records import parent_thread
 from services.cli.ops.columns import Column, Grid, print_grid
 from services.cli.ops.kafka_io import (
     EXIT_OK,
@@ -87,7 +89,10 @@ def thread_grid(rows: list[ThreadRow], now: datetime) -> Grid:
         opened = Text(safe(", ".join(row.open_interrupts)) or "-")
         if row.expired:
             opened.append(f" ({len(row.expired)} expired)", style="red")
-        grid.add(row.thread_id, Text(row.status, style=_STATUS_STYLE.get(row.status, "white")),
+        status = Text(row.status, style=_STATUS_STYLE.get(row.status, "white"))
+        if row.child_of is not None:  # its interrupts are carried up and answered there
+            status.append(f", child of {safe(row.child_of)}", style="dim")
+        grid.add(row.thread_id, status,
                  row.agent or "-", row.run_id or "-", opened,
                  time_left(row.oldest_expiry, now) if row.oldest_expiry else "-",
                  _ago(row.last_activity, now))
@@ -174,6 +179,9 @@ def _state_line(found: ThreadRecords, now: datetime) -> Text:
     line.append(state.status, style=_STATUS_STYLE.get(state.status, "white"))
     line.append(f"  agent={safe(state.agent or '-')}  run={safe(state.run_id or '-')}  "
                 f"updated {_ago(state.updated_at, now)}")
+    if state.parent_run_id is not None:
+        line.append(f"  child of {safe(parent_thread(state.thread_id))} (run "
+                    f"{safe(state.parent_run_id)}): its interrupts are answered there")
     return line
 
 

@@ -4,8 +4,9 @@ The compacted ``threads`` topic holds one live ``ThreadState`` per thread,
 but until the log cleaner runs it may still hold older ones, and a ``null``
 value (tombstone) deletes a thread: ``services.kafka.records.latest_states``
 keeps the last record per key. ``ThreadRow`` is what the ``threads`` table shows (status, agent,
-open interrupts, oldest expiry, last activity) and ``select`` applies its
-filters. ``summarize_runs`` turns a thread's events into one line per run
+open interrupts, oldest expiry, last activity, and the parent of a
+delegation's child thread, where its interrupts are answered) and
+``select`` applies its filters. ``summarize_runs`` turns a thread's events into one line per run
 (agent, start, end, outcome, interrupts) for ``threads show``, and
 ``run_ending`` finds a run's terminal event among them, as the consumer
 service's ``catchup`` reads one (``threads show`` never prints a state from
@@ -22,6 +23,7 @@ import orjson
 
 from contracts import ThreadState
 from contracts.headers import AGENT, EVENT_TYPE, RUN_ID
+from contracts.records import parent_thread
 from services.agui.expiry import read_expiry
 from services.consumer.catchup import Ending
 from services.kafka.records import OpsRecord
@@ -41,6 +43,9 @@ class ThreadRow:
     expired: tuple[str, ...]
     """The open interrupts already expired."""
     last_activity: datetime | None
+    child_of: str | None = None
+    """The parent thread of a delegation's child thread (its interrupts are answered
+    there, carried up); None for a thread a client started."""
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -52,6 +57,7 @@ class ThreadRow:
             "oldestExpiry": self.oldest_expiry,
             "expired": list(self.expired),
             "lastActivity": self.last_activity.isoformat() if self.last_activity else None,
+            "childOf": self.child_of,
         }
 
 
@@ -74,6 +80,7 @@ def row_of(state: ThreadState, now: datetime) -> ThreadRow:
         oldest_expiry=min(timed)[1] if timed else None,
         expired=tuple(expired),
         last_activity=state.updated_at,
+        child_of=parent_thread(state.thread_id) if state.parent_run_id is not None else None,
     )
 
 

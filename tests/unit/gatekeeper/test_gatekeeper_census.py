@@ -65,6 +65,23 @@ def test_the_report_lists_long_runs_first_then_expired_interrupts() -> None:
     assert stuck[2].running is None
 
 
+def test_a_child_threads_interrupts_are_counted_apart_once_offered_at_its_parent() -> None:
+    """A pipeline's question is open on the child and, carried up, on its parent: it is
+    one question, counted (open, expired) where it is offered and answered."""
+    late = -timedelta(minutes=1)
+    child = waiting("t/review-1", expiring("sign-off", late)).model_copy(
+        update={"parent_run_id": "r0"})
+    states = [waiting("t", expiring("review/sign-off", late)), child,
+              running("t/slow-2", timedelta(hours=1)).model_copy(update={"parent_run_id": "r0"})]
+    counts, stuck = examine(states, NOW, LIMIT)
+    assert counts == Counts(running=1, interrupted=2, open_interrupts=1, expired_interrupts=1,
+                            running_too_long=1, child_interrupts=1)
+    assert [s.state.thread_id for s in stuck] == ["t/slow-2", "t"]  # a child run can be slow
+    census = Census()
+    census.restore(0, {s.thread_id: s for s in states})
+    assert census.count(NOW, LIMIT) == counts
+
+
 def test_the_census_follows_restores_commits_and_releases() -> None:
     census = Census()
     census.restore(0, {"a": running("a", timedelta(minutes=10)), "b": ThreadState(thread_id="b")})

@@ -129,6 +129,14 @@ def test_changelog_records_become_store_changes_as_restore_reads_them() -> None:
         slim_raw(b"[1]")
 
 
+def test_a_child_threads_mark_keeps_its_parent_run() -> None:
+    child = interrupted("a/k-1").model_copy(update={"parent_run_id": "top-r1"})
+    mark = slim_raw(wire.state(child))
+    assert mark is not None
+    assert ThreadState.model_validate_json(mark) == slim(child)
+    assert slim(child).parent_run_id == "top-r1"  # the census counts its interrupts apart
+
+
 def test_the_stores_are_on_the_metrics_page(tmp_path: Path) -> None:
     threads = Threads(tmp_path, "agui.threads", cache_mb=1, grace_s=60)
     store, _ = threads.dir.open(3)

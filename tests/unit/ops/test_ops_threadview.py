@@ -73,6 +73,14 @@ def test_row_has_oldest_expiry_and_expired_ids() -> None:
     assert row.to_json()["openInterrupts"] == ["i1", "i2", "i3", "i4"]
 
 
+def test_a_child_threads_row_names_the_parent_it_is_answered_at() -> None:
+    child = st8("t-top/review-0a1b", "interrupted", interrupts=(Interrupt(id="s", reason="x"),))
+    assert row_of(child, NOW).to_json()["childOf"] is None  # no parentRunId: a client's
+    marked = row_of(child.model_copy(update={"parent_run_id": "top-r1"}), NOW)
+    assert marked.child_of == "t-top"
+    assert marked.to_json()["childOf"] == "t-top"
+
+
 def test_select_filters_and_orders_by_activity() -> None:
     stale = Interrupt(id="old", reason="x", expires_at="2020-01-01")
     rows = [row_of(s, NOW) for s in (

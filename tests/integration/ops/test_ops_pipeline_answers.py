@@ -1,0 +1,162 @@
+"""A pipeline's question is offered, and answered, once: at the parent.
+
+Real processes on the real broker: a gatekeeper, one worker per pipeline agent
+(``pipeline_parent`` delegates its review to ``pipeline_child``), the consumer
+service; the operator CLI to look at the threads. The child's sign-off is
+carried up to the parent; the inbox (``GET /interrupts``) listed it twice, on
+the parent and on the child thread, and answering the child's copy (as the
+inbox's "Resume thread" did) ran the child past its question while the parent
+still waited on it, and the parent's own answer, routed down afterwards, was
+refused (found by probing). A child its parent no longer waits on is listed by
+``agui-relay stuck`` as an orphan, with the command that cancels it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from ops_support import Service, run_cli, services, wait_ready
+
+from deploy.kafka import launcher
+from services.cli.ops.agui_http import RunReply, run_agent
+from services.kafka.admin import ensure_topics
+from services.producer.delegation import CHILD_METADATA
+from services.runtime.settings import KafkaSettings
+
+pytestmark = pytest.mark.integration
+
+PARENT = "pipeline_parent=services.producer.agents.pipeline_parent:agent"
+CHILD = "pipeline_child=services.producer.agents.pipeline_child:agent"
+AGENTS = ("pipeline_parent", "pipeline_child")
+
+
+@dataclass
+class Pipeline:
+    settings: KafkaSettings
+    url: str
+
+
+@pytest.fixture
+async def pipeline(kafka_bootstrap: str, tmp_path: Path) -> AsyncIterator[Pipeline]:
+    settings = KafkaSettings(bootstrap_servers=kafka_bootstrap,
+                             topic_prefix=f"pa{uuid.uuid4().hex[:10]}", partitions=2)
+    await ensure_topics(settings, AGENTS)
+    port = launcher.free_port()
+    for sub in ("parent", "child"):
+        (tmp_path / sub).mkdir()
+    started = (
+        Service("services.gatekeeper", settings, tmp_path),
+        Service("services.producer", settings, tmp_path / "parent", AGUI_AGENTS=PARENT),
+        Service("services.producer", settings, tmp_path / "child", AGUI_AGENTS=CHILD),
+        Service("services.consumer", settings, tmp_path, AGUI_AGENTS=f"{PARENT},{CHILD}",
+                AGUI_HTTP_PORT=str(port)),
+    )
+    url = f"http://127.0.0.1:{port}"
+    async with services(*started):
+        await wait_ready(url, started[-1])
+        await started[0].wait_for_log("assigned partitions")
+        yield Pipeline(settings, url)
+
+
+def run_input(thread: str, run_id: str, **members: Any) -> dict[str, Any]:
+    return {"threadId": thread, "runId": run_id, "state": {}, "tools": [], "context": [],
+            "forwardedProps": {}, "messages": [], **members}
+
+
+SIGN_OFF = [{"interruptId": "sign-off", "status": "resolved", "payload": {"approved": True}}]
+
+
+async def post(url: str, agent: str, body: dict[str, Any]) -> RunReply:
+    async with httpx.AsyncClient(base_url=url, timeout=90.0) as client:
+        return await run_agent(client, agent, body)
+
+
+async def offered(url: str, prefix: str) -> list[tuple[str, str]]:
+    async with httpx.AsyncClient(base_url=url, timeout=30.0) as client:
+        listed = (await client.get("/interrupts")).json()["interrupts"]
+    return sorted((i["threadId"], i["id"]) for i in listed if i["threadId"].startswith(prefix))
+
+
+async def stuck(settings: KafkaSettings) -> dict[str, Any]:
+    result = await run_cli(settings, "stuck", "--json")
+    assert result.code == 0, result.stderr
+    (doc,) = result.json_lines()
+    return doc
+
+
+async def test_a_pipeline_question_is_offered_once_and_answered_at_the_parent(
+        pipeline: Pipeline) -> None:
+    thread = f"t-inbox-{uuid.uuid4().hex[:6]}"
+    first = await post(pipeline.url, "pipeline_parent", run_input(
+        thread, f"{thread}-run-1",
+        messages=[{"id": f"{thread}-u1", "role": "user", "content": "the report"}]))
+    (carried,) = first.interrupts
+    child_thread = carried["metadata"][CHILD_METADATA]["threadId"]
+    assert await offered(pipeline.url, thread) == [(thread, "review/sign-off")]
+
+    listed = await run_cli(pipeline.settings, "threads", "--json")
+    rows = {r["threadId"]: r for r in listed.json_lines()}
+    assert (rows[thread]["childOf"], rows[child_thread]["childOf"]) == (None, thread)
+    assert rows[child_thread]["status"] == "interrupted"
+    counted = await stuck(pipeline.settings)
+    assert (counted["openInterrupts"], counted["childInterrupts"]) == (1, 1)
+    assert counted["orphans"] == []  # its parent waits on it
+
+    # what the inbox's "Resume thread" sent for the child's card: refused, naming the parent
+    direct = await post(pipeline.url, "pipeline_child", run_input(
+        child_thread, f"{thread}-direct", resume=SIGN_OFF))
+    assert direct.status == 409, direct
+    assert (direct.problem or {}).get("code") == "answer_at_parent"
+    assert f"{thread!r}" in str((direct.problem or {}).get("detail"))
+    refused = await run_cli(pipeline.settings, "resume", child_thread, "--resolve",
+                            'sign-off={"approved": true}')
+    assert refused.code != 0
+    assert "answer_at_parent" in refused.stderr
+    assert f"agui-relay resume {thread}" in refused.stderr
+
+    top = await run_cli(pipeline.settings, "resume", thread, "--resolve",
+                        'review/sign-off={"approved": true}', "--json")
+    assert top.code == 0, top.stderr
+    ended = top.json_lines()[-1]["value"]
+    assert ended["type"] == "RUN_FINISHED", ended
+    assert ended["result"]["review"] == {"published": True, "signOff": "resolved"}
+    shown = await run_cli(pipeline.settings, "threads", "show", child_thread, "--json")
+    (child,) = shown.json_lines()
+    assert [r["outcome"] for r in child["runs"]] == ["interrupt", "success"]
+    assert await offered(pipeline.url, thread) == []
+
+
+async def test_an_orphaned_child_is_listed_by_stuck_and_its_command_cancels_it(
+        pipeline: Pipeline) -> None:
+    """A child run whose parent is gone (here: its parent thread never had a state, as if
+    the parent's run was lost before it carried the question up) ends interrupted. Nobody
+    is offered its question; ``stuck`` lists it with the command that cancels it."""
+    parent = f"t-gone-{uuid.uuid4().hex[:6]}"
+    child_thread = f"{parent}/review-{uuid.uuid4().hex[:16]}"
+    reply = await post(pipeline.url, "pipeline_child", run_input(
+        child_thread, f"{parent}-c1", parentRunId=f"{parent}-run-1",
+        messages=[{"id": f"{parent}-u1", "role": "user", "content": "the report"}]))
+    assert [i["id"] for i in reply.interrupts] == ["sign-off"]
+    assert await offered(pipeline.url, parent) == []
+
+    (orphan,) = (await stuck(pipeline.settings))["orphans"]
+    command = f"agui-relay resume {child_thread} --cancel-all"
+    assert orphan == {"threadId": child_thread, "agent": "pipeline_child",
+                      "runId": f"{parent}-c1", "parentThreadId": parent,
+                      "parentRunId": f"{parent}-run-1", "parentStatus": None,
+                      "openInterrupts": ["sign-off"], "command": command}
+    table = await run_cli(pipeline.settings, "stuck")
+    assert command in " ".join(table.stdout.split())
+
+    cancelled = await run_cli(pipeline.settings, *command.split()[1:], "--json")
+    assert cancelled.code == 0, cancelled.stderr
+    assert cancelled.json_lines()[-1]["value"]["type"] == "RUN_FINISHED"
+    after = await stuck(pipeline.settings)
+    assert after["orphans"] == []
+    assert after["childInterrupts"] == 0
