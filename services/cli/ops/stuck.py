@@ -22,15 +22,17 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any
+from typing import Annotated, Any, NamedTuple
 
 import orjson
 import typer
 from rich.table import Table
 from rich.text import Text
 
-from services.cli.ops.kafka_io import EXIT_OK, run_command, stderr, stdout
+from contracts import ThreadState
+from services.cli.ops.kafka_io import EXIT_OK, reading, run_command, stderr, stdout
 from services.cli.ops.orphans import Orphan, orphans
 from services.cli.ops.render import duration
 from services.cli.ops.safe import markup, safe
@@ -136,12 +138,56 @@ def orphan_table(orphaned: list[Orphan]) -> Table:
     return table
 
 
+class _Idle(NamedTuple):
+    """A thread idle with nothing open: it counts for nothing but as a parent's status."""
+
+    thread_id: str
+
+
+class _States(Mapping[str, ThreadState]):
+    """The threads the report examines, and the idle ones' ids: an idle thread is read
+    back as a bare idle state (an orphan's parent), never held as one."""
+
+    def __init__(self, held: dict[str, ThreadState], idle: set[str]) -> None:
+        self._held, self._idle = held, idle
+
+    def __getitem__(self, thread_id: str) -> ThreadState:
+        if thread_id in self._held:
+            return self._held[thread_id]
+        if thread_id in self._idle:
+            return ThreadState(thread_id=thread_id)
+        raise KeyError(thread_id)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._held)
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+
 async def _stuck(settings: KafkaSettings, limit: timedelta, as_json: bool) -> int:
+    def shape(record: Any) -> ThreadState | _Idle | str | None:
+        """A record as what the report reads of it (a warning for an unreadable one, None
+        for a tombstone): its history of decisions, queue and run ids left out, an idle
+        thread with nothing open reduced to its status, so what is held follows the
+        threads that matter, not the states' size."""
+        found, warnings = latest_states([from_kafka(record, settings.topics)])
+        state = next(iter(found.values()), None)
+        if state is None:
+            return next(iter(warnings), None)
+        if state.status == "idle" and not state.open_interrupts:
+            return _Idle(state.thread_id)
+        return state.model_copy(update={"recent_decisions": [], "queued": [],
+                                        "recent_run_ids": [], "lapsed": None})
+
     async with TopicReader(settings, "agui-relay-stuck") as reader:
-        records = await reader.read_latest(await reader.all_partitions(settings.topics.threads))
-    states, warnings = latest_states(from_kafka(r, settings.topics) for r in records)
-    for warning in warnings:
+        with reading("thread states"):
+            shaped = await reader.latest_shaped(
+                await reader.all_partitions(settings.topics.threads), shape)
+    for warning in (s for s in shaped if isinstance(s, str)):
         stderr().print(f"[yellow]warning:[/] {markup(warning)}")
+    states = _States({s.thread_id: s for s in shaped if isinstance(s, ThreadState)},
+                     {s.thread_id for s in shaped if isinstance(s, _Idle)})
     now = datetime.now(UTC)
     counts, stuck = examine(states.values(), now, limit)
     orphaned = orphans(states)

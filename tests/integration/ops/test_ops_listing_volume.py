@@ -118,8 +118,8 @@ async def volume(kafka_bootstrap: str, topic_prefix: str) -> tuple[KafkaSettings
     return full, empty
 
 
-@pytest.mark.parametrize("command", [("threads", "--json"), ("threads", "--status", "interrupted")],
-                         ids=["threads", "threads-interrupted"])
+@pytest.mark.parametrize("command", [("threads", "--json"), ("threads", "--status", "interrupted"),
+                                     ("stuck",)], ids=["threads", "threads-interrupted", "stuck"])
 async def test_an_operator_listing_holds_rows_not_the_topics_history(
         volume: tuple[KafkaSettings, KafkaSettings], tmp_path: Path,
         command: tuple[str, ...]) -> None:
