@@ -8,11 +8,18 @@ the feed keeps ONE timer armed for the index's earliest expiry (a heap, not
 a task per interrupt); when it fires, the due entries are announced
 ``expired`` and the timer is armed for the next one.
 
-A subscriber's queue is bounded in bytes (``QUEUE_BYTES``). One that falls
-that far behind (a stalled client) is dropped — its stream ends — instead of
-buffering without limit; the page reconnects and lists again, which is also
-what it does at start. A burst is not a stall: the changes of one batch the
-thread view applies are all queued before any stream task runs. The
+Subscribers are grouped by what they may see (principal, and whether
+tenancy is enforced): a change costs the groups that see it, and its frame
+and each batch's bytes are built once per group and shared by its
+subscribers, so 1,000 streams of another tenant cost nothing. A batch (one
+applied record, one timer's expiries, one load's tool calls) is queued whole;
+a large one goes out ``SLICE`` changes per loop callback, in order, so a
+mass expiry never holds the loop. A subscriber is judged once per batch:
+one that still has more than ``QUEUE_BYTES`` of earlier batches unsent (a
+stalled client) is dropped — its stream ends — instead of buffering without
+limit; the page reconnects and lists again, which is also what it does at
+start. A burst is not a stall: a client that keeps up gets every change, and
+what one holds is bounded by ``QUEUE_BYTES`` and one batch (shared). The
 stream is ``data: <change JSON>`` frames, a ``: keep-alive`` comment after
 ``keepalive_s`` of silence, and a first ``: ready`` comment so a client
 knows it is subscribed before it lists (nothing between is lost).
@@ -35,8 +42,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -65,8 +74,13 @@ HISTORY_READS = 4
 """Thread histories read at once per instance; past it ``503 busy`` (each read is a Kafka
 consumer scanning two partitions: a flood of them must not take the instance down)."""
 QUEUE_BYTES = 1 << 20
-"""Bytes a subscriber may have unsent before it is dropped (a count of 256 changes cut
-healthy clients at every burst, while 256 large interrupts could queue 64 MB)."""
+"""Bytes of earlier batches a subscriber may have unsent when a batch comes before it is
+dropped (a count of 256 changes cut healthy clients at every burst, while 256 large
+interrupts could queue 64 MB; a bound applied within a batch cut a client that read
+everything at 1,966 of a mass expiry's 10,000 changes)."""
+SLICE = 1_000
+"""Changes announced per loop callback (10,000 expiring at once to 1,000 streams had
+held the loop for seconds)."""
 FULL_RETRY_AFTER_S = 5
 """``Retry-After`` of a subscription refused because the instance serves its most."""
 KEEPALIVE = b": keep-alive\n\n"
@@ -108,6 +122,10 @@ def wall_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+Group = tuple[str, bool]
+"""(principal, enforced): subscribers who see the same changes."""
+
+
 class Subscriber:
     """One ``/interrupts/stream`` connection."""
 
@@ -116,18 +134,29 @@ class Subscriber:
         self.enforced = enforced
         self.queue: asyncio.Queue[bytes] = asyncio.Queue()
         self.queued = 0
-        """Bytes in ``queue`` (bounded by ``QUEUE_BYTES``)."""
+        """Bytes in ``queue`` (judged against ``QUEUE_BYTES`` as each batch comes)."""
         self.dropped = False
+        self.batch = -1
+        """The last batch offered (it is judged at its first chunk of a batch)."""
 
-    def offer(self, frame: bytes) -> bool:
-        """Queue a frame; False when it would pass ``QUEUE_BYTES`` (the subscriber is then
-        dropped)."""
-        if self.queued and self.queued + len(frame) > QUEUE_BYTES:
+    @property
+    def group(self) -> Group:
+        return self.principal, self.enforced
+
+    def offer(self, chunk: bytes, batch: int) -> bool:
+        """Queue a chunk of ``batch``'s frames; False when the batch finds more than
+        ``QUEUE_BYTES`` of earlier ones unsent (the subscriber is then dropped)."""
+        if batch != self.batch and self.queued > QUEUE_BYTES:
             self.dropped = True
             return False
-        self.queue.put_nowait(frame)
-        self.queued += len(frame)
+        self.batch = batch
+        self.queue.put_nowait(chunk)
+        self.queued += len(chunk)
         return True
+
+    def end(self) -> None:
+        self.dropped = True
+        self.queue.put_nowait(END)
 
     async def next(self) -> list[bytes]:
         """The frames queued, waiting for one."""
@@ -149,6 +178,13 @@ class InterruptFeed:
         self.loader = ToolCallLoader(kafka, self.index, self.announce) if kafka else None
         """Reads the tool calls the index asks for (none without Kafka: a unit test)."""
         self.subscribers: set[Subscriber] = set()
+        self._groups: dict[Group, set[Subscriber]] = {}
+        self._pending: deque[tuple[int, list[Change], int]] = deque()
+        """Batches not yet all announced: (batch, changes, first not announced)."""
+        self._batches = itertools.count()
+        self._flush: asyncio.Handle | None = None
+        self._flushed = asyncio.Event()
+        self._flushed.set()
         self._timer: asyncio.TimerHandle | None = None
         self._armed_ms: int | None = None
         self.history_slots = asyncio.Semaphore(HISTORY_READS)
@@ -162,15 +198,65 @@ class InterruptFeed:
             self.loader.wake()
 
     def announce(self, changes: list[Change]) -> None:
+        """Queue a batch for the subscribers who may see it, after the batches before it."""
         if not changes or not self.subscribers:
             return
+        self._pending.append((next(self._batches), changes, 0))
+        self._flushed.clear()
+        if self._flush is None:
+            self._send()
+
+    def _send(self) -> None:
+        """Announce ``SLICE`` pending changes; the rest in a later loop callback."""
+        self._flush = None
+        room = SLICE
+        while self._pending and room > 0:
+            batch, changes, start = self._pending[0]
+            end = min(len(changes), start + room)
+            if end < len(changes):
+                self._pending[0] = (batch, changes, end)
+            else:
+                self._pending.popleft()
+            self._offer(batch, changes[start:end])
+            room -= end - start
+        if not self._pending:
+            self._flushed.set()
+            return
+        try:
+            self._flush = asyncio.get_running_loop().call_soon(self._send)
+        except RuntimeError:  # outside a loop (a unit test): all at once
+            self._send()
+
+    def _offer(self, batch: int, changes: list[Change]) -> None:
+        """Each change's frame built once, for the groups that see it; a chunk per group."""
         now = self.clock()
+        seers: dict[str | None, list[Group]] = {}
+        frames: dict[Group, list[bytes]] = {}
         for change in changes:
+            owner = change.entry.principal
+            groups = seers.get(owner)
+            if groups is None:
+                groups = seers[owner] = self._seeing(owner)
+            if not groups:
+                continue
             frame = b"data: " + orjson.dumps(self.index.wire_change(change, now)) + b"\n\n"
-            for sub in list(self.subscribers):
-                if visible(change.entry.principal, sub.principal, enforced=sub.enforced) \
-                        and not sub.offer(frame):
-                    self.subscribers.discard(sub)  # its stream ends once drained
+            for group in groups:
+                frames.setdefault(group, []).append(frame)
+        for group, shown in frames.items():
+            chunk = b"".join(shown)
+            for sub in list(self._groups.get(group, ())):
+                if not sub.offer(chunk, batch):
+                    self.unsubscribe(sub)  # its stream ends once drained
+
+    def _seeing(self, owner: str | None) -> list[Group]:
+        """The groups that may see an interrupt of ``owner`` (``interrupts.visible``)."""
+        if owner is not None:
+            return [g for g in ((owner, True), (owner, False)) if g in self._groups]
+        return [g for g in self._groups if visible(None, g[0], enforced=g[1])]
+
+    async def flushed(self) -> None:
+        """Wait until every batch is announced (tests)."""
+        await self._flushed.wait()
 
     def _arm(self) -> None:
         due = self.index.next_expiry_ms()
@@ -199,14 +285,19 @@ class InterruptFeed:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        if self._flush is not None:
+            self._flush.cancel()
+            self._flush = None
+        self._pending.clear()
+        self._flushed.set()
 
     def close(self) -> None:
         """End every stream now (shutdown: a browser tab must not hold the grace period)."""
         self.stop()
         for sub in self.subscribers:
-            sub.dropped = True
-            sub.offer(END)
+            sub.end()
         self.subscribers.clear()
+        self._groups.clear()
 
     async def aclose(self) -> None:
         """``close``, and stop reading tool calls (the app's shutdown)."""
@@ -223,10 +314,16 @@ class InterruptFeed:
                              FULL_RETRY_AFTER_S)
         sub = Subscriber(principal, enforced)
         self.subscribers.add(sub)
+        self._groups.setdefault(sub.group, set()).add(sub)
         return sub
 
     def unsubscribe(self, sub: Subscriber) -> None:
         self.subscribers.discard(sub)
+        group = self._groups.get(sub.group)
+        if group is not None:
+            group.discard(sub)
+            if not group:
+                del self._groups[sub.group]
 
 
 class ToolCallLoader:
