@@ -44,6 +44,7 @@ from services.consumer.inbox_feed import (
     stream_body,
     wall_ms,
 )
+from services.consumer.interrupt_order import Key, decode_cursor, encode_cursor
 from services.consumer.interrupts import Filters, Lookup, tool_calls_of
 from services.consumer.lookback import BUSY_RETRY_AFTER_S
 from services.consumer.problems import InvalidInput, RetryLater, Unavailable
@@ -87,6 +88,17 @@ def _filters(request: Request) -> Filters:
                    expired=None if expired is None else expired == "true")
 
 
+def _cursor(request: Request) -> Key | None:
+    raw = request.query_params.get("cursor")
+    if raw is None:
+        return None
+    key = decode_cursor(raw)
+    if key is None:
+        raise InvalidInput("invalid_input", "cursor must be a page's next",
+                           extra={"field": "cursor"})
+    return key
+
+
 def _ready(relay: Relay) -> None:
     if not relay.threads.caught_up.is_set():
         raise Unavailable("not_ready", "the service is still reading the thread states")
@@ -98,8 +110,11 @@ def _json(body: object) -> Response:
 
 @served.get("/interrupts", summary="Every open interrupt of the caller's threads, newest first",
             responses=_problems(400, 503),
-            description="Query: `agent`, `reason`, `expired` (true/false), `offset`, `limit` "
-                        f"(1 to {MAX_LIMIT}, default {DEFAULT_LIMIT}). Each item: `id`, "
+            description="Query: `agent`, `reason`, `expired` (true/false), `limit` "
+                        f"(1 to {MAX_LIMIT}, default {DEFAULT_LIMIT}), `cursor` (a page's "
+                        "`next`: the page after it, with no item skipped or repeated while "
+                        "interrupts open and close) or `offset` (positional, for older "
+                        "clients; `nextOffset`). Each item: `id`, "
                         "`threadId`, `runId`, `agent`, `reason`, `message`, `toolCallId`, "
                         "`toolCall` ({`id`, `name`, `arguments`}: the gated call, the JSON "
                         "value of the arguments the agent streamed; present once read from "
@@ -115,15 +130,19 @@ async def list_interrupts(request: Request) -> Response:
     filters = _filters(request)
     offset = _int(request, "offset", 0, 0, 10**9)
     limit = _int(request, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
+    after = _cursor(request)
     _ready(relay)
     now = wall_ms()
     page = feed(request).index.listing(_principal(request), enforced=relay.tenancy.enforced,
-                                       filters=filters, now_ms=now, offset=offset, limit=limit)
+                                       filters=filters, now_ms=now, offset=offset, limit=limit,
+                                       after=after)
     index = feed(request).index
     body: dict[str, Any] = {"interrupts": [index.wire(e, now) for e in page.items],
                             "total": page.total, "now": now}
-    if page.next_offset is not None:
-        body["nextOffset"] = page.next_offset
+    if page.next_key is not None:
+        body["next"] = encode_cursor(page.next_key)
+        if after is None:
+            body["nextOffset"] = page.next_offset
     return _json(body)
 
 

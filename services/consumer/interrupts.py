@@ -8,8 +8,9 @@ per request. ``InterruptIndex.apply`` is fed each record the view applies
 state as ``OpenEntry`` rows, and returns what changed (``Change``: opened,
 answered — gone from the state, whether resolved, cancelled or the thread
 deleted — expired, or updated: its tool call became known). ``listing``
-answers ``GET /interrupts``; ``due`` pops the expiry heap for the feed's
-single timer (``inbox_feed``).
+answers ``GET /interrupts`` from each tenant's entries, kept in order
+(``interrupt_order``: a page costs its size, walked by cursor); ``due``
+pops the expiry heap for the feed's single timer (``inbox_feed``).
 
 Order: an entry's ``opened_ms`` is the ``updatedAt`` of the first state
 that showed it (the gatekeeper's clock at the run's end); the interrupts
@@ -50,11 +51,13 @@ import itertools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from itertools import islice
 from typing import Any, Literal
 
 import orjson
 
 from services.agui.expiry import read_expiry
+from services.consumer.interrupt_order import Key, TenantOrder
 
 ChangeKind = Literal["opened", "answered", "expired", "updated"]
 SKEW = timedelta(seconds=60)
@@ -147,6 +150,12 @@ class OpenEntry:
     tool_call: ToolCall | None = None
     whole: bool = True
     """False: ``interrupt`` holds only ``SLIM`` (``InterruptIndex.wire`` finds the rest)."""
+    rank: int = 0
+    """Its place in the state that opened it (``interrupt_order``)."""
+
+    @property
+    def sort_key(self) -> Key:
+        return -self.opened_ms, self.thread_id, self.rank, self.interrupt_id
 
     @property
     def interrupt_id(self) -> str:
@@ -218,6 +227,8 @@ class Page:
     items: list[OpenEntry]
     total: int
     next_offset: int | None
+    next_key: Key | None = None
+    """The last item's key when more follow: the next page starts after it."""
 
 
 def visible(owner: str | None, principal: str, *, enforced: bool) -> bool:
@@ -263,6 +274,8 @@ class InterruptIndex:
     """The latest ``due`` instant: the expiries at or before it were told already."""
     _fulls: dict[str, Mapping[str, Any]] = field(default_factory=dict)
     """The whole interrupts of the state ``apply`` takes now, of entries held slim."""
+    _sorted: TenantOrder[OpenEntry] = field(default_factory=TenantOrder)
+    """The open entries per owner, newest first (what ``listing`` reads)."""
 
     def __len__(self) -> int:
         return sum(len(v) for v in self._threads.values())
@@ -275,6 +288,10 @@ class InterruptIndex:
         """Take the thread's new state (None: deleted); what opened and what was answered."""
         before = {e.interrupt_id: e for e in self._threads.get(thread_id, ())}
         after, since_ms = self._entries(thread_id, value, before)
+        for entry in before.values():
+            self._sorted.remove(entry)
+        for entry in after:
+            self._sorted.add(entry)
         if after:
             self._threads[thread_id] = after
         else:
@@ -358,6 +375,7 @@ class InterruptIndex:
             if (call is not None and entry.tool_call is None
                     and self._held < self.budget.tool_calls):
                 entry = replace(entry, tool_call=call)
+                self._sorted.add(entry)
                 self._held += 1
                 changes.append(Change("updated", entry))
             out.append(entry)
@@ -382,7 +400,7 @@ class InterruptIndex:
         updated = _instant(state.get("updatedAt")) or 0
         started = _instant(state.get("runStartedAt"))
         out = []
-        for item in opened:
+        for rank, item in enumerate(opened):
             interrupt = item.get("interrupt") if isinstance(item, dict) else None
             if not isinstance(interrupt, dict) or not isinstance(interrupt.get("id"), str):
                 continue
@@ -400,6 +418,7 @@ class InterruptIndex:
                 whole=whole,
                 opened_ms=known.opened_ms if known else updated,
                 order=known.order if known else next(self._order),
+                rank=known.rank if known else rank,
                 expires_ms=read_expiry(expires if isinstance(expires, str) else None).epoch_ms,
                 tool_call=known.tool_call if known else None))
         since = started - int(SKEW.total_seconds() * 1000) if started is not None else None
@@ -430,11 +449,18 @@ class InterruptIndex:
             yield from entries
 
     def listing(self, principal: str, *, enforced: bool, filters: Filters, now_ms: int,
-                offset: int, limit: int) -> Page:
-        """The caller's open interrupts matching ``filters``, newest first, one page."""
-        mine = [e for e in self.entries()
-                if visible(e.principal, principal, enforced=enforced)
-                and filters.admit(e, now_ms)]
-        mine.sort(key=lambda e: (-e.opened_ms, e.order))
-        end = offset + limit
-        return Page(mine[offset:end], len(mine), end if end < len(mine) else None)
+                limit: int, offset: int = 0, after: Key | None = None) -> Page:
+        """The caller's open interrupts matching ``filters``, newest first, one page: from
+        just after the key ``after`` (a cursor), else from ``offset``. Only the caller's
+        tenant is read; a filter's ``total`` counts what it admits of it."""
+        held = self._sorted.owners(principal, unowned=not enforced)
+        admitted = (e for e in TenantOrder[OpenEntry].walk(held, after)
+                    if filters.admit(e, now_ms))
+        items = list(islice(admitted, offset, offset + limit + 1))
+        if filters == Filters():
+            total = TenantOrder.count(held)
+        else:
+            total = sum(filters.admit(e, now_ms) for e in TenantOrder[OpenEntry].walk(held, None))
+        if len(items) <= limit:
+            return Page(items, total, None)
+        return Page(items[:limit], total, offset + limit, items[limit - 1].sort_key)

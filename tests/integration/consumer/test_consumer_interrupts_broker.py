@@ -112,6 +112,36 @@ async def test_listing_and_stream_are_tenant_scoped_and_live(
     assert (bad.status_code, bad.json()["code"]) == (400, "invalid_input")
 
 
+async def test_a_walk_by_cursor_skips_nothing_while_listed_interrupts_are_answered(
+        kafka: KafkaSettings, backstage: Backstage) -> None:
+    """The page after ``next`` starts after the last item read, wherever it went: two
+    listed interrupts answered before the next page moved ``offset`` past two others."""
+    token, tenant = f"key-c-{uuid.uuid4().hex}", f"c-{uuid.uuid4().hex[:8]}"
+    c = {"Authorization": f"Bearer {token}"}
+    threads = [f"p{n}-{uuid.uuid4().hex[:8]}" for n in range(5)]
+    for thread in threads:  # opened one after the other: newest last
+        await backstage.write_state(interrupted(thread, tenant, Interrupt(
+            id=f"i-{thread}", reason="tool_approval")), thread)
+        await asyncio.sleep(0.01)
+    async with serving(kafka, api_keys=f"{token}={tenant}") as app:
+        await until(lambda: all(app.relay.threads.get(t) is not None for t in threads))
+        first = (await app.http.get("/interrupts?limit=2", headers=c)).json()
+        for item in first["interrupts"]:
+            await backstage.write_state(interrupted(item["threadId"], tenant), item["threadId"])
+        await until(lambda: all(app.relay.threads.get(t).status == "idle"  # type: ignore[union-attr]
+                                for t in threads[3:]))
+        pages = [first]
+        while "next" in pages[-1]:
+            pages.append((await app.http.get(f"/interrupts?limit=2&cursor={pages[-1]['next']}",
+                                             headers=c)).json())
+        bad = await app.http.get("/interrupts?cursor=W10", headers=c)
+    assert [i["threadId"] for i in first["interrupts"]] == threads[:2:-1]
+    assert first["nextOffset"] == 2
+    assert [i["threadId"] for p in pages[1:] for i in p["interrupts"]] == threads[2::-1]
+    assert all("nextOffset" not in p for p in pages[1:])
+    assert (bad.status_code, bad.json()["code"]) == (400, "invalid_input")
+
+
 async def test_a_threads_history_has_tool_call_arguments_and_is_the_owners_only(
         kafka: KafkaSettings, backstage: Backstage) -> None:
     thread = f"h-{uuid.uuid4().hex[:8]}"

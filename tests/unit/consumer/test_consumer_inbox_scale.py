@@ -1,5 +1,5 @@
 """The interrupt inbox at scale (tens of thousands of open interrupts): the feed's
-bursts and their cost.
+bursts and their cost, paging by cursor, and a tenant's listing cost.
 
 Found by probing a live relay (one broker, one consumer-service instance, 10,000
 interrupts of one tenant sharing one deadline, a feed client reading as fast
@@ -25,6 +25,8 @@ from ag_ui.core import Interrupt
 
 from contracts import OpenInterrupt, ThreadState, encode
 from services.consumer.inbox_feed import SLICE, InterruptFeed, Subscriber, stream_body
+from services.consumer.interrupt_order import decode_cursor, encode_cursor
+from services.consumer.interrupts import Filters, InterruptIndex
 
 T0 = 1_800_000_000_000
 APPROVAL = {"type": "object", "properties": {"approved": {"type": "boolean"}},
@@ -133,3 +135,90 @@ async def test_a_mass_expiry_seen_by_many_is_announced_in_slices_in_order() -> N
         assert kinds[-1] == b'{"type":"answered","'
         assert all(k == b'{"type":"expired","i' for k in kinds[:-1])
     assert blocked_ms < 1000, f"one slice held the loop {blocked_ms:.0f} ms"
+
+
+def walk(index: InterruptIndex, limit: int, between: list) -> list[str]:  # type: ignore[type-arg]
+    """``listInterrupts`` of the page: cursor paging until no ``next``; ``between`` runs
+    after each page (what happens meanwhile)."""
+    seen: list[str] = []
+    cursor: str | None = None
+    page_no = 0
+    while True:
+        page = index.listing("a", enforced=True, filters=Filters(), now_ms=T0, limit=limit,
+                             after=decode_cursor(cursor) if cursor is not None else None)
+        seen += [e.interrupt_id for e in page.items]
+        if page.next_key is None:
+            return seen
+        cursor = encode_cursor(page.next_key)
+        if page_no < len(between):
+            between[page_no]()
+        page_no += 1
+
+
+def test_paging_skips_no_interrupt_open_throughout_while_others_are_answered() -> None:
+    """Newest first: interrupts answered on a page already read moved every later item
+    forward, so the next offset started past items nobody had seen; a cursor does not."""
+    index = InterruptIndex()
+    for n in range(1_000):
+        index.apply(f"t{n}", approval(n, updated_ms=T0 + n))
+    answered = [f"t{n}" for n in range(990, 1000)]  # on the first page (newest)
+
+    def answer() -> None:
+        for thread in answered:
+            index.apply(thread, approval(int(thread[1:]), open_=False))
+    seen = walk(index, 100, [answer])
+    open_throughout = {f"approve-{n}" for n in range(990)}
+    missing = sorted(open_throughout - set(seen))
+    assert not missing, (f"{len(missing)} interrupts open before, during and after the walk "
+                         f"were never listed: {missing[:5]}...")
+
+
+def test_paging_lists_no_interrupt_twice_while_others_open() -> None:
+    """An interrupt opening during the walk (newest, so first) pushed every item back by
+    one: by offset, the last item of a page read was listed again at the top of the next
+    (the page held it twice and its resume named it twice, ``duplicate_entry``)."""
+    index = InterruptIndex()
+    for n in range(1_000):
+        index.apply(f"t{n}", approval(n, updated_ms=T0 + n))
+
+    def open_more() -> None:
+        for n in range(1_000, 1_005):
+            index.apply(f"t{n}", approval(n, updated_ms=T0 + n))
+    seen = walk(index, 100, [open_more])
+    twice = sorted({i for i in seen if seen.count(i) > 1})
+    assert not twice, f"{len(twice)} interrupts listed twice in one walk: {twice}"
+    assert set(seen) == {f"approve-{n}" for n in range(1_000)}
+
+
+def test_a_cursor_is_the_sort_key_and_nothing_else_is_one() -> None:
+    key = (-T0, "thread/é", 2, "approve-1")
+    assert decode_cursor(encode_cursor(key)) == key
+    for bad in ("", "x", "W10", encode_cursor(key)[:-2] + "!!", "WzEsMiwzLDRd"):
+        assert decode_cursor(bad) is None
+
+
+def _listing_s(index: InterruptIndex, principal: str, rounds: int = 20) -> float:
+    best = float("inf")
+    for _ in range(rounds):
+        started = time.perf_counter()
+        index.listing(principal, enforced=True, filters=Filters(), now_ms=T0, offset=0,
+                      limit=100)
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+def test_a_tenants_listing_does_not_cost_what_other_tenants_hold() -> None:
+    """Tenant B has 10 open interrupts. Its ``GET /interrupts`` should cost about the same
+    whether tenant A has 500 or 50,000: every listing walks, filters and sorts them all."""
+    index = InterruptIndex()
+    for n in range(10):
+        index.apply(f"b{n}", approval(100_000 + n, principal="b"))
+    for n in range(500):
+        index.apply(f"t{n}", approval(n))
+    small = _listing_s(index, "b")
+    for n in range(500, 50_000):
+        index.apply(f"t{n}", approval(n))
+    large = _listing_s(index, "b")
+    assert large < 10 * small, (f"tenant B's listing of 10 interrupts took {large * 1000:.2f} ms "
+                                f"beside 50,000 of tenant A against {small * 1000:.3f} ms beside "
+                                f"500 ({large / small:.0f}x)")

@@ -427,8 +427,8 @@ def test_an_interrupt_past_the_budget_is_held_slim_and_listed_whole_from_the_vie
     held = sum(len(orjson.dumps(e.interrupt)) for e in index.entries())
     assert held < 50 * Budget().interrupt_bytes
     assert all(not e.whole for e in index.entries())
-    assert listing(index, reason="tool_approval", expired=False) == [
-        f"i-{n}" for n in range(50)]
+    assert listing(index, reason="tool_approval", expired=False) == [  # ties: by thread
+        f"i-{n}" for n in sorted(range(50), key=lambda n: f"t{n}")]
     page = index.listing("a", enforced=True, filters=Filters(), now_ms=T0, offset=0, limit=1)
     (item,) = [index.wire(e, T0) for e in page.items]
     whole = view[item["threadId"]].model_dump(mode="json", by_alias=True, exclude_none=True)
