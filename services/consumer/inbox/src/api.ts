@@ -27,7 +27,8 @@ export interface Listing {
   interrupts: OpenInterrupt[];
   total: number;
   now: number;
-  nextOffset?: number;
+  /** The cursor of the page after this one (absent on the last). */
+  next?: string;
 }
 
 export interface TrailRow {
@@ -100,18 +101,28 @@ export async function getJson<T>(path: string, signal?: AbortSignal): Promise<T>
   return (await response.json()) as T;
 }
 
-export async function listInterrupts(): Promise<Listing> {
+/** Every open interrupt, page by page by cursor: each page starts after the last item
+ *  read, so interrupts opening and closing meanwhile neither skip nor repeat one (by
+ *  offset they did); an interrupt is kept once whatever a page holds. */
+export async function listInterrupts(signal?: AbortSignal): Promise<Listing> {
   const all: OpenInterrupt[] = [];
-  let offset = 0;
+  const kept = new Set<string>();
+  let cursor: string | undefined;
   let now = Date.now();
   let total = 0;
   for (;;) {
-    const page = await getJson<Listing>(`/interrupts?limit=500&offset=${offset}`);
-    all.push(...page.interrupts);
+    const after = cursor === undefined ? "" : `&cursor=${encodeURIComponent(cursor)}`;
+    const page = await getJson<Listing>(`/interrupts?limit=500${after}`, signal);
+    for (const item of page.interrupts) {
+      const key = JSON.stringify([item.threadId, item.id]);
+      if (kept.has(key)) continue;
+      kept.add(key);
+      all.push(item);
+    }
     now = page.now;
     total = page.total;
-    if (page.nextOffset === undefined) break;
-    offset = page.nextOffset;
+    if (page.next === undefined) break;
+    cursor = page.next;
   }
   return { interrupts: all, total, now };
 }

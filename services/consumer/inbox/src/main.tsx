@@ -403,27 +403,44 @@ function App() {
   const [problem, setProblem] = useState<Problem | undefined>();
   const route = useRoute();
 
-  const refresh = useCallback(async () => {
-    try {
-      const page = await listInterrupts();
-      setServerNow(page.now);
-      setListing(page.interrupts);
-      setProblem(undefined);
-    } catch (error) {
-      setProblem(error instanceof ApiError ? error.problem
-        : { status: 0, code: "network", detail: String(error) });
-    }
-  }, []);
-
+  // One listing walk at a time: a change during a walk asks for one more after it (walks
+  // that overlapped landed in any order, an older one putting an answered interrupt back,
+  // and a busy feed had a tab walking 12 at once); a walk of a key no longer in use is
+  // aborted and never shown.
   useEffect(() => {
+    const abort = new AbortController();
     let pending: ReturnType<typeof setTimeout> | undefined;
+    let walking = false;
+    let again = false;
+    const refresh = async () => {
+      if (walking) {
+        again = true;
+        return;
+      }
+      walking = true;
+      do {
+        again = false;
+        try {
+          const page = await listInterrupts(abort.signal);
+          if (abort.signal.aborted) return;
+          setServerNow(page.now);
+          setListing(page.interrupts);
+          setProblem(undefined);
+        } catch (error) {
+          if (abort.signal.aborted) return;
+          setProblem(error instanceof ApiError ? error.problem
+            : { status: 0, code: "network", detail: String(error) });
+        }
+      } while (again);
+      walking = false;
+    };
     const soon = () => { clearTimeout(pending); pending = setTimeout(() => void refresh(), 50); };
     void refresh();  // at once, and again once subscribed (nothing between is lost)
     const stop = followChanges(soon, soon, (error) => {
       if (error instanceof ApiError) setProblem(error.problem);
     });
-    return () => { stop(); clearTimeout(pending); };
-  }, [key, refresh]);
+    return () => { abort.abort(); stop(); clearTimeout(pending); };
+  }, [key]);
 
   const threadMatch = /^#\/threads\/(.+)$/.exec(route);
   const needsKey = problem?.status === 401;
