@@ -32,10 +32,14 @@ come from any client. Records every scan reads are counted
 ``replay_full``, ``retried_forward``).
 
 A reconnecting client sends the last sequence number it saw
-(``Last-Event-ID``): ``first_after`` skips what it has, and tells the route
-when the scan found nothing after it but the run's terminal event at or
-before it — a finished run with nothing left to send, answered ``204``
-rather than a stream that could only wait for events that will not come.
+(``Last-Event-ID``): the scan begins a few hundred numbers before it, where
+a search over the partition's offsets finds them (``seek``: a few small
+fetches, not the run again: a client reconnecting near the end of a run of a
+million events had the instance read the million each time); ``first_after``
+skips what the client has, and tells the route when the scan found nothing
+after it but the run's terminal event at or before it — a finished run with
+nothing left to send, answered ``204`` rather than a stream that could only
+wait for events that will not come.
 
 ``replay`` is the whole of ``GET /threads/{id}/runs/{runId}/events`` once
 the ids are checked: the ``Last-Event-ID``, readiness, the tenant's right
@@ -51,6 +55,7 @@ import logging
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
 
+from prometheus_client import Counter
 from starlette.responses import Response
 
 from services.consumer import lookback
@@ -58,9 +63,10 @@ from services.consumer.log_tail import BATCH, Turn, run_delivery
 from services.consumer.ordering import TERMINAL_TYPES, parse_last_event_id
 from services.consumer.problems import InvalidInput, NotFound, Unavailable
 from services.consumer.relay import Relay
+from services.consumer.seek import Seek
 from services.consumer.sse import StreamOutcome
 from services.consumer.streams import Delivery, FanOut
-from services.kafka.clients import TopicPartition, new_consumer
+from services.kafka.clients import AIOKafkaConsumer, TopicPartition, new_consumer
 from services.kafka.partitioning import partition_for
 from services.runtime.settings import KafkaSettings
 
@@ -68,10 +74,14 @@ log = logging.getLogger(__name__)
 
 TICK_S = 1.0
 """A long scan yields ``None`` at least this often, so the body can keep alive."""
+PROBE = 64
+"""Records one probe of a ``Last-Event-ID`` search fetches at a time."""
+
+
 async def scan_run(kafka: KafkaSettings, fanout: FanOut, thread_id: str, run_id: str, *,
                    reason: str = "replay", since_ms: int | None = None,
                    full_scans: lookback.FullScans | None = None, wait: bool = False,
-                   client: StreamOutcome | None = None,
+                   client: StreamOutcome | None = None, after: int | None = None,
                    ) -> AsyncGenerator[Delivery | None, None]:
     """Every record of the run up to the current end, in partition order.
 
@@ -84,6 +94,9 @@ async def scan_run(kafka: KafkaSettings, fanout: FanOut, thread_id: str, run_id:
     for a moment, then ``503 replay_busy``, or, with ``wait`` (a response already
     begun), as long as it takes. Yields ``None`` now and then while scanning or waiting
     (a keep-alive tick). ``client``: the response the scan feeds (``log_tail.Turn``).
+    ``after``: the client has every number up to this one (``Last-Event-ID``), so the scan
+    begins where ``seek.Seek`` finds, not at the run's start; what it reads to find that
+    counts as scanned too.
     """
     topic = kafka.topics.events
     count = fanout.partitions.get(topic) or kafka.partitions
@@ -122,13 +135,18 @@ async def scan_run(kafka: KafkaSettings, fanout: FanOut, thread_id: str, run_id:
                     end = (await consumer.end_offsets([tp]))[tp]
                 if resume is not None:
                     consumer.seek(tp, resume)
-                elif start is not None:
-                    consumer.seek(tp, start[1])
-                elif since_ms is not None:
-                    found = (await consumer.offsets_for_times({tp: since_ms}))[tp]
-                    consumer.seek(tp, end if found is None else found.offset)
                 else:
-                    await consumer.seek_to_beginning(tp)
+                    if start is not None:
+                        consumer.seek(tp, start[1])
+                    elif since_ms is not None:
+                        found = (await consumer.offsets_for_times({tp: since_ms}))[tp]
+                        consumer.seek(tp, end if found is None else found.offset)
+                    else:
+                        await consumer.seek_to_beginning(tp)
+                    if after is not None:
+                        search = Seek(await consumer.position(tp), end, after)
+                        consumer.seek(tp, await seek_after(consumer, tp, search, key, run_id,
+                                                           scanned))
                 resume = None
                 tick = time.monotonic()
                 while resume is None and (at := await consumer.position(tp)) < end:
@@ -170,6 +188,20 @@ async def scan_run(kafka: KafkaSettings, fanout: FanOut, thread_id: str, run_id:
     finally:
         if slot is not None:
             slot.give()
+
+
+async def seek_after(consumer: AIOKafkaConsumer, tp: TopicPartition, search: Seek, key: bytes,
+                     run_id: str, scanned: Counter) -> int:
+    """Run ``search`` on the partition: one small fetch per probe; where to read from."""
+    while (offset := search.probe()) is not None:
+        consumer.seek(tp, offset)
+        batch = await consumer.getmany(tp, timeout_ms=500, max_records=PROBE)
+        records = batch.get(tp, [])
+        scanned.inc(len(records))
+        run = [(d.offset, d.seq) for record in records
+               if (d := run_delivery(record, key, run_id)) is not None]
+        search.saw(run, await consumer.position(tp))
+    return search.start
 
 
 async def first_after(scan: AsyncIterator[Delivery | None],
@@ -221,7 +253,7 @@ async def replay(relay: Relay, thread_id: str, run_id: str, principal: str,
     stream = relay.fanout.subscribe(thread_id, run_id)
     outcome = StreamOutcome()
     scan = scan_run(relay.kafka, relay.fanout, thread_id, run_id, since_ms=since,
-                    full_scans=relay.full_scans, client=outcome)
+                    full_scans=relay.full_scans, client=outcome, after=after)
     try:
         first, ended = await first_after(scan, after)
         if first is None:
