@@ -58,6 +58,13 @@ class ThreadView(BackgroundReader):
     def __len__(self) -> int:
         return len(self._states)
 
+    async def count(self) -> int:
+        """How many threads the view holds: on disk, the stores' keys counted off the loop
+        (the in-memory dict is empty then)."""
+        if self.store is None:
+            return len(self._states)
+        return await asyncio.to_thread(self.store.count)
+
     def get(self, thread_id: str) -> ThreadState | None:
         """The thread's last known state, or None when the view has no record of it."""
         if self.store is not None:
@@ -123,4 +130,4 @@ class ThreadView(BackgroundReader):
                         pending.discard(tp)
                 if not pending:
                     self.caught_up.set()
-                    log.info("thread view caught up: %d threads", len(self._states))
+                    log.info("thread view caught up: %d threads", await self.count())

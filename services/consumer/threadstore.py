@@ -138,6 +138,17 @@ class ThreadStore:
                 if held is not None and interrupted(held):
                     yield thread_id, held
 
+    def count(self) -> int:
+        """The threads the stores hold, counted by a scan of their keys (for a log line,
+        not the hot path); a store that cannot be read counts none."""
+        total = 0
+        for store in list(self.stores.values()):
+            try:
+                total += sum(1 for _ in store.data_keys())
+            except StoreError as exc:
+                log.warning("thread view store %s cannot be counted: %s", store.path, exc)
+        return total
+
     def get(self, thread_id: str) -> ThreadState | None:
         """The thread's latest state: pending, cached, or read from its store."""
         for waiting in self.pending.values():

@@ -1,4 +1,5 @@
-"""The thread view's store: instance names, marks, what records change, a failing disk."""
+"""The thread view's store: instance names, marks, what records change, a failing disk,
+the threads counted."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from services.consumer.threadstore import (
     instance_name,
     interrupted,
 )
+from services.kafka.partitioning import partition_for
 
 
 class Record(NamedTuple):
@@ -114,3 +116,20 @@ def test_a_state_keyed_otherwise_than_its_thread_id_is_skipped_on_disk_and_in_me
     assert on_disk[1] is not None
     assert on_disk[1].thread_id == "t8"
     assert "names thread t9other: skipped" in caplog.text
+
+
+def test_the_stores_count_the_threads_they_hold(tmp_path: Path) -> None:
+    """The "thread view caught up" line counts these: the in-memory dict is empty then."""
+    threads = ThreadStore(tmp_path, "p.threads", "i1", cache_mb=1)
+    try:
+        for p in range(4):
+            threads.stores[p] = threads.dir.open(p)[0]
+        for i in range(30):
+            name = f"t{i}"
+            threads.write(partition_for(name, 4),
+                          [Polled(name.encode(), thread_state(name, waiting=i % 3 == 0), i)])
+        threads.write(partition_for("t0", 4), [Polled(b"t0", None, 30)])
+        counted = threads.count()
+    finally:
+        threads.close()
+    assert counted == 29
