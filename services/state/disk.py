@@ -51,7 +51,15 @@ PARTITION_KEY = b"\x00partition"
 DATA = b"d/"
 MARK = b"m/"
 WRITE_BUFFER_BYTES = 2 << 20
-"""RocksDB's memtable per store, at most two (its default, 64 MB, would dwarf the cache)."""
+"""RocksDB's memtable per store at most, two of them (its default, 64 MB, would dwarf the
+cache)."""
+MEMTABLES_BYTES = 32 << 20
+"""What the memtables of every store open in a process hold together: each store's is this
+shared among the stores open (``write_buffer_bytes``), so 64 partitions' stores cost what
+8 do (each with 2 MB of its own, they held 127 MB where 8 held 14)."""
+MIN_WRITE_BUFFER_BYTES = 64 << 10
+"""A store's memtable at least, however many stores are open (smaller ones flush too
+often to keep up with a restore)."""
 BLOCK_CACHE = Cache(8 << 20)
 """One RocksDB block cache for every store of the process (the decoded cache is ours)."""
 
@@ -80,11 +88,18 @@ class StoreWriteError(StoreError):
     """A write failed (e.g. no space left on device); nothing of it was kept."""
 
 
-def _options() -> Options:
+def write_buffer_bytes(stores: int) -> int:
+    """Each store's memtable size while ``stores`` are open in the process (two memtables
+    each, ``MEMTABLES_BYTES`` among them all)."""
+    shared = MEMTABLES_BYTES // (2 * max(stores, 1))
+    return max(MIN_WRITE_BUFFER_BYTES, min(WRITE_BUFFER_BYTES, shared))
+
+
+def _options(write_buffer: int) -> Options:
     opts = Options(raw_mode=True)
     opts.create_if_missing(True)
     opts.set_paranoid_checks(True)
-    opts.set_write_buffer_size(WRITE_BUFFER_BYTES)
+    opts.set_write_buffer_size(write_buffer)
     opts.set_max_write_buffer_number(2)
     opts.set_keep_log_file_num(2)
     opts.set_max_log_file_size(1 << 20)
@@ -125,13 +140,24 @@ def wipe(path: Path) -> None:
 
 
 class PartitionStore:
-    """An open store; ``open`` it, ``close`` it (the lock goes with it)."""
+    """An open store; ``open`` it, ``close`` it (the lock goes with it).
 
-    def __init__(self, path: Path, partition: int, db: Rdict, held: IO[bytes]) -> None:
+    Its memtable is sized for the stores open in the process when it opens, and sized
+    again at its next write when that number has changed since (a restore opens every
+    partition's store before it writes any)."""
+
+    opened = 0
+    """Stores open in this process now."""
+
+    def __init__(self, path: Path, partition: int, db: Rdict, held: IO[bytes],
+                 write_buffer: int) -> None:
         self.path = path
         self.partition = partition
         self._db = db
         self._held = held
+        self._write_buffer = write_buffer
+        self._counted = True
+        PartitionStore.opened += 1
 
     @classmethod
     def open(cls, path: Path, partition: int) -> PartitionStore:
@@ -142,7 +168,8 @@ class PartitionStore:
         """
         held = lock(path)
         try:
-            return cls(path, partition, _open(path, partition), held)
+            size = write_buffer_bytes(cls.opened + 1)
+            return cls(path, partition, _open(path, partition, size), held, size)
         except BaseException:
             unlock(held)
             raise
@@ -153,7 +180,8 @@ class PartitionStore:
         held = lock(path)
         try:
             wipe(path)
-            return cls(path, partition, _open(path, partition), held)
+            size = write_buffer_bytes(cls.opened + 1)
+            return cls(path, partition, _open(path, partition, size), held, size)
         except BaseException:
             unlock(held)
             raise
@@ -162,7 +190,8 @@ class PartitionStore:
         """Wipe this store's files and start empty, keeping the lock."""
         self._db.close()
         wipe(self.path)
-        self._db = _open(self.path, self.partition)
+        self._write_buffer = write_buffer_bytes(PartitionStore.opened)
+        self._db = _open(self.path, self.partition, self._write_buffer)
 
     def reopen(self) -> None:
         """Close and open the database again, keeping the lock (RocksDB stays read-only
@@ -170,7 +199,8 @@ class PartitionStore:
         with contextlib.suppress(Exception):
             self._db.close()
         try:
-            self._db = _open(self.path, self.partition)
+            self._write_buffer = write_buffer_bytes(PartitionStore.opened)
+            self._db = _open(self.path, self.partition, self._write_buffer)
         except (StoreUnusableError, StoreWriteError) as exc:
             # Still unwritable (the disk is still full): keep reading what the store holds,
             # read-only, so lookups never meet a closed database; the next write reopens again.
@@ -186,6 +216,9 @@ class PartitionStore:
         with contextlib.suppress(Exception):
             self._db.close()
         unlock(self._held)
+        if self._counted:
+            self._counted = False
+            PartitionStore.opened -= 1
 
     # ---- reading -----------------------------------------------------------------
 
@@ -249,11 +282,19 @@ class PartitionStore:
         if topic_id is not None:
             batch.put(TOPIC_KEY, topic_id.encode())
         try:
+            self._resize()
             self._db.write(batch)
         except Exception as exc:
             raise StoreWriteError(f"writing {self.path} failed: {exc}") from exc
 
     # ---- internals -------------------------------------------------------------------
+
+    def _resize(self) -> None:
+        """Size the memtable for the stores open now, if that changed since it was sized."""
+        size = write_buffer_bytes(PartitionStore.opened)
+        if size != self._write_buffer:
+            self._db.set_options({"write_buffer_size": str(size)})
+            self._write_buffer = size
 
     def _read(self, key: bytes) -> bytes | None:
         try:
@@ -335,12 +376,12 @@ def _wrong_partition(stamp: object, partition: int) -> str | None:
     return f"the store holds partition {held}'s state, not partition {partition}'s"
 
 
-def _open(path: Path, partition: int) -> Rdict:
+def _open(path: Path, partition: int, write_buffer: int) -> Rdict:
     """The database at ``path``, stamped as ``partition``'s store; ``StoreUnusableError``
     when it is not."""
     existed = path.exists() and (not path.is_dir() or any(path.iterdir()))
     try:
-        db = Rdict(str(path), _options())
+        db = Rdict(str(path), _options(write_buffer))
     except Exception as exc:
         if any(said in str(exc) for said in UNWRITABLE):  # the disk's state, not the files'
             raise StoreWriteError(f"{path} cannot be opened for writing, kept as it is "
