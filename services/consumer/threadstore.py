@@ -42,6 +42,7 @@ from typing import Any
 import orjson
 
 from contracts import DecodeError, ThreadState, decode
+from services.kafka.partitioning import partition_for
 from services.runtime.settings import KafkaSettings
 from services.state import metrics
 from services.state.cache import ByteLRU
@@ -150,26 +151,30 @@ class ThreadStore:
         return total
 
     def get(self, thread_id: str) -> ThreadState | None:
-        """The thread's latest state: pending, cached, or read from its store."""
-        for waiting in self.pending.values():
-            if thread_id in waiting:
-                return decoded(thread_id, waiting[thread_id])
+        """The thread's latest state: pending, cached, or read from its partition's store
+        (the one ``threads`` keys it to; ``restore`` opens one store per partition), not
+        looked up in every store."""
+        if not self.stores:
+            return None
+        p = partition_for(thread_id, len(self.stores))
+        waiting = self.pending.get(p, {})
+        if thread_id in waiting:
+            return decoded(thread_id, waiting[thread_id])
         cached = self.cache.get(thread_id)
         if cached is not None:
             return cached
-        key = thread_id.encode()
-        for store in self.stores.values():
-            try:
-                raw = store.get(key)
-            except StoreError as exc:
-                log.warning("thread view store %s cannot be read: %s", store.path, exc)
-                continue
-            if raw is not None:
-                state = decoded(thread_id, raw)
-                if state is not None:
-                    self.cache.put(thread_id, state, len(raw) * DECODED_PER_BYTE + ENTRY_BYTES)
-                return state
-        return None
+        store = self.stores.get(p)
+        if store is None:
+            return None
+        try:
+            raw = store.get(thread_id.encode())
+        except StoreError as exc:
+            log.warning("thread view store %s cannot be read: %s", store.path, exc)
+            return None
+        state = decoded(thread_id, raw)
+        if state is not None and raw is not None:
+            self.cache.put(thread_id, state, len(raw) * DECODED_PER_BYTE + ENTRY_BYTES)
+        return state
 
     def write(self, partition: int, records: Sequence[Any]) -> None:
         """A polled batch of ``partition``, with the offset after its last record."""

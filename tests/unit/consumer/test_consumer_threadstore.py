@@ -1,5 +1,5 @@
 """The thread view's store: instance names, marks, what records change, a failing disk,
-the threads counted."""
+lookups in the thread's partition only, the threads counted."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from services.consumer.threadstore import (
     interrupted,
 )
 from services.kafka.partitioning import partition_for
+from services.state.disk import PartitionStore
 
 
 class Record(NamedTuple):
@@ -116,6 +117,35 @@ def test_a_state_keyed_otherwise_than_its_thread_id_is_skipped_on_disk_and_in_me
     assert on_disk[1] is not None
     assert on_disk[1].thread_id == "t8"
     assert "names thread t9other: skipped" in caplog.text
+
+
+def test_a_thread_is_looked_up_in_its_partitions_store_only(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An unknown thread cost a lookup in every partition's store (64 on 64 partitions)."""
+    partitions = 16
+    threads = ThreadStore(tmp_path, "p.threads", "i1", cache_mb=1)
+    looked: list[int] = []
+    try:
+        for p in range(partitions):
+            threads.stores[p] = threads.dir.open(p)[0]
+        for i, name in enumerate(f"t{n}" for n in range(40)):
+            p = partition_for(name, partitions)
+            threads.write(p, [Polled(name.encode(), thread_state(name, waiting=False), i)])
+        read = PartitionStore.get
+
+        def counted(store: PartitionStore, key: bytes) -> bytes | None:
+            looked.append(store.partition)
+            return read(store, key)
+
+        monkeypatch.setattr(PartitionStore, "get", counted)
+        unknown = threads.get("nobody")
+        unknown_looked, looked[:] = list(looked), []
+        known = threads.get("t7")
+    finally:
+        threads.close()
+    assert (unknown, unknown_looked) == (None, [partition_for("nobody", partitions)])
+    assert known is not None
+    assert (known.thread_id, looked) == ("t7", [partition_for("t7", partitions)])
 
 
 def test_the_stores_count_the_threads_they_hold(tmp_path: Path) -> None:
