@@ -71,6 +71,10 @@ class StateDir:
         Raises ``StoreLockedError`` when another process holds it.
         """
         self.retired.pop(partition, None)
+        return self._open_store(partition)
+
+    def _open_store(self, partition: int) -> tuple[PartitionStore, str | None]:
+        """``open`` without touching ``retired`` (safe off the event loop)."""
         path = self.path(partition)
         existed = path.exists()
         try:
@@ -87,11 +91,15 @@ class StateDir:
     async def open_waiting(self, partition: int, timeout_s: float = LOCK_WAIT_S
                            ) -> tuple[PartitionStore, str | None]:
         """``open``, waiting while another process on this machine still holds the store
-        (its owner before a rebalance, closing it); ``StoreLockedError`` after ``timeout_s``."""
+        (its owner before a rebalance, closing it); ``StoreLockedError`` after ``timeout_s``.
+
+        The store opens in a worker thread: RocksDB's open (a WAL replayed after a kill)
+        blocked the event loop 8 s for 64 partitions."""
         deadline = self._clock() + timeout_s
         while True:
+            self.retired.pop(partition, None)
             try:
-                return self.open(partition)
+                return await _off_loop(self._open_store, partition)
             except StoreLockedError:
                 if self._clock() >= deadline:
                     raise
@@ -142,3 +150,20 @@ class StateDir:
             return
         due = min(self.retired.values()) + self.grace_s - self._clock()
         self._timer = loop.call_later(max(due, 0.0) + 0.01, self.sweep)
+
+
+async def _off_loop(opener: Callable[[int], tuple[PartitionStore, str | None]],
+                    partition: int) -> tuple[PartitionStore, str | None]:
+    """``opener(partition)`` in a worker thread; when the caller is cancelled meanwhile,
+    the store it opens is closed once open (its lock would stay held otherwise)."""
+    opening = asyncio.ensure_future(asyncio.to_thread(opener, partition))
+    try:
+        return await asyncio.shield(opening)
+    except asyncio.CancelledError:
+        opening.add_done_callback(_close_opened)
+        raise
+
+
+def _close_opened(opening: asyncio.Future[tuple[PartitionStore, str | None]]) -> None:
+    if not opening.cancelled() and opening.exception() is None:
+        opening.result()[0].close()

@@ -29,6 +29,7 @@ import contextlib
 import fcntl
 import os
 import shutil
+import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -147,7 +148,8 @@ class PartitionStore:
     partition's store before it writes any)."""
 
     opened = 0
-    """Stores open in this process now."""
+    """Stores open in this process now (stores open in worker threads: ``_counting``)."""
+    _counting = threading.Lock()
 
     def __init__(self, path: Path, partition: int, db: Rdict, held: IO[bytes],
                  write_buffer: int) -> None:
@@ -157,7 +159,8 @@ class PartitionStore:
         self._held = held
         self._write_buffer = write_buffer
         self._counted = True
-        PartitionStore.opened += 1
+        with PartitionStore._counting:
+            PartitionStore.opened += 1
 
     @classmethod
     def open(cls, path: Path, partition: int) -> PartitionStore:
@@ -218,7 +221,8 @@ class PartitionStore:
         unlock(self._held)
         if self._counted:
             self._counted = False
-            PartitionStore.opened -= 1
+            with PartitionStore._counting:
+                PartitionStore.opened -= 1
 
     # ---- reading -----------------------------------------------------------------
 
