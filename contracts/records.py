@@ -24,8 +24,11 @@ SCHEMA_VERSION: Literal[1] = 1
 """Bumped on any change a reader of the previous version would misread."""
 
 Verdict = Literal["admitted", "rejected", "queued"]
-RequestPolicy = Literal["expiry"]
-"""A relay policy that made a request itself (absent: a client sent it)."""
+RequestPolicy = Literal["expiry", "delegation"]
+"""What in the relay made a request itself (absent: a client sent it): ``expiry``, the
+gatekeeper cancelling a thread's expired interrupts; ``delegation``, a worker's parent
+run starting or resuming its child (``services.producer.delegation``). A client's
+request never carries one: the consumer service builds every ``RunRequest`` it sends."""
 
 PRINCIPAL_KEY = "agui-relay.principal"
 """The key of a dispatched resume entry's ``metadata`` naming who answered it: the
@@ -111,8 +114,9 @@ class RunRequest(Envelope):
     """The name of the API key it came with, when the key has one (``AGUI_API_KEYS``
     ``token=tenant#name``): who, within the tenant; ``identity`` joins the two."""
     policy: RequestPolicy | None = None
-    """Set when a relay policy made the request (``expiry``: the gatekeeper cancelling
-    a thread's expired interrupts); its principal is then the thread's owner."""
+    """Set when the relay made the request (``expiry``: the gatekeeper cancelling a
+    thread's expired interrupts, its principal then the thread's owner; ``delegation``:
+    a parent run's child request, the only kind that may answer a child's interrupts)."""
 
 
 class Handover(Envelope):

@@ -9,8 +9,10 @@ down as the child's next request, with its own run as ``parentRunId``. An
 answer sent to the child directly would run the child past its question while
 the parent still waits on it, and the parent's own answer, routed down later,
 would then be refused: the pipeline is broken. So a request that resolves any
-interrupt of an interrupted child is refused ``answer_at_parent`` unless it
-carries a ``parentRunId`` itself (it is a delegation's). A resume that only
+interrupt of an interrupted child is refused ``answer_at_parent`` unless a
+delegation made it (``RunRequest.policy == "delegation"``: set by the worker,
+never by the consumer service for a client; a client's own ``parentRunId``
+proves nothing, and a probe got past the rule with a made-up one). A resume that only
 cancels stays allowed: the operator's way out for a child whose parent no
 longer waits on it (``agui-relay stuck`` lists such orphans). Pure.
 """
@@ -28,7 +30,7 @@ def is_child(state: ThreadState) -> bool:
 def refusal(state: ThreadState, request: RunRequest) -> tuple[RejectionCode, str, list[str]] | None:
     """Why ``request`` may not answer the interrupts of ``state`` here (None: it may): the
     code, the message naming the parent thread, and the interrupts it tried to resolve."""
-    from_parent = request.input.parent_run_id is not None  # a delegation's routed-down resume
+    from_parent = request.policy == "delegation"  # a parent run's routed-down resume
     if state.status != "interrupted" or not is_child(state) or from_parent:
         return None
     resolved = list(dict.fromkeys(e.interrupt_id for e in request.input.resume or ()

@@ -194,7 +194,7 @@ def _foreign(state: ThreadState, request: RunRequest, now: datetime) -> Outcome 
 
 
 def _judge(state: ThreadState, request: RunRequest, now: datetime, policy: Policy) -> Outcome:
-    if request.policy is not None:  # a relay policy's own request: never queued nor lenient
+    if request.policy == "expiry":  # the expiry policy's own request: never queued nor lenient
         return _by_policy(state, request, now)
     late = expiry_policy.late_answer(state, (e.interrupt_id for e in request.input.resume or ()))
     if late is not None:
@@ -370,7 +370,10 @@ def _admit(state: ThreadState, request: RunRequest, now: datetime, verdict: _Ver
         update={
             "status": "running",
             "run_id": request.input.run_id,
-            "parent_run_id": request.input.parent_run_id,
+            # a delegation's child only: a client's own parentRunId (a run it spawned
+            # itself, as AG-UI lets it say) makes no thread a child answered elsewhere
+            "parent_run_id": (request.input.parent_run_id if request.policy == "delegation"
+                              else None),
             "agent": request.agent,
             "principal": request.principal,
             "open_interrupts": [],

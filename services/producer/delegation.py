@@ -40,8 +40,9 @@ under the child's key that is no event of it, not a JSON object or a
 tombstone, is skipped as the consumer service skips it). Cancelling an
 expired interrupt at the top therefore cancels it in the child, which is how
 the child thread moves past it; when the child has already moved past it (the
-expiry policy cancelled it on the child thread first), nothing is sent and
-the child's outcome is the run that ended after it.
+expiry policy cancelled it on the child thread first, or an operator did with
+``--cancel-all``), nothing is sent, whatever the answers at the top, and the
+child's outcome is the run that ended after it.
 
 A finished child is not run again in the same pipeline: the first carried-up
 interrupt of each ``carry_up`` names, under ``calls``, the child thread of
@@ -257,10 +258,6 @@ def earlier_calls(thread_id: str, prior: Mapping[str, Interrupt]) -> dict[str, C
     return found
 
 
-def all_cancelled(resume: Sequence[ResumeEntry]) -> bool:
-    return bool(resume) and all(entry.status == "cancelled" for entry in resume)
-
-
 @dataclass
 class ChildHistory:
     """A child thread's events, read from its first one (each once, in order)."""
@@ -388,19 +385,20 @@ class Delegation:
                    state: Any = None, forwarded_props: Any = None,
                    within_s: float | None = None) -> ChildOutcome:
         """Run ``agent`` as child ``key``, continue it with the answers routed down, or —
-        a child an earlier run of this pipeline called, with nothing (or only
-        cancellations it has moved past) to route down — read how it ended."""
+        a child an earlier run of this pipeline called, with nothing to route down, or
+        answers to questions it has moved past (cancelled on its own thread: the expiry
+        policy, an operator's ``--cancel-all``) — read how it ended."""
         resume = self.pending_answers(key)
         earlier = self.earlier.get(key)
         outcome = None
-        if earlier is not None and (not resume or all_cancelled(resume)):
+        if earlier is not None:
             outcome = await self._as_ended(agent, earlier, moved_past=bool(resume),
                                            within_s=within_s)
         if outcome is None:
             request = await self.request(agent, key, messages, state=state,
                                          forwarded_props=forwarded_props)
             outcome = await self._submit(request, within_s)
-            if outcome.status == "refused" and earlier is not None and all_cancelled(resume):
+            if outcome.status == "refused" and earlier is not None and resume:
                 outcome = await self._as_ended(agent, earlier, moved_past=True,
                                                within_s=within_s,
                                                grace_s=REFUSED_GRACE_S) or outcome
@@ -444,7 +442,8 @@ class Delegation:
             wire["resume"] = [to_wire(e) for e in resume]
         return RunRequest(request_id=f"req-{uuid.uuid4()}", agent=agent,
                           input=RunAgentInput.model_validate(wire),
-                          submitted_at=datetime.now(UTC), principal=self.ctx.principal)
+                          submitted_at=datetime.now(UTC), principal=self.ctx.principal,
+                          policy="delegation")
 
     def carry_up(self, key: str, outcome: ChildOutcome) -> list[Interrupt]:
         """Raise the child's interrupts on this run (namespaced); the run ends interrupted.

@@ -13,18 +13,23 @@ refused (found by probing). A child its parent no longer waits on is listed by
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from ag_ui.core import RunAgentInput
 from ops_support import Service, run_cli, services, wait_ready
 
+from contracts import RunRequest, encode
 from deploy.kafka import launcher
 from services.cli.ops.agui_http import RunReply, run_agent
+from services.cli.ops.kafka_io import publish
 from services.kafka.admin import ensure_topics
 from services.producer.delegation import CHILD_METADATA
 from services.runtime.settings import KafkaSettings
@@ -139,13 +144,23 @@ async def test_an_orphaned_child_is_listed_by_stuck_and_its_command_cancels_it(
     is offered its question; ``stuck`` lists it with the command that cancels it."""
     parent = f"t-gone-{uuid.uuid4().hex[:6]}"
     child_thread = f"{parent}/review-{uuid.uuid4().hex[:16]}"
-    reply = await post(pipeline.url, "pipeline_child", run_input(
-        child_thread, f"{parent}-c1", parentRunId=f"{parent}-run-1",
-        messages=[{"id": f"{parent}-u1", "role": "user", "content": "the report"}]))
-    assert [i["id"] for i in reply.interrupts] == ["sign-off"]
+    # what a parent's worker sends for its child (only a delegation makes a child: a
+    # client's own parentRunId does not), then the parent is gone
+    child = RunRequest(request_id=f"req-{uuid.uuid4()}", agent="pipeline_child",
+                       input=RunAgentInput.model_validate(run_input(
+                           child_thread, f"{parent}-c1", parentRunId=f"{parent}-run-1",
+                           messages=[{"id": f"{parent}-u1", "role": "user",
+                                      "content": "the report"}])),
+                       submitted_at=datetime.now(UTC), policy="delegation")
+    await publish(pipeline.settings, pipeline.settings.topics.requests, child_thread,
+                  encode(child))
+    deadline = asyncio.get_running_loop().time() + 60
+    while not (orphans := (await stuck(pipeline.settings))["orphans"]):
+        assert asyncio.get_running_loop().time() < deadline, "the child never ended interrupted"
+        await asyncio.sleep(0.5)
     assert await offered(pipeline.url, parent) == []
 
-    (orphan,) = (await stuck(pipeline.settings))["orphans"]
+    (orphan,) = orphans
     command = f"agui-relay resume {child_thread} --cancel-all"
     assert orphan == {"threadId": child_thread, "agent": "pipeline_child",
                       "runId": f"{parent}-c1", "parentThreadId": parent,
@@ -160,3 +175,47 @@ async def test_an_orphaned_child_is_listed_by_stuck_and_its_command_cancels_it(
     after = await stuck(pipeline.settings)
     assert after["orphans"] == []
     assert after["childInterrupts"] == 0
+
+
+async def test_a_client_naming_a_parent_run_of_its_own_does_not_answer_a_child(
+        pipeline: Pipeline) -> None:
+    """Only a delegation answers a child: a client's own ``parentRunId`` proves nothing (a
+    probe got past the rule with a made-up one, and the pipeline broke)."""
+    thread = f"t-forge-{uuid.uuid4().hex[:6]}"
+    first = await post(pipeline.url, "pipeline_parent", run_input(
+        thread, f"{thread}-run-1",
+        messages=[{"id": f"{thread}-u1", "role": "user", "content": "the report"}]))
+    (carried,) = first.interrupts
+    child_thread = carried["metadata"][CHILD_METADATA]["threadId"]
+    forged = await post(pipeline.url, "pipeline_child", run_input(
+        child_thread, f"{thread}-direct", resume=SIGN_OFF, parentRunId="made-up"))
+    assert forged.status == 409, forged
+    assert (forged.problem or {}).get("code") == "answer_at_parent"
+    assert await offered(pipeline.url, thread) == [(thread, "review/sign-off")]
+
+
+async def test_a_child_cancelled_on_its_own_thread_leaves_its_parent_answerable(
+        pipeline: Pipeline) -> None:
+    """A cancel-only resume on the child (the operator's way out) while its parent still
+    waits on it: the parent's answer routed down later finds the child moved past its
+    question, sends nothing and takes the run that ended after it (it ended the whole
+    pipeline in an agent error before, found by probing)."""
+    thread = f"t-cancel-{uuid.uuid4().hex[:6]}"
+    first = await post(pipeline.url, "pipeline_parent", run_input(
+        thread, f"{thread}-run-1",
+        messages=[{"id": f"{thread}-u1", "role": "user", "content": "the report"}]))
+    (carried,) = first.interrupts
+    child_thread = carried["metadata"][CHILD_METADATA]["threadId"]
+    cancelled = await post(pipeline.url, "pipeline_child", run_input(
+        child_thread, f"{thread}-direct",
+        resume=[{"interruptId": "sign-off", "status": "cancelled"}]))
+    assert cancelled.status == 200
+    top = await post(pipeline.url, "pipeline_parent", run_input(
+        thread, f"{thread}-run-2", resume=[{"interruptId": "review/sign-off",
+                                            "status": "resolved",
+                                            "payload": {"approved": True}}]))
+    assert top.terminal is not None
+    assert top.terminal["type"] == "RUN_FINISHED", top.terminal
+    shown = await run_cli(pipeline.settings, "threads", "show", child_thread, "--json")
+    (child,) = shown.json_lines()
+    assert len(child["runs"]) == 2  # the question and the operator's cancel: nothing more

@@ -23,6 +23,7 @@ from ag_ui.core import (
 )
 
 from contracts import RunRequest, ThreadState
+from contracts.records import RequestPolicy
 from services.gatekeeper.rules import Policy, decide, on_boundary
 from services.gatekeeper.thread import Boundary, fresh
 
@@ -78,11 +79,14 @@ def request(
     agent: str = AGENT,
     resume: Iterable[ResumeEntry] | None = None,
     parent_run_id: str | None = None,
+    policy: RequestPolicy | None = None,
 ) -> RunRequest:
-    """A RunRequest with one user message (a delegation's child run's: ``parent_run_id``)."""
+    """A RunRequest with one user message (a delegation's child run's: ``parent_run_id``
+    and ``policy="delegation"``)."""
     return RunRequest(
         request_id=request_id,
         agent=agent,
+        policy=policy,
         input=RunAgentInput(
             thread_id=thread_id,
             run_id=run_id,

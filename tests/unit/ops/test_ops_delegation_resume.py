@@ -9,7 +9,7 @@ with ``invalid_interrupt``, leaving the question open on the child for ever.
 from __future__ import annotations
 
 import pytest
-from ag_ui.core import Interrupt, ResumeEntry
+from ag_ui.core import Interrupt
 
 from contracts.limits import InputLimits
 from services.producer.delegation import (
@@ -18,7 +18,6 @@ from services.producer.delegation import (
     ChildHistory,
     ChildOutcome,
     EventOffset,
-    all_cancelled,
     carry_up,
     earlier_calls,
     uncarried,
@@ -74,13 +73,6 @@ def test_a_child_history_knows_the_run_begun_after_the_one_that_asked() -> None:
     history.add("b", {"type": "RUN_ERROR"}, EventOffset(0, 12))
     assert (history.ended("b"), history.last_ended(), history.after("b")) == (True, "b", None)
     assert history.after("unknown") is None
-
-
-def test_only_cancellations_are_all_cancelled() -> None:
-    cancelled = ResumeEntry(interrupt_id="q", status="cancelled")
-    assert all_cancelled([cancelled])
-    assert not all_cancelled([cancelled, ResumeEntry(interrupt_id="p", status="resolved")])
-    assert not all_cancelled([])
 
 
 def test_a_question_too_long_to_carry_up_fails_the_parent_naming_it() -> None:
