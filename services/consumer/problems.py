@@ -5,8 +5,9 @@ Every error the consumer service answers with is ``application/problem+json``
 ``code`` and ``interruptIds`` (the last omitted when empty), plus the
 extension members a problem carries (``field`` and ``limit`` of a broken
 input limit, ``limit_problem``). Routes raise; ``install`` registers the
-handlers that render; the HTTP protocol (``protocol``) writes the two it
-answers itself (431, 421, 408) from the same classes. The tree::
+handlers that render; the HTTP protocol (``protocol``) writes the ones it
+answers itself (431, 421, 408, 400) in the same shape and with the same titles
+(``runtime.http_protocol.Refusal``). The tree::
 
     Problem                       status from the subclass
     ├── InvalidInput              400 invalid_json / invalid_input / invalid_header /

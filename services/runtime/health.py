@@ -6,6 +6,11 @@ three routes on ``AGUI_HEALTH_PORT`` when it is set (0 or unset: off), bound
 to ``AGUI_HEALTH_HOST`` (127.0.0.1; ``0.0.0.0`` in a pod). ``/metrics`` renders
 the process's default registry (``services.runtime.metrics``). The consumer
 service has the same routes on its own app.
+
+The door is served with the bounded protocol (``http_protocol``), at its
+default limits: with uvicorn's own, megabyte header lines grew the process
+and connections that sent nothing, or a head that never ended, stayed open
+for ever, on a port bound to 0.0.0.0 in a pod.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+
+from services.runtime.http_protocol import HeadLimits, bounded_protocol
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +95,8 @@ async def serving_health(host: str, port: int | None, ready: ReadyCheck,
         return
     # log_config=None: uvicorn's own handlers would print text lines among the JSON ones.
     config = uvicorn.Config(health_app(ready, failing), host=host, port=port, log_level="warning",
-                            access_log=False, lifespan="off", log_config=None)
+                            access_log=False, lifespan="off", log_config=None,
+                            http=bounded_protocol(HeadLimits()), ws="none")
     server = EmbeddedServer(config)
     task = asyncio.create_task(server.serve())
     log.info("health endpoints on http://%s:%d", host, port)
