@@ -12,7 +12,13 @@ name, never an address: a request with ``Host: 1.2.3.4`` went where that
 address goes); ``AGUI_ALLOWED_HOSTS`` names others, or ``*`` for any. An
 instance listening on other interfaces answers any ``Host`` unless the
 setting lists some: behind a load balancer the names are the operator's.
-A request without ``Host`` (HTTP/1.0) is no browser's, and is answered.
+An HTTP/1.0 request without ``Host`` is no browser's, and is answered.
+
+RFC 9112 section 3.2 asks more of the ``Host`` lines themselves
+(``host_lines_fault``): an HTTP/1.1 request without one, or any request with
+two, is a ``400``. Each name was checked line by line, so two allowed names
+passed, and a proxy in front that takes the other line than this service
+checked routes and logs the request under another name.
 """
 
 from __future__ import annotations
@@ -58,6 +64,16 @@ def allowed_hosts(setting: str | None, http_host: str,
     if not is_loopback(http_host):
         return None
     return frozenset(own | LOOPBACK_NAMES)
+
+
+def host_lines_fault(http_version: str, host_lines: int) -> str | None:
+    """What a head's count of ``Host`` lines breaks (None: nothing): HTTP/1.1 needs
+    exactly one, any version at most one."""
+    if host_lines > 1:
+        return "the request has more than one Host header; send exactly one"
+    if host_lines == 0 and http_version == "1.1":
+        return "an HTTP/1.1 request must carry a Host header (RFC 9112 section 3.2)"
+    return None
 
 
 def answered(value: bytes, allowed: frozenset[bytes] | None) -> bool:

@@ -11,7 +11,8 @@ answers itself (431, 421, 408, 400) in the same shape and with the same titles
 
     Problem                       status from the subclass
     ├── InvalidInput              400 invalid_json / invalid_input / invalid_header /
-    │                                 id_too_long / json_too_deep / duplicate_header
+    │                                 id_too_long / json_too_deep / duplicate_header /
+    │                                 invalid_host (no Host on HTTP/1.1, or two)
     ├── Unauthorized              401 unauthorized (with ``WWW-Authenticate: Bearer``)
     ├── NotFound                  404 unknown_agent / unknown_thread / unknown_run
     ├── RequestTimeout            408 request_timeout (head or body too slow)

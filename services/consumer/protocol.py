@@ -6,7 +6,8 @@ of every service's protocol, per connection:
 
 - the ``Host`` names answered (``hosts``: on loopback, only loopback's and
   the instance's own, against DNS rebinding): any other, ``421
-  unknown_host``;
+  unknown_host``; and the ``Host`` lines (RFC 9112 section 3.2): two, or none
+  on an HTTP/1.1 request, ``400 invalid_host``;
 - a head that another instance forwarded (it carries ``agui-forwarded-by``)
   may be ``FORWARDED_SLACK`` bytes longer: the forward adds headers of its
   own to a head the first instance held to the limit, and what is served
@@ -33,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, cast
 
 from services.consumer.forward import FORWARDED_BY
-from services.consumer.hosts import allowed_hosts, answered
+from services.consumer.hosts import allowed_hosts, answered, host_lines_fault
 from services.consumer.settings import ConsumerSettings
 from services.consumer.write_idle import WriteWatch, mark_closed_idle, offer_connection
 from services.runtime.http_protocol import (
@@ -104,6 +105,7 @@ class ConsumerHttpProtocol(BoundedHttpToolsProtocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self._forwarded = False
+        self._host_lines = 0
         self._write_watch = WriteWatch(self.loop, transport, self.limits.write_idle_s,
                                        self._write_idle)
         bound_send_buffer(transport)
@@ -138,16 +140,27 @@ class ConsumerHttpProtocol(BoundedHttpToolsProtocol):
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self._forwarded = False
+        self._host_lines = 0
 
     def _check_header(self, name: bytes, value: bytes) -> None:
         if len(name) == len(FORWARDED_NAME) and name.lower() == FORWARDED_NAME:
             self._forwarded = True
+        if len(name) != 4 or name.lower() != b"host":
+            return
+        self._host_lines += 1
+        if self._host_lines > 1:
+            self._check_head()
         hosts = self.limits.allowed_hosts
-        if (hosts is not None and len(name) == 4 and name.lower() == b"host"
-                and not answered(value, hosts)):
+        if hosts is not None and not answered(value, hosts):
             self._refuse(Refusal(421, "Misdirected request", "unknown_host",
                                  "this instance does not answer requests for that host "
                                  "name (AGUI_ALLOWED_HOSTS)"))
+            raise Refused
+
+    def _check_head(self) -> None:
+        fault = host_lines_fault(self.parser.get_http_version(), self._host_lines)
+        if fault is not None:
+            self._refuse(Refusal(400, "Invalid input", "invalid_host", fault))
             raise Refused
 
     def _head_slack(self) -> int:

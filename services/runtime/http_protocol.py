@@ -255,6 +255,10 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     def _check_header(self, name: bytes, value: bytes) -> None:
         """A subclass's rule for one header line: refuse and raise ``Refused``, or note."""
 
+    def _check_head(self) -> None:
+        """A subclass's rule for a complete head, before the app sees it: refuse and
+        raise ``Refused``, or pass."""
+
     def _head_slack(self) -> int:
         """Bytes past ``max_header_bytes`` this (complete) head may have."""
         return 0
@@ -274,6 +278,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         if size > self.limits.max_header_bytes + self._head_slack():
             self._refuse(self._too_large())
             raise Refused
+        self._check_head()
         self._in_head = False
         self._raw_head = 0
         self._fed_tail = b""

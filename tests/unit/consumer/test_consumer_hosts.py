@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from services.consumer.hosts import allowed_hosts, answered, host_name, is_loopback
+from services.consumer.hosts import (
+    allowed_hosts,
+    answered,
+    host_lines_fault,
+    host_name,
+    is_loopback,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -48,3 +54,11 @@ def test_on_other_interfaces_any_host_unless_some_are_named() -> None:
 
 def test_a_star_answers_any_host_even_on_loopback() -> None:
     assert allowed_hosts(" * ", "127.0.0.1", None) is None
+
+
+@pytest.mark.parametrize(("version", "lines", "faulty"), [
+    ("1.1", 1, False), ("1.0", 0, False), ("1.0", 1, False),
+    ("1.1", 0, True), ("1.1", 2, True), ("1.0", 2, True)])
+def test_http11_needs_exactly_one_host_line_and_any_request_at_most_one(
+        version: str, lines: int, faulty: bool) -> None:
+    assert (host_lines_fault(version, lines) is not None) is faulty
