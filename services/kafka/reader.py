@@ -12,6 +12,7 @@ records are read.
 from __future__ import annotations
 
 import asyncio
+import heapq
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
@@ -172,18 +173,21 @@ class TopicReader:
 
         Without ``until`` the read follows live until ``stop``. With
         ``heartbeat`` an empty batch is yielded after each idle poll, so a
-        caller waiting for something can check its own deadline.
+        caller waiting for something can check its own deadline. The
+        partitions of a batch are interleaved by timestamp, each kept in its
+        offset order: a writer's clock that stepped back had reordered a
+        partition's records when the batch was sorted by timestamp, and a
+        run's events came out of sequence (found by probing).
         """
         while not (stop is not None and stop.is_set()):
             if until is not None and await self._reached(until):
                 return
             got = await self._consumer.getmany(*self._assigned, timeout_ms=poll_ms)
-            records = [r for batch in got.values() for r in batch]
-            if until is not None:
-                records = [r for r in records
-                           if r.offset < until.get(TopicPartition(r.topic, r.partition), 0)]
+            parts = [batch if until is None else
+                     [r for r in batch if r.offset < until.get(tp, 0)]
+                     for tp, batch in sorted(got.items())]
+            records = list(heapq.merge(*parts, key=lambda r: r.timestamp))
             if records or heartbeat:
-                records.sort(key=lambda r: (r.timestamp, r.topic, r.partition, r.offset))
                 yield records
 
     async def read_all(

@@ -101,29 +101,34 @@ def from_kafka(record: Any, catalog: TopicCatalog) -> OpsRecord:
 
 
 class Deduper:
-    """Drops resent copies of events, remembering one number per run, for a bounded
-    number of runs.
+    """Drops resent copies of events, remembering a little per run, for a bounded number
+    of runs.
 
     Producers are at-least-once towards Kafka and a recovering worker may write
     after a stale record, so an event whose sequence number (header
-    ``agui-seq``) is at or below the highest already seen for its run is a copy
-    (or stale) and is dropped, as the consumer service's ``Sequencer`` drops
-    it. Remembering every ``(run, seq)`` pair grew a ``tail`` left following a
-    busy deployment without bound (400,000 events: 167 MB); one integer per
-    run, for the ``runs`` most recently seen, is bounded and drops the same
-    copies, which follow their original closely. Records other than events
-    pass, and so does an event whose number is not a decimal.
+    ``agui-seq``) was already seen for its run is a copy (or stale) and is
+    dropped. Remembering every ``(run, seq)`` pair grew a ``tail`` left
+    following a busy deployment without bound (400,000 events: 167 MB); per
+    run this keeps the number below which every one was seen and the few seen
+    above it, at most ``AHEAD`` (past that the lowest is taken as the floor,
+    as the consumer service's ``Sequencer`` gives up a gap), for the ``RUNS``
+    runs seen last. Only the highest number per run was kept at first: one
+    stray record with a run's headers and a high number hid the rest of the
+    run (found by probing). Records other than events pass, and so does an
+    event whose number is not a decimal.
     """
 
     RUNS = 50_000
-    """Runs remembered (least recently seen forgotten first): a few MB at most."""
+    """Runs remembered (least recently seen forgotten first)."""
+    AHEAD = 64
+    """Numbers remembered above a run's floor (seen out of order, or past a gap)."""
 
     def __init__(self, runs: int = RUNS) -> None:
-        self._highest: OrderedDict[str, int] = OrderedDict()
-        self._runs = runs
+        self._runs: OrderedDict[str, _Seen] = OrderedDict()
+        self._limit = runs
 
     def fresh(self, rec: OpsRecord) -> bool:
-        """False when ``rec`` is an event at or below its run's highest number so far."""
+        """False when ``rec`` is an event whose number was already seen for its run."""
         return rec.role != "events" or self.fresh_ids(rec.headers.get(RUN_ID),
                                                       rec.headers.get(SEQ))
 
@@ -132,14 +137,37 @@ class Deduper:
         seq = ascii_int(seq_text)
         if run is None or seq is None:
             return True
-        highest = self._highest.get(run)
-        if highest is not None:
-            self._highest.move_to_end(run)
-            if seq <= highest:
-                return False
-        self._highest[run] = seq
-        if len(self._highest) > self._runs:
-            self._highest.popitem(last=False)
+        seen = self._runs.get(run)
+        if seen is None:
+            self._runs[run] = _Seen(seq)
+            if len(self._runs) > self._limit:
+                self._runs.popitem(last=False)
+            return True
+        self._runs.move_to_end(run)
+        return seen.take(seq, self.AHEAD)
+
+
+@dataclass(slots=True)
+class _Seen:
+    """One run's numbers seen: every one up to ``floor``, and ``ahead`` above it."""
+
+    floor: int
+    ahead: set[int] | None = None
+
+    def take(self, seq: int, limit: int) -> bool:
+        if seq <= self.floor or (self.ahead is not None and seq in self.ahead):
+            return False
+        if seq == self.floor + 1:
+            self.floor = seq
+        else:
+            self.ahead = self.ahead or set()
+            self.ahead.add(seq)
+            if len(self.ahead) > limit:  # a gap that does not fill: given up
+                self.floor = min(self.ahead)
+                self.ahead.discard(self.floor)
+        while self.ahead and self.floor + 1 in self.ahead:
+            self.floor += 1
+            self.ahead.discard(self.floor)
         return True
 
 
