@@ -59,8 +59,10 @@ class Start:
 
     @classmethod
     def at(cls, timestamp_ms: int) -> Start:
-        """The first record whose timestamp is at or after ``timestamp_ms``."""
-        return cls("time", timestamp_ms)
+        """The first record whose timestamp is at or after ``timestamp_ms`` (the beginning
+        for one at or before the epoch: Kafka refuses a negative time to look up, and one
+        thread started "at the epoch" had held back every thread lapsing with it)."""
+        return cls("time", timestamp_ms) if timestamp_ms > 0 else cls.beginning()
 
     @classmethod
     def after(cls, offsets: Mapping[TopicPartition, int]) -> Start:
