@@ -218,8 +218,10 @@ async def test_the_listing_carries_each_gated_tool_call_read_once_from_the_event
         "ib": {"id": "c2", "name": "send_mail", "arguments": {"to": "ops@example.com"}},
         "ic": None}
     kinds = [(c["type"], c["interrupt"]["id"]) for c in seen]
-    assert kinds[:2] == [("opened", "ib"), ("opened", "ic")]
-    assert ("updated", "ib") in kinds  # and ("updated", "ia") when the startup read ends later
+    # ("updated", "ia") comes whenever the startup read ends: before the live ones or after
+    live = [k for k in kinds if k != ("updated", "ia")]
+    assert live[:2] == [("opened", "ib"), ("opened", "ic")]
+    assert ("updated", "ib") in kinds
     assert set(kinds) <= {("opened", "ib"), ("opened", "ic"), ("updated", "ib"), ("updated", "ia")}
     assert all("toolCall" in c["interrupt"] for c in seen if c["type"] == "updated")
     assert listed_b["interrupts"] == []
