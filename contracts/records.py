@@ -164,6 +164,11 @@ class OpenInterrupt(Envelope):
 
     run_id: str
     interrupt: Interrupt
+    opened_at: AwareDatetime | None = None
+    """When the gatekeeper applied the run's interrupted end (its clock then: the
+    ``updatedAt`` of that state), kept while the interrupt is open: the inbox's order, the
+    same on every instance whatever part of the thread's history it read. Absent in
+    states written before it was added (their ``updatedAt`` stands in)."""
 
 
 class RememberedDecision(Envelope):

@@ -12,9 +12,14 @@ answers ``GET /interrupts`` from each tenant's entries, kept in order
 (``interrupt_order``: a page costs its size, walked by cursor); ``due``
 pops the expiry heap for the feed's single timer (``inbox_feed``).
 
-Order: an entry's ``opened_ms`` is the ``updatedAt`` of the first state
-that showed it (the gatekeeper's clock at the run's end); the interrupts
-one run raised together keep the order it raised them in. Expiry is read
+Order: an entry's ``opened_ms`` is its ``openedAt`` (the gatekeeper's clock
+when it applied the run's interrupted end, kept while the interrupt is
+open), else, in a state written before that field, the state's
+``updatedAt``; the interrupts one run raised together keep the order it
+raised them in. Both are read from the state alone, never from what this
+instance saw before (the first state it happened to read: a restored or
+compacted one is dated by a later rejection), so every instance orders alike
+and a cursor walk may move between them. Expiry is read
 with ``services.agui.expiry`` exactly as the gatekeeper decides it.
 Ownership follows ``tenancy.may_read`` (an owned thread for its owner
 only; an unowned one for everyone while authentication is off, for no
@@ -404,6 +409,7 @@ class InterruptIndex:
             interrupt = item.get("interrupt") if isinstance(item, dict) else None
             if not isinstance(interrupt, dict) or not isinstance(interrupt.get("id"), str):
                 continue
+            dated = _instant(item.get("openedAt"))
             known = before.get(interrupt["id"])
             expires = interrupt.get("expiresAt")
             whole = len(orjson.dumps(interrupt)) <= self.budget.interrupt_bytes
@@ -416,9 +422,9 @@ class InterruptIndex:
                 interrupt=interrupt if whole else {k: interrupt[k] for k in SLIM
                                                    if k in interrupt},
                 whole=whole,
-                opened_ms=known.opened_ms if known else updated,
+                opened_ms=dated if dated is not None else updated,
                 order=known.order if known else next(self._order),
-                rank=known.rank if known else rank,
+                rank=rank,
                 expires_ms=read_expiry(expires if isinstance(expires, str) else None).epoch_ms,
                 tool_call=known.tool_call if known else None))
         since = started - int(SKEW.total_seconds() * 1000) if started is not None else None

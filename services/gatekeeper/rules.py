@@ -143,7 +143,7 @@ def on_boundary(
     check: Check | None = None,
 ) -> tuple[ThreadState, list[Outcome]]:
     """Apply a run boundary; when it closes the run, decide what was queued behind it."""
-    after = apply_boundary(state, boundary)
+    after = apply_boundary(state, boundary, now)
     if after is state:
         return state, []
     after = after.model_copy(update={"updated_at": now})

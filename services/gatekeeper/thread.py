@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 
 from ag_ui.core import (
     BaseEvent,
@@ -190,8 +191,11 @@ def apply_event(state: ThreadState, headers: EventHeaders, event: BaseEvent) -> 
     return state if boundary is None else apply_boundary(state, boundary)
 
 
-def apply_boundary(state: ThreadState, boundary: Boundary) -> ThreadState:
-    """The thread after ``boundary``; ``state`` itself when nothing changes."""
+def apply_boundary(
+    state: ThreadState, boundary: Boundary, at: datetime | None = None
+) -> ThreadState:
+    """The thread after ``boundary``; ``state`` itself when nothing changes. ``at``: when
+    it is applied (the caller's clock), each interrupt it opens dated so (``opened_at``)."""
     run_id = boundary.run_id
     if boundary.kind == EventType.RUN_STARTED.value:
         return _started(state, run_id, boundary.agent)
@@ -204,7 +208,7 @@ def apply_boundary(state: ThreadState, boundary: Boundary) -> ThreadState:
             update={
                 "status": "interrupted",
                 "interrupted_run_id": run_id,
-                "open_interrupts": _open(run_id, boundary.outcome),
+                "open_interrupts": _open(run_id, boundary.outcome, at),
             }
         )
     # RUN_ERROR, or RUN_FINISHED with a success, cancelled or absent outcome.
@@ -225,14 +229,17 @@ def _started(state: ThreadState, run_id: str, agent: str) -> ThreadState:
     )
 
 
-def _open(run_id: str, outcome: RunFinishedInterruptOutcome) -> list[OpenInterrupt]:
-    """The outcome's interrupts, first occurrence of each id kept (ids must be unique)."""
+def _open(
+    run_id: str, outcome: RunFinishedInterruptOutcome, at: datetime | None
+) -> list[OpenInterrupt]:
+    """The outcome's interrupts, first occurrence of each id kept (ids must be unique),
+    each opened ``at``."""
     seen: set[str] = set()
     out: list[OpenInterrupt] = []
     for interrupt in outcome.interrupts:
         if interrupt.id not in seen:
             seen.add(interrupt.id)
-            out.append(OpenInterrupt(run_id=run_id, interrupt=interrupt))
+            out.append(OpenInterrupt(run_id=run_id, interrupt=interrupt, opened_at=at))
     return out
 
 

@@ -19,7 +19,14 @@ from typing import Any
 
 import orjson
 
-from contracts import Decision, Dispatch, RememberedDecision, ThreadState, encode
+from contracts import (
+    Decision,
+    Dispatch,
+    OpenInterrupt,
+    RememberedDecision,
+    ThreadState,
+    encode,
+)
 from contracts.codec import to_wire
 
 OPTIONS = orjson.OPT_UTC_Z
@@ -46,10 +53,7 @@ def state(s: ThreadState) -> bytes:
     _put(doc, "runId", s.run_id)
     _put(doc, "parentRunId", s.parent_run_id)
     _put(doc, "interruptedRunId", s.interrupted_run_id)
-    doc["openInterrupts"] = [
-        {"schemaVersion": o.schema_version, "runId": o.run_id, "interrupt": to_wire(o.interrupt)}
-        for o in s.open_interrupts
-    ]
+    doc["openInterrupts"] = [_opened(o) for o in s.open_interrupts]
     _put(doc, "lapsed", s.lapsed)
     doc["queued"] = [to_wire(q) for q in s.queued]
     doc["recentRunIds"] = s.recent_run_ids
@@ -71,6 +75,12 @@ def dispatch(d: Dispatch, request: dict[str, Any] | None) -> bytes:
         doc["handover"] = to_wire(d.handover)
     doc["decidedAt"] = d.decided_at
     return orjson.dumps(doc, option=OPTIONS)
+
+
+def _opened(o: OpenInterrupt) -> dict[str, Any]:
+    doc = {"schemaVersion": o.schema_version, "runId": o.run_id, "interrupt": to_wire(o.interrupt)}
+    _put(doc, "openedAt", o.opened_at)
+    return doc
 
 
 def _verdict_doc(

@@ -33,13 +33,17 @@ def iso(ms: int) -> str:
 
 
 def state(thread: str, *interrupts: Interrupt, principal: str | None = "a", agent: str = "x",
-          updated_ms: int = T0, started_ms: int | None = None) -> bytes:
+          updated_ms: int = T0, started_ms: int | None = None,
+          opened_ms: int | None = None) -> bytes:
+    """``opened_ms``: the interrupts' ``openedAt`` (None: a state written before it)."""
+    opened_at = datetime.fromtimestamp(opened_ms / 1000, UTC) if opened_ms is not None else None
     return encode(ThreadState(
         run_started_at=(datetime.fromtimestamp(started_ms / 1000, UTC)
                         if started_ms is not None else None),
         thread_id=thread, status="interrupted" if interrupts else "idle", agent=agent,
         principal=principal, run_id="r1", interrupted_run_id="r1" if interrupts else None,
-        open_interrupts=[OpenInterrupt(run_id="r1", interrupt=i) for i in interrupts],
+        open_interrupts=[OpenInterrupt(run_id="r1", interrupt=i, opened_at=opened_at)
+                         for i in interrupts],
         updated_at=datetime.fromtimestamp(updated_ms / 1000, UTC)))
 
 
@@ -57,9 +61,8 @@ def test_opened_then_answered_changes_and_newest_first() -> None:
     index.apply("t2", state("t2", Interrupt(id="i2", reason="tool_approval"),
                             updated_ms=T0 + 5))
     assert listing(index) == ["i2", "i1"]
-    # the same state again changes nothing, and keeps the first-seen time
-    assert index.apply("t1", state("t1", Interrupt(id="i1", reason="tool_approval"),
-                                   updated_ms=T0 + 9)) == []
+    # the same state again changes nothing
+    assert index.apply("t1", state("t1", Interrupt(id="i1", reason="tool_approval"))) == []
     assert listing(index) == ["i2", "i1"]
     answered = index.apply("t1", state("t1"))
     assert [(c.kind, c.entry.interrupt_id) for c in answered] == [("answered", "i1")]
@@ -96,6 +99,31 @@ def test_a_child_threads_interrupts_are_offered_on_its_parent_only() -> None:
     assert [(c.kind, c.entry.interrupt_id) for c in opened] == [("opened", "sign-off")]
     answered = index.apply("t1/review-0a", orjson.dumps({**child, "parentRunId": "r2"}))
     assert [(c.kind, c.entry.interrupt_id) for c in answered] == [("answered", "sign-off")]
+
+
+def test_an_interrupt_is_dated_by_its_opened_at_whatever_the_state_was_updated() -> None:
+    """A rejected request rewrites an interrupted thread's state (a later ``updatedAt``,
+    the same interrupts): the interrupt keeps the ``openedAt`` the gatekeeper gave it."""
+    index = InterruptIndex()
+    index.apply("t1", state("t1", Interrupt(id="i1", reason="r"), opened_ms=T0,
+                            updated_ms=T0))
+    index.apply("t2", state("t2", Interrupt(id="i2", reason="r"), opened_ms=T0 + 5,
+                            updated_ms=T0 + 5))
+    assert index.apply("t1", state("t1", Interrupt(id="i1", reason="r"), opened_ms=T0,
+                                   updated_ms=T0 + 9)) == []
+    assert listing(index) == ["i2", "i1"]
+    assert [e.wire(T0)["openedAt"] for e in index.entries()] == [T0, T0 + 5]
+
+
+def test_a_state_written_before_opened_at_is_dated_by_its_own_updated_at() -> None:
+    """The state alone dates its interrupts, never what this instance read before: one
+    that restored only the rewritten state orders them as one that saw every state."""
+    watched, restored = InterruptIndex(), InterruptIndex()
+    watched.apply("t1", state("t1", Interrupt(id="i1", reason="r"), updated_ms=T0))
+    for index in (watched, restored):
+        index.apply("t2", state("t2", Interrupt(id="i2", reason="r"), updated_ms=T0 + 5))
+        index.apply("t1", state("t1", Interrupt(id="i1", reason="r"), updated_ms=T0 + 9))
+    assert listing(watched) == listing(restored) == ["i1", "i2"]
 
 
 def test_one_runs_interrupts_keep_the_order_it_raised_them_in() -> None:

@@ -122,7 +122,7 @@ def samples() -> dict[str, BaseModel]:
         "thread-state": ThreadState(
             thread_id="thread-1", status="interrupted", agent="approval", run_id="run-1",
             parent_run_id="run-0", interrupted_run_id="run-1",
-            open_interrupts=[OpenInterrupt(run_id="run-1", interrupt=APPROVAL),
+            open_interrupts=[OpenInterrupt(run_id="run-1", interrupt=APPROVAL, opened_at=T1),
                              OpenInterrupt(run_id="run-1", interrupt=BARE)],
             recent_run_ids=["run-1"],
             lapsed=["int-0"],
@@ -245,6 +245,8 @@ def test_the_samples_cover_what_the_wire_must_show() -> None:
     assert entries[1] == {"interruptId": "int-input-2", "status": "cancelled"}
     assert orjson.loads(golden("event"))["outcome"]["type"] == "interrupt"
     assert state["parentRunId"] == "run-0"  # a delegation's child run
+    assert [o.get("openedAt") for o in state["openInterrupts"]] == [
+        "2026-03-01T12:00:01.250000Z", None]  # the second as a state written before it
     assert all(orjson.loads(golden(s))["schemaVersion"] == 1 for s in RECORD_TYPES)
 
 
@@ -254,6 +256,15 @@ def test_a_thread_state_written_before_parent_run_id_reads_as_no_parent() -> Non
     state = decode(ThreadState, orjson.dumps(older))
     assert state.parent_run_id is None
     assert b"parentRunId" not in encode(state)  # omitted when none, never null
+
+
+def test_an_open_interrupt_written_before_opened_at_reads_as_undated() -> None:
+    older = orjson.loads(golden("thread-state"))
+    for opened in older["openInterrupts"]:
+        opened.pop("openedAt", None)
+    state = decode(ThreadState, orjson.dumps(older))
+    assert [o.opened_at for o in state.open_interrupts] == [None, None]
+    assert b"openedAt" not in encode(state)  # omitted when none, never null
 
 
 def rewrite() -> None:

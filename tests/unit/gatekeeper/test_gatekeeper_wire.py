@@ -55,7 +55,9 @@ def _threads() -> list[ThreadState]:
     )
     queued = decide(running("r0"), request("q9", "r9", resume=resolve("x")), NOW, ENQUEUE).state
     child = full.model_copy(update={"parent_run_id": "parent-r0"})  # a delegation's
-    return [full, child, queued, running("r0"), ThreadState(thread_id="bare")]
+    undated = full.model_copy(update={"open_interrupts": [  # written before openedAt
+        o.model_copy(update={"opened_at": None}) for o in full.open_interrupts]})
+    return [full, child, undated, queued, running("r0"), ThreadState(thread_id="bare")]
 
 
 @given(
