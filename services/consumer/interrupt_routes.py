@@ -89,9 +89,16 @@ def _filters(request: Request) -> Filters:
 
 
 def _cursor(request: Request) -> Key | None:
+    """The ``cursor`` asked for; with ``offset`` beside it a 400 (taken together, the page
+    started ``offset`` items after the cursor: an older client that kept its offset beside
+    the ``next`` it follows skipped items without a word)."""
     raw = request.query_params.get("cursor")
     if raw is None:
         return None
+    if "offset" in request.query_params:
+        raise InvalidInput("invalid_input", "cursor and offset cannot be combined: send a "
+                           "page's next as cursor alone, or offset alone",
+                           extra={"fields": ["cursor", "offset"]})
     key = decode_cursor(raw)
     if key is None:
         raise InvalidInput("invalid_input", "cursor must be a page's next",
@@ -114,7 +121,7 @@ def _json(body: object) -> Response:
                         f"(1 to {MAX_LIMIT}, default {DEFAULT_LIMIT}), `cursor` (a page's "
                         "`next`: the page after it, with no item skipped or repeated while "
                         "interrupts open and close) or `offset` (positional, for older "
-                        "clients; `nextOffset`). Each item: `id`, "
+                        "clients; `nextOffset`), never both (400). Each item: `id`, "
                         "`threadId`, `runId`, `agent`, `reason`, `message`, `toolCallId`, "
                         "`toolCall` ({`id`, `name`, `arguments`}: the gated call, the JSON "
                         "value of the arguments the agent streamed; present once read from "

@@ -57,6 +57,23 @@ async def changes(http: httpx.AsyncClient, headers: dict[str, str], out: list[di
                 out.append(orjson.loads(line[6:]))
 
 
+def new_tenant() -> tuple[str, str, dict[str, str]]:
+    """A new tenant's API key, its name, and the headers that present the key."""
+    token, tenant = f"key-c-{uuid.uuid4().hex}", f"c-{uuid.uuid4().hex[:8]}"
+    return token, tenant, {"Authorization": f"Bearer {token}"}
+
+
+async def opened_in_turn(backstage: Backstage, tenant: str, prefix: str, n: int) -> list[str]:
+    """``n`` new threads of ``tenant``, each with one interrupt, opened one after the
+    other (newest last)."""
+    threads = [f"{prefix}{k}-{uuid.uuid4().hex[:8]}" for k in range(n)]
+    for thread in threads:
+        await backstage.write_state(interrupted(thread, tenant, Interrupt(
+            id=f"i-{thread}", reason="tool_approval")), thread)
+        await asyncio.sleep(0.01)
+    return threads
+
+
 async def until(predicate: Any) -> None:
     async with asyncio.timeout(20):
         while not predicate():
@@ -116,13 +133,8 @@ async def test_a_walk_by_cursor_skips_nothing_while_listed_interrupts_are_answer
         kafka: KafkaSettings, backstage: Backstage) -> None:
     """The page after ``next`` starts after the last item read, wherever it went: two
     listed interrupts answered before the next page moved ``offset`` past two others."""
-    token, tenant = f"key-c-{uuid.uuid4().hex}", f"c-{uuid.uuid4().hex[:8]}"
-    c = {"Authorization": f"Bearer {token}"}
-    threads = [f"p{n}-{uuid.uuid4().hex[:8]}" for n in range(5)]
-    for thread in threads:  # opened one after the other: newest last
-        await backstage.write_state(interrupted(thread, tenant, Interrupt(
-            id=f"i-{thread}", reason="tool_approval")), thread)
-        await asyncio.sleep(0.01)
+    token, tenant, c = new_tenant()
+    threads = await opened_in_turn(backstage, tenant, "p", 5)
     async with serving(kafka, api_keys=f"{token}={tenant}") as app:
         await until(lambda: all(app.relay.threads.get(t) is not None for t in threads))
         first = (await app.http.get("/interrupts?limit=2", headers=c)).json()
