@@ -18,8 +18,11 @@ mass expiry never holds the loop. A subscriber is judged once per batch:
 one that still has more than ``QUEUE_BYTES`` of earlier batches unsent (a
 stalled client) is dropped — its stream ends — instead of buffering without
 limit; the page reconnects and lists again, which is also what it does at
-start. A burst is not a stall: a client that keeps up gets every change, and
-what one holds is bounded by ``QUEUE_BYTES`` and one batch (shared). The
+start. A burst is not a stall: a client that keeps up gets every change, a
+callback announcing at most ``SLICE_BYTES`` of frames so it drains the
+burst slice by slice; but what one holds is bounded within a batch too,
+``BURST_BYTES``: a client that reads nothing is dropped there, however large
+the burst (chunks are shared by a group's subscribers). The
 stream is ``data: <change JSON>`` frames, a ``: keep-alive`` comment after
 ``keepalive_s`` of silence, and a first ``: ready`` comment so a client
 knows it is subscribed before it lists (nothing between is lost).
@@ -78,9 +81,17 @@ QUEUE_BYTES = 1 << 20
 dropped (a count of 256 changes cut healthy clients at every burst, while 256 large
 interrupts could queue 64 MB; a bound applied within a batch cut a client that read
 everything at 1,966 of a mass expiry's 10,000 changes)."""
+BURST_BYTES = 16 * QUEUE_BYTES
+"""What a subscriber may hold unsent at most, within a batch too: one that a chunk would
+take past it is dropped (a mass expiry of 400 interrupts of 50 kB had queued 20 MB for a
+client that read nothing, and what it held grew with the burst). A client that reads
+between turns of the loop holds a slice at most (``SLICE_BYTES``), never near it."""
 SLICE = 1_000
 """Changes announced per loop callback (10,000 expiring at once to 1,000 streams had
 held the loop for seconds)."""
+SLICE_BYTES = 4 * QUEUE_BYTES
+"""Frame bytes announced per loop callback at most (past it, after the change that
+passed it): a burst of large interrupts goes out in slices a reading client drains."""
 FULL_RETRY_AFTER_S = 5
 """``Retry-After`` of a subscription refused because the instance serves its most."""
 KEEPALIVE = b": keep-alive\n\n"
@@ -145,8 +156,10 @@ class Subscriber:
 
     def offer(self, chunk: bytes, batch: int) -> bool:
         """Queue a chunk of ``batch``'s frames; False when the batch finds more than
-        ``QUEUE_BYTES`` of earlier ones unsent (the subscriber is then dropped)."""
-        if batch != self.batch and self.queued > QUEUE_BYTES:
+        ``QUEUE_BYTES`` of earlier ones unsent, or the chunk would take what is unsent past
+        ``BURST_BYTES`` (the subscriber is then dropped; an empty queue takes any chunk)."""
+        if ((batch != self.batch and self.queued > QUEUE_BYTES)
+                or (self.queued and self.queued + len(chunk) > BURST_BYTES)):
             self.dropped = True
             return False
         self.batch = batch
@@ -207,18 +220,20 @@ class InterruptFeed:
             self._send()
 
     def _send(self) -> None:
-        """Announce ``SLICE`` pending changes; the rest in a later loop callback."""
+        """Announce ``SLICE`` pending changes (fewer past ``SLICE_BYTES``); the rest in a
+        later loop callback."""
         self._flush = None
-        room = SLICE
-        while self._pending and room > 0:
+        room, room_bytes = SLICE, SLICE_BYTES
+        while self._pending and room > 0 and room_bytes > 0:
             batch, changes, start = self._pending[0]
-            end = min(len(changes), start + room)
+            taken, built = self._offer(batch, changes[start:start + room], room_bytes)
+            end = start + taken
             if end < len(changes):
                 self._pending[0] = (batch, changes, end)
             else:
                 self._pending.popleft()
-            self._offer(batch, changes[start:end])
-            room -= end - start
+            room -= taken
+            room_bytes -= built
         if not self._pending:
             self._flushed.set()
             return
@@ -227,12 +242,15 @@ class InterruptFeed:
         except RuntimeError:  # outside a loop (a unit test): all at once
             self._send()
 
-    def _offer(self, batch: int, changes: list[Change]) -> None:
-        """Each change's frame built once, for the groups that see it; a chunk per group."""
+    def _offer(self, batch: int, changes: list[Change], room_bytes: int) -> tuple[int, int]:
+        """Each change's frame built once, for the groups that see it; a chunk per group.
+        Stops after the change whose frames pass ``room_bytes``: (changes taken, bytes)."""
         now = self.clock()
         seers: dict[str | None, list[Group]] = {}
         frames: dict[Group, list[bytes]] = {}
+        taken = built = 0
         for change in changes:
+            taken += 1
             owner = change.entry.principal
             groups = seers.get(owner)
             if groups is None:
@@ -242,11 +260,15 @@ class InterruptFeed:
             frame = b"data: " + orjson.dumps(self.index.wire_change(change, now)) + b"\n\n"
             for group in groups:
                 frames.setdefault(group, []).append(frame)
+            built += len(frame) * len(groups)
+            if built >= room_bytes:
+                break
         for group, shown in frames.items():
             chunk = b"".join(shown)
             for sub in list(self._groups.get(group, ())):
                 if not sub.offer(chunk, batch):
                     self.unsubscribe(sub)  # its stream ends once drained
+        return taken, built
 
     def _seeing(self, owner: str | None) -> list[Group]:
         """The groups that may see an interrupt of ``owner`` (``interrupts.visible``)."""
