@@ -18,12 +18,14 @@ tenant's entries.
 from __future__ import annotations
 
 import asyncio
-import time
 from datetime import UTC, datetime
+from typing import Any
 
+import pytest
 from ag_ui.core import Interrupt
 
 from contracts import OpenInterrupt, ThreadState, encode
+from services.consumer import inbox_feed
 from services.consumer.inbox_feed import SLICE, InterruptFeed, Subscriber, stream_body
 from services.consumer.interrupt_order import decode_cursor, encode_cursor
 from services.consumer.interrupts import Filters, InterruptIndex
@@ -83,24 +85,33 @@ async def test_a_mass_expiry_does_not_drop_a_subscriber_that_reads_everything() 
     assert received == 10_000
 
 
-async def test_announcing_a_mass_expiry_does_not_stall_the_loop_per_subscriber() -> None:
+async def test_announcing_a_mass_expiry_does_not_stall_the_loop_per_subscriber(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """1,000 feed subscribers (``AGUI_INBOX_MAX_FEEDS``' default) of tenant B, who may
-    see none of tenant A's 10,000 interrupts: announcing their expiry should not cost
-    seconds of the event loop (every SSE stream and request of the instance waits)."""
+    see none of tenant A's 10,000 interrupts: announcing their expiry asked, for every
+    change, every subscriber whether it may see it (10,000,000 checks, 1 to 2 s of the
+    event loop, every SSE stream and request of the instance waiting). Counted, not
+    timed: a subscriber who sees nothing costs nothing per change."""
     now = [T0]
     feed = InterruptFeed(clock=lambda: now[0])
     for n in range(10_000):
         feed.on_state(f"t{n}", approval(n, expires_ms=T0 + 60_000))
     others = [feed.subscribe("b", enforced=True) for _ in range(1_000)]
+    checks = [0]
+    real = inbox_feed.visible
+
+    def counted(*args: Any, **kwargs: Any) -> bool:
+        checks[0] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(inbox_feed, "visible", counted)
     now[0] = T0 + 60_000
-    started = time.perf_counter()
     feed.fire()
-    blocked_ms = (time.perf_counter() - started) * 1000
     feed.stop()
     await feed.flushed()
     assert all(s.queue.empty() for s in others)  # they were shown nothing
-    assert blocked_ms < 250, (f"one timer callback held the event loop {blocked_ms:.0f} ms "
-                              "announcing 10,000 changes to 1,000 subscribers who see none")
+    assert checks[0] <= 10_000, (f"{checks[0]:,} visibility checks announcing 10,000 "
+                                 "changes to 1,000 subscribers who see none")
 
 
 async def test_a_mass_expiry_seen_by_many_is_announced_in_slices_in_order() -> None:
@@ -120,9 +131,7 @@ async def test_a_mass_expiry_seen_by_many_is_announced_in_slices_in_order() -> N
     readers = [asyncio.create_task(read(s)) for s in subs]
     await asyncio.sleep(0)
     now[0] = T0 + 60_000
-    started = time.perf_counter()
     feed.fire()
-    blocked_ms = (time.perf_counter() - started) * 1000
     first = subs[0].queue.get_nowait()
     subs[0].queue.put_nowait(first)
     assert first.count(b"data: ") == SLICE
@@ -134,7 +143,6 @@ async def test_a_mass_expiry_seen_by_many_is_announced_in_slices_in_order() -> N
         assert len(kinds) == 10_001
         assert kinds[-1] == b'{"type":"answered","'
         assert all(k == b'{"type":"expired","i' for k in kinds[:-1])
-    assert blocked_ms < 1000, f"one slice held the loop {blocked_ms:.0f} ms"
 
 
 def walk(index: InterruptIndex, limit: int, between: list) -> list[str]:  # type: ignore[type-arg]
@@ -197,28 +205,31 @@ def test_a_cursor_is_the_sort_key_and_nothing_else_is_one() -> None:
         assert decode_cursor(bad) is None
 
 
-def _listing_s(index: InterruptIndex, principal: str, rounds: int = 20) -> float:
-    best = float("inf")
-    for _ in range(rounds):
-        started = time.perf_counter()
-        index.listing(principal, enforced=True, filters=Filters(), now_ms=T0, offset=0,
-                      limit=100)
-        best = min(best, time.perf_counter() - started)
-    return best
-
-
-def test_a_tenants_listing_does_not_cost_what_other_tenants_hold() -> None:
-    """Tenant B has 10 open interrupts. Its ``GET /interrupts`` should cost about the same
-    whether tenant A has 500 or 50,000: every listing walks, filters and sorts them all."""
+def test_a_tenants_listing_does_not_cost_what_other_tenants_hold(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tenant B has 10 open interrupts beside tenant A's 50,000. Its ``GET /interrupts``
+    walked, filtered and sorted every tenant's on every request (205x slower than beside
+    500; found by probing). Counted, not timed: the listing reads tenant B's own only,
+    never every tenant's entries, and asks the filters about B's alone."""
     index = InterruptIndex()
     for n in range(10):
-        index.apply(f"b{n}", approval(100_000 + n, principal="b"))
-    for n in range(500):
+        index.apply(f"t{100_000 + n}", approval(100_000 + n, principal="b"))
+    for n in range(50_000):
         index.apply(f"t{n}", approval(n))
-    small = _listing_s(index, "b")
-    for n in range(500, 50_000):
-        index.apply(f"t{n}", approval(n))
-    large = _listing_s(index, "b")
-    assert large < 10 * small, (f"tenant B's listing of 10 interrupts took {large * 1000:.2f} ms "
-                                f"beside 50,000 of tenant A against {small * 1000:.3f} ms beside "
-                                f"500 ({large / small:.0f}x)")
+
+    def every_tenants(_: InterruptIndex) -> None:
+        raise AssertionError("a tenant's listing walked every tenant's interrupts")
+
+    asked = [0]
+    admit = Filters.admit
+
+    def counted(self: Filters, *args: Any) -> bool:
+        asked[0] += 1
+        return admit(self, *args)
+
+    monkeypatch.setattr(InterruptIndex, "entries", every_tenants)
+    monkeypatch.setattr(Filters, "admit", counted)
+    page = index.listing("b", enforced=True, filters=Filters(), now_ms=T0, offset=0,
+                         limit=100)
+    assert len(page.items) == 10
+    assert asked[0] <= 20, f"the filters were asked about {asked[0]:,} interrupts"
