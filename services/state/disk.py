@@ -21,12 +21,23 @@ partition's store; RocksDB's own ``LOCK`` guards the same inside the
 directory. Files that do not open, or open as a database without this
 store's stamp, raise ``StoreUnusableError`` for the caller to wipe and rebuild;
 a write that fails (a full disk) raises ``StoreWriteError``.
+
+An open store is the database it opened, never another one at its path: its
+RocksDB identity is read at open, and a write or a reopen that finds it gone
+(the directory deleted under the running owner, to free a full disk or by
+mistake) or changed raises ``StoreLostError`` instead. A reopen never creates a
+store: one created in place of a vanished store held nothing but the owner's
+next write, with the current checkpoint, so it claimed to be up to date
+(found by probing: runs admitted past open interrupts, threads answered as
+unknown). A lost store leaves a ``DAMAGED`` note where it was, for
+``agui-relay state`` to list and for the next open to rebuild it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import logging
 import os
 import shutil
 import threading
@@ -51,6 +62,11 @@ TOPIC_KEY = b"\x00changelog-topic-id"
 PARTITION_KEY = b"\x00partition"
 DATA = b"d/"
 MARK = b"m/"
+IDENTITY = "IDENTITY"
+"""RocksDB's file holding the database's unique id (written when it is created)."""
+DAMAGED = "DAMAGED"
+"""The note a lost store's owner leaves at its path: why (``peek`` reads it; an open
+rebuilds the store)."""
 WRITE_BUFFER_BYTES = 2 << 20
 """RocksDB's memtable per store at most, two of them (its default, 64 MB, would dwarf the
 cache)."""
@@ -89,6 +105,11 @@ class StoreWriteError(StoreError):
     """A write failed (e.g. no space left on device); nothing of it was kept."""
 
 
+class StoreLostError(StoreUnusableError):
+    """The open store's files vanished or were replaced under it: never written again;
+    its owner rebuilds it from the changelog (a restart does)."""
+
+
 def write_buffer_bytes(stores: int) -> int:
     """Each store's memtable size while ``stores`` are open in the process (two memtables
     each, ``MEMTABLES_BYTES`` among them all)."""
@@ -96,9 +117,9 @@ def write_buffer_bytes(stores: int) -> int:
     return max(MIN_WRITE_BUFFER_BYTES, min(WRITE_BUFFER_BYTES, shared))
 
 
-def _options(write_buffer: int) -> Options:
+def _options(write_buffer: int, create: bool = True) -> Options:
     opts = Options(raw_mode=True)
-    opts.create_if_missing(True)
+    opts.create_if_missing(create)
     opts.set_paranoid_checks(True)
     opts.set_write_buffer_size(write_buffer)
     opts.set_max_write_buffer_number(2)
@@ -159,6 +180,10 @@ class PartitionStore:
         self._held = held
         self._write_buffer = write_buffer
         self._counted = True
+        self._identity = identity(path)
+        """The database's id at open: the files a write or a reopen must still find."""
+        self.lost: str | None = None
+        """Why the store's files are no longer this store's (None: they are)."""
         with PartitionStore._counting:
             PartitionStore.opened += 1
 
@@ -195,15 +220,21 @@ class PartitionStore:
         wipe(self.path)
         self._write_buffer = write_buffer_bytes(PartitionStore.opened)
         self._db = _open(self.path, self.partition, self._write_buffer)
+        self._identity = identity(self.path)
+        self.lost = None
 
     def reopen(self) -> None:
         """Close and open the database again, keeping the lock (RocksDB stays read-only
-        after a failed write, e.g. a full disk, until it is reopened)."""
+        after a failed write, e.g. a full disk, until it is reopened).
+
+        Never creates one: ``StoreLostError`` when the files are gone or another
+        database's (the open one is kept for reading what it still can)."""
+        self.check()
         with contextlib.suppress(Exception):
             self._db.close()
         try:
             self._write_buffer = write_buffer_bytes(PartitionStore.opened)
-            self._db = _open(self.path, self.partition, self._write_buffer)
+            self._db = _open(self.path, self.partition, self._write_buffer, create=False)
         except (StoreUnusableError, StoreWriteError) as exc:
             # Still unwritable (the disk is still full): keep reading what the store holds,
             # read-only, so lookups never meet a closed database; the next write reopens again.
@@ -285,6 +316,7 @@ class PartitionStore:
             batch.put(OFFSET_KEY, str(checkpoint).encode())
         if topic_id is not None:
             batch.put(TOPIC_KEY, topic_id.encode())
+        self.check()
         try:
             self._resize()
             self._db.write(batch)
@@ -292,6 +324,20 @@ class PartitionStore:
             raise StoreWriteError(f"writing {self.path} failed: {exc}") from exc
 
     # ---- internals -------------------------------------------------------------------
+
+    def check(self) -> None:
+        """Raise ``StoreLostError`` unless the files at the path are still the database
+        opened (a 37-byte read per write), leaving the note where it was (again at each
+        call until it is there: a full disk may refuse it)."""
+        if self.lost is None:
+            now = identity(self.path)
+            if now == self._identity and self._identity is not None:
+                return
+            self.lost = ("its files are gone (deleted under the running owner)" if now is None
+                         else "its files were replaced by another database's")
+        if damaged(self.path) is None:
+            _note_damaged(self.path, self.lost)
+        raise StoreLostError(f"{self.path}: {self.lost}")
 
     def _resize(self) -> None:
         """Size the memtable for the stores open now, if that changed since it was sized."""
@@ -337,6 +383,9 @@ def peek(path: Path, partition: int) -> Peek:
         with contextlib.suppress(OSError):
             if f.is_file():
                 size += f.stat().st_size
+    note = damaged(path)
+    if note is not None:
+        return Peek(None, size, held, f"damaged, rebuilt at its next open: {note}")
     try:
         db = Rdict(str(path), Options(raw_mode=True),
                    access_type=AccessType.read_only(error_if_log_file_exist=False))
@@ -380,12 +429,51 @@ def _wrong_partition(stamp: object, partition: int) -> str | None:
     return f"the store holds partition {held}'s state, not partition {partition}'s"
 
 
-def _open(path: Path, partition: int, write_buffer: int) -> Rdict:
+def reported_lost(log: logging.Logger, what: str, partition: int, exc: StoreLostError,
+                  changelog: str) -> str:
+    """Log once that ``what`` of ``partition`` is lost (its owner keeps what it could not
+    write in memory and never writes it again); the reason ``/readyz`` gives."""
+    log.error("%s of partition %d is lost, keeping what it cannot take in memory and never "
+              "writing it again (not ready): %s; restart the service to rebuild it from %s",
+              what, partition, exc, changelog)
+    return f"{exc}; restart the service to rebuild it from {changelog}"
+
+
+def identity(path: Path) -> bytes | None:
+    """The id of the database at ``path`` (None: there is none)."""
+    try:
+        return (path / IDENTITY).read_bytes()
+    except OSError:
+        return None
+
+
+def damaged(path: Path) -> str | None:
+    """Why the owner of the store at ``path`` found it lost (None: it did not)."""
+    try:
+        return (path / DAMAGED).read_text(errors="replace").strip()
+    except OSError:
+        return None
+
+
+def _note_damaged(path: Path, why: str) -> None:
+    """Leave ``DAMAGED`` where a lost store was (best effort: the disk may be full), unless
+    another database is there now (not ours to touch)."""
+    if identity(path) is not None:
+        return
+    with contextlib.suppress(OSError):
+        path.mkdir(parents=True, exist_ok=True)
+        (path / DAMAGED).write_text(f"{why}; the owner kept running without it\n")
+
+
+def _open(path: Path, partition: int, write_buffer: int, create: bool = True) -> Rdict:
     """The database at ``path``, stamped as ``partition``'s store; ``StoreUnusableError``
-    when it is not."""
+    when it is not (or, unless ``create``, when there is none)."""
+    note = damaged(path)
+    if note is not None:
+        raise StoreUnusableError(f"its last owner found it damaged: {note}")
     existed = path.exists() and (not path.is_dir() or any(path.iterdir()))
     try:
-        db = Rdict(str(path), _options(write_buffer))
+        db = Rdict(str(path), _options(write_buffer, create))
     except Exception as exc:
         if any(said in str(exc) for said in UNWRITABLE):  # the disk's state, not the files'
             raise StoreWriteError(f"{path} cannot be opened for writing, kept as it is "
