@@ -3,7 +3,9 @@
 Settings come from the environment (``KafkaSettings``, ``GatekeeperSettings``:
 ``AGUI_BUSY_POLICY``, ``AGUI_UNKNOWN_ENTRY_POLICY`` and the loop tuning).
 SIGINT/SIGTERM finish the transaction in flight, hand the partitions back
-and leave the consumer group; a second signal stops at once. With
+and leave the consumer group; a second signal stops at once. A state store
+that cannot be read stops it with one error line and exit status 1 (its
+next start rebuilds the store). With
 ``AGUI_HEALTH_PORT`` set it serves /healthz, /readyz (partitions assigned
 and restored, none stalled: a 503 names the stalled partition) and /metrics
 there.
@@ -19,6 +21,7 @@ import typer
 from services.cli.settings_errors import reporting_settings
 from services.gatekeeper.processor import Processor
 from services.gatekeeper.settings import GatekeeperSettings
+from services.gatekeeper.threadstore import StoreUnreadableError
 from services.runtime.health import HealthSettings, serving_health
 from services.runtime.lifecycle import run_until_signalled
 from services.runtime.logging import configure
@@ -48,7 +51,10 @@ def gatekeeper() -> None:
                                   lambda: processor.failing):
             await processor.run(stop)
 
-    run_until_signalled(main)
+    try:
+        run_until_signalled(main)
+    except StoreUnreadableError:  # said once where it was met; its restart rebuilds the store
+        raise SystemExit(1) from None
 
 
 def main() -> None:

@@ -23,7 +23,8 @@ answers itself (431, 421, 408, 400) in the same shape and with the same titles
     ├── Misdirected               421 unknown_host (``hosts``: DNS rebinding)
     ├── HeadersTooLarge           431 headers_too_large
     ├── Unavailable               503 not_ready / too_many_streams / broker_unavailable
-    │   └── RetryLater            503 replay_busy / busy (with ``Retry-After``)
+    │   └── RetryLater            503 replay_busy / busy / thread_store_unavailable
+    │                                 (with ``Retry-After``)
     │       └── OwnerUnavailable  503 owner_unavailable
     └── DecisionTimeout           504 decision_timeout
 

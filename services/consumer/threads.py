@@ -17,7 +17,9 @@ With ``AGUI_STATE_DIR`` the states live in on-disk stores instead
 (``threadstore``): the view restores them on start (only the records after
 each store's checkpoint), tells the listeners of the threads marked as
 holding open interrupts, reads on from the stores' offsets and writes each
-batch it polls to its partition's store; memory is bounded by the cache.
+batch it polls to its partition's store; memory is bounded by the cache. A
+store that cannot be read answers ``503 thread_store_unavailable`` with
+``Retry-After``, never an unknown thread.
 """
 
 from __future__ import annotations
@@ -27,12 +29,18 @@ import logging
 from collections.abc import Callable
 
 from contracts import ThreadState
+from services.consumer.problems import RetryLater
 from services.consumer.reading import BackgroundReader, Progress, wait_for_partitions
 from services.consumer.threadstore import ThreadStore, decoded
 from services.kafka.clients import KafkaError, TopicPartition, new_consumer
 from services.runtime.settings import KafkaSettings
+from services.state.disk import StoreError
 
 log = logging.getLogger(__name__)
+
+STORE_RETRY_S = 30
+"""``Retry-After`` of a thread whose store cannot be read (healed by a restart, on another
+instance sooner)."""
 
 
 class ThreadView(BackgroundReader):
@@ -68,7 +76,13 @@ class ThreadView(BackgroundReader):
     def get(self, thread_id: str) -> ThreadState | None:
         """The thread's last known state, or None when the view has no record of it."""
         if self.store is not None:
-            return self.store.get(thread_id)
+            try:
+                return self.store.get(thread_id)
+            except StoreError as exc:  # never "unknown thread": the state may well exist
+                raise RetryLater("thread_store_unavailable",
+                                 "the thread view cannot read this thread's state now (its "
+                                 "store is failing; the instance is not ready)",
+                                 STORE_RETRY_S) from exc
         return decoded(thread_id, self._states.get(thread_id))
 
     def apply(self, key: bytes | None, value: bytes | None) -> None:

@@ -28,11 +28,16 @@ own (``StateDir``'s lock would make the second wait, then fail).
 A write that fails (a full disk) loses nothing: the view keeps the states it
 could not write in memory (``pending``, looked up first), tries them again
 with the next batch after reopening the store, and ``failing`` names the
-partition for ``/readyz`` until a write succeeds.
+partition for ``/readyz`` until a write succeeds. A store whose files vanished
+or were replaced under it (``StoreLostError``) is never written again nor
+recreated, and a lookup the store answers with an error raises (the route
+answers 503, never "unknown thread"): either partition stays failing until a
+restart rebuilds its store from the topic.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 from collections.abc import Iterator, Sequence
@@ -48,7 +53,13 @@ from services.state import metrics
 from services.state.cache import ByteLRU
 from services.state.changelog import Restored, catch_up
 from services.state.dirs import StateDir
-from services.state.disk import Change, PartitionStore, StoreError
+from services.state.disk import (
+    Change,
+    PartitionStore,
+    StoreError,
+    StoreLostError,
+    reported_lost,
+)
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +116,10 @@ class ThreadStore:
         self.pending: dict[int, dict[str, bytes | None]] = {}
         """Per partition: states read from the topic that its store could not take yet."""
         self.failures: dict[int, str] = {}
+        self.lost: set[int] = set()
+        """Partitions whose store's files vanished or were replaced: never written again."""
+        self.unreadable: dict[int, str] = {}
+        """Partitions whose store answered a lookup with an error, and the error."""
         metrics.watch(self)
 
     async def restore(self, kafka: KafkaSettings, partitions: Sequence[int]) -> dict[int, int]:
@@ -169,8 +184,11 @@ class ThreadStore:
         try:
             raw = store.get(thread_id.encode())
         except StoreError as exc:
-            log.warning("thread view store %s cannot be read: %s", store.path, exc)
-            return None
+            if p not in self.unreadable:
+                log.error("thread view store of partition %d cannot be read, its threads are "
+                          "answered 503 (not ready) until a restart rebuilds it: %s", p, exc)
+                self.unreadable[p] = str(exc)
+            raise
         state = decoded(thread_id, raw)
         if state is not None and raw is not None:
             self.cache.put(thread_id, state, len(raw) * DECODED_PER_BYTE + ENTRY_BYTES)
@@ -187,12 +205,21 @@ class ThreadStore:
                 self.cache.drop(thread_id)
                 waiting[thread_id] = record.value
         store = self.stores[partition]
+        if partition in self.lost:
+            with contextlib.suppress(StoreError):
+                store.check()  # leaves the note of a vanished store, once it fits
+            return
         batch = [(t.encode(), v, v if v is not None and interrupted(v) else None)
                  for t, v in waiting.items()]
         try:
             if partition in self.failures:
                 store.reopen()
             store.write(batch, records[-1].offset + 1)
+        except StoreLostError as exc:
+            self.failures[partition] = reported_lost(log, "thread view store", partition, exc,
+                                                     "the threads topic")
+            self.lost.add(partition)
+            return
         except StoreError as exc:
             if partition not in self.failures:
                 log.error("thread view store of partition %d cannot be written, keeping %d "
@@ -205,10 +232,13 @@ class ThreadStore:
         self.pending.pop(partition, None)
 
     def failing(self) -> dict[str, str]:
-        """The stores that cannot be written now (``/readyz``), by name."""
-        return {f"thread-store-{p}": f"cannot be written, {len(self.pending.get(p, {}))} "
-                                     f"states held in memory: {why}"
-                for p, why in self.failures.items()}
+        """The stores that cannot be written or read now (``/readyz``), by name."""
+        out = {f"thread-store-{p}": f"cannot be written, {len(self.pending.get(p, {}))} "
+                                    f"states held in memory: {why}"
+               for p, why in self.failures.items()}
+        for p, why in self.unreadable.items():
+            out[f"thread-store-{p}"] = f"cannot be read (restart to rebuild it): {why}"
+        return out
 
     def close(self) -> None:
         for store in self.stores.values():

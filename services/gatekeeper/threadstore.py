@@ -18,7 +18,12 @@ marks alone: never a scan, never a full state.
 A write that fails (a full disk) loses nothing: Kafka holds the states,
 they stay in memory (``pending``), every later install tries them again
 after reopening the store, and ``Threads.failing`` makes ``/readyz`` fail
-until one succeeds. A stored state that no longer decodes reads as a new
+until one succeeds. A store whose files vanished or were replaced under it
+(``StoreLostError``) is never written again, nor recreated: lookups read
+what its open files still hold plus ``pending``, and ``/readyz`` fails until
+a restart rebuilds it from ``threads``. A lookup the store answers with an
+error stops the gatekeeper (``StoreUnreadableError``): a thread read as new
+would be admitted past its interrupts. A stored state that no longer decodes reads as a new
 thread, with a log line (the changelog is the truth; a full restore of a
 store with unusable files rebuilds it).
 
@@ -28,6 +33,7 @@ last restore of each partition, and the metrics source.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -42,7 +48,13 @@ from services.state import metrics
 from services.state.cache import ByteLRU
 from services.state.changelog import Restored
 from services.state.dirs import StateDir
-from services.state.disk import Change, PartitionStore, StoreError
+from services.state.disk import (
+    Change,
+    PartitionStore,
+    StoreError,
+    StoreLostError,
+    reported_lost,
+)
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +93,16 @@ def slim_raw(value: bytes) -> bytes | None:
     return orjson.dumps(out)
 
 
+class StoreUnreadableError(StoreError):
+    """A partition's store answered a lookup with an error: no decision can be taken on
+    what it holds (a thread read as new would be admitted past its interrupts), so the
+    gatekeeper stops, logged once (``Processor.run``), and its restart rebuilds the store."""
+
+    def __init__(self, partition: int, why: str) -> None:
+        super().__init__(f"the state store of partition {partition} cannot be read: {why}")
+        self.partition = partition
+
+
 class ThreadStates(Mapping[str, ThreadState]):
     """Partition ``partition``'s committed thread states (see the module docstring)."""
 
@@ -96,6 +118,9 @@ class ThreadStates(Mapping[str, ThreadState]):
         self.pending: dict[str, tuple[ThreadState, bytes]] = {}
         """States committed to Kafka that the store could not take yet (a full disk)."""
         self.failure: str | None = None
+        self.lost = False
+        """The store's files vanished or were replaced, or read back an error: until a
+        restart rebuilds it, nothing is written to it and ``failure`` stays."""
 
     # ---- reading (the decision path) -------------------------------------------------
 
@@ -156,12 +181,21 @@ class ThreadStates(Mapping[str, ThreadState]):
     def flush(self, changelog: int | None) -> None:
         """Write what is pending, with ``changelog`` as the new checkpoint."""
         assert self.store is not None
+        if self.lost:  # never written again; the note of a vanished store, once it fits
+            with contextlib.suppress(StoreError):
+                self.store.check()
+            return
         changes: list[Change] = [(t.encode(), raw, slim_raw(raw) if watched(s) else None)
                                  for t, (s, raw) in self.pending.items()]
         try:
             if self.failure is not None:
                 self.store.reopen()
             self.store.write(changes, changelog)
+        except StoreLostError as exc:
+            self.failure = reported_lost(log, "state store", self.partition, exc,
+                                         "the threads topic")
+            self.lost = True
+            return
         except StoreError as exc:
             if self.failure is None:
                 log.error("state store of partition %d cannot be written, keeping %d states "
@@ -190,7 +224,16 @@ class ThreadStates(Mapping[str, ThreadState]):
         if cached is not None:
             return cached
         assert self.store is not None
-        raw = self.store.get(thread_id.encode())
+        try:
+            raw = self.store.get(thread_id.encode())
+        except StoreError as exc:
+            if not self.lost:
+                log.error("state store of partition %d cannot be read, the gatekeeper stops "
+                          "(its next start rebuilds the store from the changelog): %s",
+                          self.partition, exc)
+            self.failure = f"cannot be read: {exc}"
+            self.lost = True
+            raise StoreUnreadableError(self.partition, str(exc)) from None
         if raw is None:
             return None
         try:

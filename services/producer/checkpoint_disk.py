@@ -21,11 +21,15 @@ from that offset (``read_again``) while it stays in use: what the read
 brings is applied except for the threads this worker itself writes
 meanwhile, whose own records are newer. A failed store write keeps the
 checkpoint in ``pending`` (it is on the topic) and is retried with the
-next one.
+next one. A store whose files vanished or were replaced under the worker
+(``StoreLostError``) is never written again nor recreated: its checkpoints
+stay in memory (``unwritten``, read before the store) and the partition is
+failing until it is handed back (its next owner rebuilds the store).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -41,7 +45,13 @@ from services.state import metrics
 from services.state.cache import ByteLRU
 from services.state.changelog import Restored, catch_up, read_again
 from services.state.dirs import StateDir
-from services.state.disk import Change, PartitionStore, StoreError
+from services.state.disk import (
+    Change,
+    PartitionStore,
+    StoreError,
+    StoreLostError,
+    reported_lost,
+)
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +107,9 @@ class CheckpointDisk:
         """The checkpoints topic's partition count (known once a restore ran)."""
         self.failures: dict[int, str] = {}
         """Partitions whose store could not be written, and why (``failing``)."""
+        self.lost: set[int] = set()
+        """Partitions whose store's files vanished or were replaced: never written again
+        (a read looks in ``unwritten`` first), failing until they are handed back."""
         self.rereading: dict[int, set[bytes]] = {}
         """Partitions being read again, with the threads written here meanwhile."""
         self._started = False
@@ -155,12 +168,13 @@ class CheckpointDisk:
             return found
         p = self.partition(thread_id)
         store = self.stores.get(p) if p is not None else None
-        if store is None:
+        if p is None or store is None:
             return None
         cached = self.cache.get((p, thread_id))
         if cached is not None:
             return cached
-        raw = store.get(thread_id.encode())
+        held = self.unwritten.get(p, {}).get(thread_id.encode())
+        raw = held[0] if held is not None else store.get(thread_id.encode())
         if raw is None:
             return None
         try:
@@ -176,13 +190,17 @@ class CheckpointDisk:
         return partition_for(thread_id, self.partitions) if self.partitions else None
 
     def active(self, partitions: Iterable[int]) -> list[cp.ThreadCheckpoint]:
-        """The checkpoints of ``partitions`` with a run active (from the stores' marks)."""
+        """The checkpoints of ``partitions`` with a run active (from the stores' marks, and
+        those acknowledged that the store could not take yet)."""
         out = []
         for p in sorted(set(partitions)):
             store = self.stores.get(p)
             if store is None:
                 continue
-            for key, _ in store.marked():
+            held = self.unwritten.get(p, {})
+            keys = [k for k, _ in store.marked() if k not in held]
+            keys += [k for k, (_, mark) in held.items() if mark is not None]
+            for key in keys:
                 found = self.get(key.decode())
                 if found is not None and found.active is not None:
                     out.append(found)
@@ -206,11 +224,20 @@ class CheckpointDisk:
         self.cache.put((partition, value.thread_id), value, len(data) * DECODED_PER_BYTE)
         waiting = self.unwritten.setdefault(partition, {})
         waiting[value.thread_id.encode()] = (data, ACTIVE if value.active is not None else None)
+        if partition in self.lost:
+            with contextlib.suppress(StoreError):
+                store.check()  # leaves the note of a vanished store, once it fits
+            return
         try:
             if partition in self.failures:
                 store.reopen()  # RocksDB stays read-only after a failed write until reopened
             store.write([(k, v, m) for k, (v, m) in waiting.items()],
                         offset + 1 if store.checkpoint == offset else None)
+        except StoreLostError as exc:
+            self.failures[partition] = reported_lost(log, "checkpoint store", partition, exc,
+                                                     "the checkpoints topic")
+            self.lost.add(partition)
+            return
         except StoreError as exc:
             if partition not in self.failures:
                 log.error("checkpoint store of partition %d cannot be written (%d checkpoints "
@@ -231,6 +258,7 @@ class CheckpointDisk:
             store = self.stores.pop(p, None)
             self.unwritten.pop(p, None)
             self.failures.pop(p, None)
+            self.lost.discard(p)
             self.restored.pop(p, None)
             self.cache.drop_partition(p)
             for thread_id in [t for t in self.pending if self.partition(t) == p]:
