@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import heapq
-from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
@@ -192,6 +192,30 @@ class TopicReader:
             if records or heartbeat:
                 yield records
 
+    async def records_between(self, starts: Mapping[TopicPartition, int],
+                              ends: Mapping[TopicPartition, int], *,
+                              within_s: float = 5.0) -> dict[TopicPartition, int] | None:
+        """How many records a reader of this isolation would read in each partition from
+        its offset in ``starts`` up to ``ends``: what is between may be only transaction
+        markers (a group that has read everything commits the offset of the commit marker
+        that follows, one short of the end), which no reader ever gets. None when the
+        read does not end within ``within_s``."""
+        counted = dict.fromkeys(starts, 0)
+        if not starts:
+            return counted
+
+        async def count() -> None:
+            await self.assign(list(starts), Start.after(starts))
+            async for batch in self.batches(until=ends):
+                for record in batch:
+                    counted[TopicPartition(record.topic, record.partition)] += 1
+
+        try:
+            await asyncio.wait_for(count(), within_s)
+        except TimeoutError:
+            return None
+        return counted
+
     async def read_all(
         self, partitions: Sequence[TopicPartition], start: Start | None = None
     ) -> list[ConsumerRecord[Any, Any]]:
@@ -236,3 +260,33 @@ class TopicReader:
                 last.pop(where, None)  # re-inserted: the dict stays in offset order
                 last[where] = shape(record)
         return list(last.values())
+
+
+MARKER_PROBE = 16
+"""Gaps up to this many offsets are read to tell transaction markers from records."""
+
+
+async def unread_records(reader: TopicReader, wanted: Iterable[tuple[TopicPartition, int]],
+                         ends: Mapping[TopicPartition, int]
+                         ) -> dict[tuple[TopicPartition, int], int]:
+    """For each (partition, offset) at most ``MARKER_PROBE`` short of its end: how many
+    records a reader would still read from there (0 when only transaction markers lie
+    between). Read in rounds of one offset per partition; a round that does not end in
+    time is left out (the caller shows the raw gap)."""
+    pending = sorted({(tp, start) for tp, start in wanted
+                      if 0 < ends.get(tp, start) - start <= MARKER_PROBE})
+    found: dict[tuple[TopicPartition, int], int] = {}
+    while pending:
+        round_: dict[TopicPartition, int] = {}
+        later = []
+        for tp, start in pending:
+            if tp in round_:
+                later.append((tp, start))
+            else:
+                round_[tp] = start
+        counted = await reader.records_between(round_, ends)
+        if counted is not None:
+            found.update({(tp, start): counted[tp] for tp, start in round_.items()})
+        pending = later
+    return found
+

@@ -4,7 +4,9 @@ For every consumer group with offsets committed on this deployment's topics
 (the gatekeeper's, the producer workers', the consumer service's), the
 committed offset of each partition is set against its end offset (the last
 stable offset, which is what a ``read_committed`` consumer can reach) and
-the difference is the lag; a per-group total follows. ``held`` counts the
+the difference is the lag (a short one is read, so the transaction marker
+that follows a group's last record is not counted as lag); a per-group total
+follows. ``held`` counts the
 records past that end, up to the high watermark: records of a transaction
 still open. A transaction commits in milliseconds, so ``held`` that stays
 above zero names a partition whose transaction hangs, holding every
@@ -29,7 +31,7 @@ from services.cli.ops.kafka_io import EXIT_OK, run_command, stdout
 from services.cli.ops.safe import safe
 from services.kafka.clients import TopicPartition
 from services.kafka.groups import committed_offsets
-from services.kafka.reader import TopicReader
+from services.kafka.reader import TopicReader, unread_records
 from services.runtime.settings import KafkaSettings
 
 
@@ -44,10 +46,14 @@ class LagRow:
     end: int
     high: int
     """The high watermark: ``end`` plus what an open transaction holds back."""
+    unread: int | None = None
+    """The records a reader would still read up to ``end``, when a short gap was read:
+    a group that has read everything commits the offset of the transaction marker that
+    follows, one short of the end, and showed a lag of 1 for ever."""
 
     @property
     def lag(self) -> int:
-        return max(self.end - self.committed, 0)
+        return self.unread if self.unread is not None else max(self.end - self.committed, 0)
 
     @property
     def held(self) -> int:
@@ -61,14 +67,17 @@ class LagRow:
 
 def lag_rows(committed: Mapping[str, Mapping[TopicPartition, int]],
              ends: Mapping[TopicPartition, int],
-             highs: Mapping[TopicPartition, int] | None = None) -> list[LagRow]:
+             highs: Mapping[TopicPartition, int] | None = None,
+             unread: Mapping[tuple[TopicPartition, int], int] | None = None) -> list[LagRow]:
     """Rows sorted by group, topic, partition (pure)."""
     highs = highs or {}
+    unread = unread or {}
     rows = []
     for group, offsets in committed.items():
         for tp, offset in offsets.items():
             end = ends.get(tp, offset)
-            rows.append(LagRow(group, tp.topic, tp.partition, offset, end, highs.get(tp, end)))
+            rows.append(LagRow(group, tp.topic, tp.partition, offset, end, highs.get(tp, end),
+                               unread.get((tp, offset))))
     return sorted(rows, key=lambda r: (r.group, r.topic, r.partition))
 
 
@@ -80,12 +89,16 @@ async def _lag(settings: KafkaSettings, groups: list[str], as_json: bool) -> int
     partitions = sorted({tp for offsets in committed.values() for tp in offsets})
     ends: dict[TopicPartition, int] = {}
     highs: dict[TopicPartition, int] = {}
+    unread: dict[tuple[TopicPartition, int], int] = {}
     if partitions:
         async with TopicReader(settings, "agui-relay-lag") as reader:
             ends = await reader.end_offsets(partitions)
+            unread = await unread_records(reader, ((tp, offset) for offsets in
+                                                   committed.values()
+                                                   for tp, offset in offsets.items()), ends)
         async with TopicReader(settings, "agui-relay-lag", read_committed=False) as reader:
             highs = await reader.end_offsets(partitions)
-    rows = lag_rows(committed, ends, highs)
+    rows = lag_rows(committed, ends, highs, unread)
     if as_json:
         for row in rows:
             sys.stdout.write(orjson.dumps(row.to_json()).decode() + "\n")

@@ -28,7 +28,7 @@ from services.cli.ops.kafka_io import EXIT_OK, run_command, stdout
 from services.cli.ops.safe import safe
 from services.kafka.clients import TopicPartition
 from services.kafka.metadata import partition_counts
-from services.kafka.reader import TopicReader
+from services.kafka.reader import TopicReader, unread_records
 from services.runtime.settings import KafkaSettings
 from services.state.dirs import PARTITION_DIR
 from services.state.disk import Peek, peek
@@ -47,12 +47,16 @@ class StoreRow:
     partition: int
     peeked: Peek
     end: int | None
+    unread: int | None = None
+    """The records a restore would read, when a short gap was read: a store that has
+    everything stops at the offset of the transaction marker that follows its last
+    record, and showed ``behind 1`` in yellow for ever."""
 
     @property
     def behind(self) -> int | None:
         if self.end is None or self.peeked.offset is None:
             return None
-        return self.end - self.peeked.offset
+        return self.unread if self.unread is not None else self.end - self.peeked.offset
 
     def to_json(self) -> dict[str, object]:
         row: dict[str, object] = {"store": self.store, "partition": self.partition,
@@ -105,16 +109,23 @@ async def _state(settings: KafkaSettings, root: Path, as_json: bool) -> int:
     tps = {(kind, p): TopicPartition(topic_of[kind], p) for kind, p, _ in stores
            if p < counts.get(topic_of[kind], 0)}
     ends: dict[TopicPartition, int] = {}
+    peeks = {(kind, p): peek(path, p) for kind, p, path in stores}
+    unread: dict[tuple[TopicPartition, int], int] = {}
     if tps:
         async with TopicReader(settings, "agui-relay-state") as reader:
             ends = await reader.end_offsets(sorted(set(tps.values())))
+            unread = await unread_records(reader, (
+                (tp, offset) for where, tp in tps.items()
+                if (offset := peeks[where].offset) is not None), ends)
     rows = []
-    for kind, p, path in stores:
-        peeked = peek(path, p)
+    for kind, p, _ in stores:
+        peeked = peeks[(kind, p)]
         tp = tps.get((kind, p))
         if tp is None:
             peeked = replace(peeked, error=_no_partition(topic_of[kind], p, counts))
-        rows.append(StoreRow(kind, p, peeked, ends.get(tp) if tp is not None else None))
+        rows.append(StoreRow(kind, p, peeked, ends.get(tp) if tp is not None else None,
+                             unread.get((tp, peeked.offset))
+                             if tp is not None and peeked.offset is not None else None))
     if as_json:
         for row in rows:
             sys.stdout.write(orjson.dumps(row.to_json()).decode() + "\n")

@@ -263,6 +263,42 @@ async def test_lag_shows_what_an_open_transaction_holds_back(
         await producer.stop()
 
 
+async def test_lag_counts_no_transaction_marker_as_lag(
+    ops_settings: KafkaSettings, writer: Writer
+) -> None:
+    """Every service writes in transactions: a group that has read everything commits the
+    offset of the commit marker after its last record, one short of the end, and ``lag``
+    showed 1 for ever on every partition a transaction wrote (found by probing)."""
+    topic = ops_settings.topics.requests
+    producer = new_producer(ops_settings, "ops-test-markers",
+                            transactional_id=f"{ops_settings.topic_prefix}.markers.tx")
+    await producer.start()
+    try:
+        await producer.begin_transaction()
+        sent = [await (await producer.send(topic, b"{}", key=b"thread-m", partition=0))
+                for _ in range(2)]
+        await producer.commit_transaction()
+    finally:
+        await producer.stop()
+    tp = TopicPartition(topic, 0)
+    last = sent[-1].offset
+    for group, committed in ((f"{ops_settings.topic_prefix}.all-read", last + 1),
+                             (f"{ops_settings.topic_prefix}.one-left", last)):
+        consumer = new_consumer(ops_settings, "ops-test-markers", group_id=group)
+        await consumer.start()
+        try:
+            consumer.assign([tp])
+            await consumer.commit({tp: committed})
+        finally:
+            await consumer.stop()
+    result = await run_cli(ops_settings, "lag", "--json")
+    assert result.code == 0, result.stderr
+    lags = {r["group"]: (r["committed"], r["end"], r["lag"]) for r in result.json_lines()
+            if r["topic"] == topic and r["partition"] == 0}
+    assert lags[f"{ops_settings.topic_prefix}.all-read"] == (last + 1, last + 2, 0)
+    assert lags[f"{ops_settings.topic_prefix}.one-left"] == (last, last + 2, 1)
+
+
 async def test_lag_prints_a_hostile_group_id_as_written_never_as_terminal_codes_or_markup(
         ops_settings: KafkaSettings) -> None:
     """Any client may commit offsets on the deployment's topics under a group id of its

@@ -19,11 +19,12 @@ import pytest
 from ag_ui.core import Interrupt
 from ops_support import Writer, run_cli
 
-from contracts import ThreadState
+from contracts import ThreadState, encode
 from services.cli.ops.stuck import _stuck
 from services.cli.ops.threads import _list
 from services.consumer.threadstore import STORE_NAME as CONSUMER_THREADS
 from services.gatekeeper.threadstore import STORE_NAME, changes
+from services.kafka.clients import new_producer
 from services.kafka.reader import TopicReader
 from services.producer import checkpoint as cp
 from services.producer.checkpoint_disk import STORE_NAME as CHECKPOINTS
@@ -89,6 +90,39 @@ async def test_stores_catch_up_by_their_delta_and_state_shows_them_against_the_e
     assert "does not open" in table.stdout
     empty = await run_cli(ops_settings, "state", "--dir", str(tmp_path / "none"))
     assert "no state stores" in empty.stdout
+
+
+async def test_a_store_caught_up_to_a_transactions_end_is_not_shown_behind(
+    ops_settings: KafkaSettings, tmp_path: Path
+) -> None:
+    """The gatekeeper writes thread states in transactions: a store that has every record
+    stops at the offset of the commit marker that follows the last, one short of the end,
+    and ``state`` showed it ``behind 1`` in yellow for ever (found by probing)."""
+    producer = new_producer(ops_settings, "ops-test-state-markers",
+                            transactional_id=f"{ops_settings.topic_prefix}.state.tx")
+    await producer.start()
+    try:
+        await producer.begin_transaction()
+        for i in range(3):
+            last = await (await producer.send(
+                ops_settings.topics.threads, encode(ThreadState(thread_id=f"m{i}",
+                                                                status="idle")),
+                key=f"m{i}".encode(), partition=0))
+        await producer.commit_transaction()
+    finally:
+        await producer.stop()
+    states = StateDir(tmp_path / STORE_NAME, ops_settings.topics.threads, grace_s=600)
+    await restore(ops_settings, states, [0])
+    store, _ = states.open(0)
+    try:  # as an owner that took the last record writes it: at the offset after it
+        store.write((), last.offset + 1)
+    finally:
+        store.close()
+    result = await run_cli(ops_settings, "state", "--json", "--dir", str(tmp_path))
+    assert result.code == 0, result.stderr
+    (row,) = [r for r in result.json_lines() if r["partition"] == 0]
+    assert row["end"] == row["offset"] + 1  # the marker
+    assert row["behind"] == 0
 
 
 async def test_state_lists_the_producers_checkpoint_stores_against_their_topic(
