@@ -33,6 +33,7 @@ from contracts import (
 )
 from contracts.topics import BOUNDARY_TYPES
 from deploy.kafka import launcher
+from services.kafka.admin import ensure_topics
 from services.kafka.clients import AIOKafkaProducer
 from services.kafka.reader import Start, TopicReader
 from services.runtime.settings import KafkaSettings
@@ -291,3 +292,32 @@ async def one_worker_system(settings: KafkaSettings, tmp_path: Path, agents: str
         await wait_ready(url, started[-1])
         await started[0].wait_for_log("assigned partitions")
         yield url
+
+
+PIPELINE_PARENT = "pipeline_parent=services.producer.agents.pipeline_parent:agent"
+PIPELINE_CHILD = "pipeline_child=services.producer.agents.pipeline_child:agent"
+
+
+@contextlib.asynccontextmanager
+async def pipeline_system(settings: KafkaSettings, tmp_path: Path, **gatekeeper_env: str
+                          ) -> AsyncIterator[str]:
+    """A gatekeeper, a worker for ``pipeline_parent``, one for ``pipeline_child`` and the
+    consumer service, all ready (topics created): the consumer's URL."""
+    await ensure_topics(settings, ("pipeline_parent", "pipeline_child"))
+    port = launcher.free_port()
+    for sub in ("parent", "child"):
+        (tmp_path / sub).mkdir()
+    started = (
+        Service("services.gatekeeper", settings, tmp_path, **gatekeeper_env),
+        Service("services.producer", settings, tmp_path / "parent",
+                AGUI_AGENTS=PIPELINE_PARENT),
+        Service("services.producer", settings, tmp_path / "child", AGUI_AGENTS=PIPELINE_CHILD),
+        Service("services.consumer", settings, tmp_path,
+                AGUI_AGENTS=f"{PIPELINE_PARENT},{PIPELINE_CHILD}", AGUI_HTTP_PORT=str(port)),
+    )
+    async with services(*started):
+        url = f"http://127.0.0.1:{port}"
+        await wait_ready(url, started[-1])
+        await started[0].wait_for_log("assigned partitions")
+        yield url
+

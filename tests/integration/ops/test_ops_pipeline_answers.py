@@ -24,22 +24,15 @@ from typing import Any
 import httpx
 import pytest
 from ag_ui.core import RunAgentInput
-from ops_support import Service, run_cli, services, wait_ready
+from ops_support import pipeline_system, run_cli
 
 from contracts import RunRequest, encode
-from deploy.kafka import launcher
 from services.cli.ops.agui_http import RunReply, run_agent
 from services.cli.ops.kafka_io import publish
-from services.kafka.admin import ensure_topics
 from services.producer.delegation import CHILD_METADATA
 from services.runtime.settings import KafkaSettings
 
 pytestmark = pytest.mark.integration
-
-PARENT = "pipeline_parent=services.producer.agents.pipeline_parent:agent"
-CHILD = "pipeline_child=services.producer.agents.pipeline_child:agent"
-AGENTS = ("pipeline_parent", "pipeline_child")
-
 
 @dataclass
 class Pipeline:
@@ -51,21 +44,7 @@ class Pipeline:
 async def pipeline(kafka_bootstrap: str, tmp_path: Path) -> AsyncIterator[Pipeline]:
     settings = KafkaSettings(bootstrap_servers=kafka_bootstrap,
                              topic_prefix=f"pa{uuid.uuid4().hex[:10]}", partitions=2)
-    await ensure_topics(settings, AGENTS)
-    port = launcher.free_port()
-    for sub in ("parent", "child"):
-        (tmp_path / sub).mkdir()
-    started = (
-        Service("services.gatekeeper", settings, tmp_path),
-        Service("services.producer", settings, tmp_path / "parent", AGUI_AGENTS=PARENT),
-        Service("services.producer", settings, tmp_path / "child", AGUI_AGENTS=CHILD),
-        Service("services.consumer", settings, tmp_path, AGUI_AGENTS=f"{PARENT},{CHILD}",
-                AGUI_HTTP_PORT=str(port)),
-    )
-    url = f"http://127.0.0.1:{port}"
-    async with services(*started):
-        await wait_ready(url, started[-1])
-        await started[0].wait_for_log("assigned partitions")
+    async with pipeline_system(settings, tmp_path) as url:
         yield Pipeline(settings, url)
 
 
@@ -95,14 +74,19 @@ async def stuck(settings: KafkaSettings) -> dict[str, Any]:
     return doc
 
 
-async def test_a_pipeline_question_is_offered_once_and_answered_at_the_parent(
-        pipeline: Pipeline) -> None:
-    thread = f"t-inbox-{uuid.uuid4().hex[:6]}"
+async def carried_up(pipeline: Pipeline, prefix: str) -> tuple[str, str]:
+    """A new thread whose parent run carried its child's question up: (thread, child)."""
+    thread = f"{prefix}-{uuid.uuid4().hex[:6]}"
     first = await post(pipeline.url, "pipeline_parent", run_input(
         thread, f"{thread}-run-1",
         messages=[{"id": f"{thread}-u1", "role": "user", "content": "the report"}]))
     (carried,) = first.interrupts
-    child_thread = carried["metadata"][CHILD_METADATA]["threadId"]
+    return thread, carried["metadata"][CHILD_METADATA]["threadId"]
+
+
+async def test_a_pipeline_question_is_offered_once_and_answered_at_the_parent(
+        pipeline: Pipeline) -> None:
+    thread, child_thread = await carried_up(pipeline, "t-inbox")
     assert await offered(pipeline.url, thread) == [(thread, "review/sign-off")]
 
     listed = await run_cli(pipeline.settings, "threads", "--json")
@@ -181,12 +165,7 @@ async def test_a_client_naming_a_parent_run_of_its_own_does_not_answer_a_child(
         pipeline: Pipeline) -> None:
     """Only a delegation answers a child: a client's own ``parentRunId`` proves nothing (a
     probe got past the rule with a made-up one, and the pipeline broke)."""
-    thread = f"t-forge-{uuid.uuid4().hex[:6]}"
-    first = await post(pipeline.url, "pipeline_parent", run_input(
-        thread, f"{thread}-run-1",
-        messages=[{"id": f"{thread}-u1", "role": "user", "content": "the report"}]))
-    (carried,) = first.interrupts
-    child_thread = carried["metadata"][CHILD_METADATA]["threadId"]
+    thread, child_thread = await carried_up(pipeline, "t-forge")
     forged = await post(pipeline.url, "pipeline_child", run_input(
         child_thread, f"{thread}-direct", resume=SIGN_OFF, parentRunId="made-up"))
     assert forged.status == 409, forged
@@ -200,12 +179,7 @@ async def test_a_child_cancelled_on_its_own_thread_leaves_its_parent_answerable(
     waits on it: the parent's answer routed down later finds the child moved past its
     question, sends nothing and takes the run that ended after it (it ended the whole
     pipeline in an agent error before, found by probing)."""
-    thread = f"t-cancel-{uuid.uuid4().hex[:6]}"
-    first = await post(pipeline.url, "pipeline_parent", run_input(
-        thread, f"{thread}-run-1",
-        messages=[{"id": f"{thread}-u1", "role": "user", "content": "the report"}]))
-    (carried,) = first.interrupts
-    child_thread = carried["metadata"][CHILD_METADATA]["threadId"]
+    thread, child_thread = await carried_up(pipeline, "t-cancel")
     cancelled = await post(pipeline.url, "pipeline_child", run_input(
         child_thread, f"{thread}-direct",
         resume=[{"interruptId": "sign-off", "status": "cancelled"}]))

@@ -19,18 +19,13 @@ from typing import Any
 
 import httpx
 import pytest
-from ops_support import Service, run_cli, services, wait_ready
+from ops_support import pipeline_system, run_cli
 
-from deploy.kafka import launcher
 from services.cli.ops.agui_http import run_agent
-from services.kafka.admin import ensure_topics
 from services.producer.delegation import CHILD_METADATA
 from services.runtime.settings import KafkaSettings
 
 pytestmark = pytest.mark.integration
-
-PARENT = "pipeline_parent=services.producer.agents.pipeline_parent:agent"
-CHILD = "pipeline_child=services.producer.agents.pipeline_child:agent"
 
 
 async def show(settings: KafkaSettings, thread: str) -> dict[str, Any]:
@@ -43,21 +38,7 @@ async def test_the_expiry_policy_cancels_an_expired_pipeline_at_the_top(
         kafka_bootstrap: str, tmp_path: Path) -> None:
     settings = KafkaSettings(bootstrap_servers=kafka_bootstrap,
                              topic_prefix=f"px{uuid.uuid4().hex[:10]}", partitions=2)
-    await ensure_topics(settings, ("pipeline_parent", "pipeline_child"))
-    port = launcher.free_port()
-    for sub in ("parent", "child"):
-        (tmp_path / sub).mkdir()
-    started = (
-        Service("services.gatekeeper", settings, tmp_path, AGUI_ON_EXPIRY="cancel"),
-        Service("services.producer", settings, tmp_path / "parent", AGUI_AGENTS=PARENT),
-        Service("services.producer", settings, tmp_path / "child", AGUI_AGENTS=CHILD),
-        Service("services.consumer", settings, tmp_path, AGUI_AGENTS=f"{PARENT},{CHILD}",
-                AGUI_HTTP_PORT=str(port)),
-    )
-    url = f"http://127.0.0.1:{port}"
-    async with services(*started):
-        await wait_ready(url, started[-1])
-        await started[0].wait_for_log("assigned partitions")
+    async with pipeline_system(settings, tmp_path, AGUI_ON_EXPIRY="cancel") as url:
         thread = f"t-exp-{uuid.uuid4().hex[:6]}"
         soon = (datetime.now(UTC) + timedelta(seconds=6)).isoformat()
         async with httpx.AsyncClient(base_url=url, timeout=90.0) as client:
