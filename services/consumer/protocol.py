@@ -79,11 +79,13 @@ class HttpLimits(HeadLimits):
 
     @classmethod
     def of(cls, settings: ConsumerSettings) -> HttpLimits:
-        return cls(settings.http_max_header_bytes, settings.http_max_headers,
-                   settings.http_header_timeout_s, settings.http_body_timeout_s,
-                   settings.stream_idle_s,
-                   allowed_hosts(settings.allowed_hosts, settings.http_host,
-                                 settings.advertised_url))
+        return cls(max_header_bytes=settings.http_max_header_bytes,
+                   max_headers=settings.http_max_headers,
+                   header_timeout_s=settings.http_header_timeout_s,
+                   body_timeout_s=settings.http_body_timeout_s, settings_named=True,
+                   write_idle_s=settings.stream_idle_s,
+                   allowed_hosts=allowed_hosts(settings.allowed_hosts, settings.http_host,
+                                               settings.advertised_url))
 
 
 def bound_send_buffer(transport: asyncio.BaseTransport) -> None:

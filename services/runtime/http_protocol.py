@@ -78,6 +78,9 @@ class HeadLimits:
     max_headers: int = 100
     header_timeout_s: float = 10.0
     body_timeout_s: float = 30.0
+    settings_named: bool = False
+    """Whether a refusal names the ``AGUI_HTTP_*`` settings: they set the consumer
+    service's limits only (the health port's are these defaults)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -306,19 +309,23 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             self._unset_keepalive_if_required()  # the next request is arriving or answered
 
     # Refusals
+    def _named(self, settings: str) -> str:
+        return f" ({settings})" if self.limits.settings_named else ""
+
     def _too_large(self) -> Refusal:
         limits = self.limits
         return Refusal(
             431, "Request header fields too large", "headers_too_large",
             f"the request head exceeds {limits.max_header_bytes} bytes or "
-            f"{limits.max_headers} header fields (AGUI_HTTP_MAX_HEADER_BYTES, "
-            "AGUI_HTTP_MAX_HEADERS)")
+            f"{limits.max_headers} header fields"
+            + self._named("AGUI_HTTP_MAX_HEADER_BYTES, AGUI_HTTP_MAX_HEADERS"))
 
     def _head_timed_out(self) -> None:
         self._head_timer = None
         self._refuse(Refusal(
             408, "Request timeout", "request_timeout", f"the request head did not arrive "
-            f"within {self.limits.header_timeout_s:g} s (AGUI_HTTP_HEADER_TIMEOUT_S)"))
+            f"within {self.limits.header_timeout_s:g} s"
+            + self._named("AGUI_HTTP_HEADER_TIMEOUT_S")))
 
     def _body_timed_out(self) -> None:
         self._body_timer = None
@@ -328,7 +335,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             return
         self._refuse(Refusal(
             408, "Request timeout", "request_timeout", f"the request body did not arrive "
-            f"within {self.limits.body_timeout_s:g} s (AGUI_HTTP_BODY_TIMEOUT_S)"))
+            f"within {self.limits.body_timeout_s:g} s" + self._named("AGUI_HTTP_BODY_TIMEOUT_S")))
 
     def _refuse(self, problem: Refusal) -> None:
         """Answer ``problem`` unless a response is already under way; stop reading."""

@@ -52,6 +52,7 @@ async def assert_too_large(relay: UpStack, data: bytes) -> None:
         await conn.send(data)  # the server may close before it has read everything
         answer = await conn.read_answer(10.0)
         assert (answer.status, answer.problem_code()) == (431, "headers_too_large"), answer
+        assert b"AGUI_HTTP_MAX_HEADERS" in answer.body, answer.body  # the settings that move it
         assert answer.closed or await conn.closed_within(5.0), "431 but the connection stays"
     finally:
         await conn.close()

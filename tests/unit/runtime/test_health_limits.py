@@ -97,3 +97,18 @@ async def test_the_health_routes_answer_through_the_bounded_protocol() -> None:
             seen += chunk
         await conn.close()
     assert re.findall(rb"HTTP/1\.1 (\d{3}) ", seen) == [b"200", b"200"]
+
+
+async def test_the_health_doors_refusal_names_no_consumer_setting() -> None:
+    """The ``AGUI_HTTP_*`` limits are the consumer service's: the door's refusal named them,
+    sending an operator of the gatekeeper to settings that change nothing there."""
+    port = free_port()
+    async with serving_health("127.0.0.1", port, lambda: True):
+        conn = await _open(port)
+        await conn.send(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                        + b"".join(b"X-H%d: v\r\n" % i for i in range(150)) + b"\r\n")
+        answer = await conn.read_answer(5.0)
+        await conn.close()
+    assert answer.status == 431, answer
+    assert b"header fields" in answer.body, answer.body
+    assert b"AGUI_HTTP" not in answer.body, answer.body
