@@ -67,6 +67,7 @@ class Relay:
         self.agents = AgentDirectory(kafka, settings.agent_names(), settings.agent_refresh_s)
         self.fanout = FanOut(kafka, self.metrics, max_streams=settings.max_streams,
                              stream_queue=settings.stream_queue,
+                             stream_bytes=settings.stream_queue_bytes,
                              index_size=settings.replay_index_size, url=url)
         self.forwarder = Forwarder(
             self.fanout.ownership, self.metrics, settle_s=settings.forward_settle_s,

@@ -293,7 +293,7 @@ class RunService:
             self.fanout.unsubscribe(stream)
 
         body = run_body(stream, state, keepalive_s=self.settings.keepalive_s, after=after,
-                        preface=preface)
+                        preface=preface, max_event_bytes=self.kafka.max_record_bytes)
         return EventStreamResponse(body, on_close, state)
 
     def _disconnected(self, thread_id: str, run_id: str, requested_by: str) -> None:

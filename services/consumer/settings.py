@@ -70,6 +70,10 @@ class ConsumerSettings(BaseSettings):
     stream_queue: int = Field(2_048, alias="AGUI_STREAM_QUEUE", ge=16)
     """Events buffered per stream; a client that falls further behind continues from the
     log (``log_tail``) and rejoins the live fan-out once it has caught up."""
+    stream_queue_bytes: int = Field(4 << 20, alias="AGUI_STREAM_QUEUE_BYTES", ge=65_536,
+                                    le=1 << 30)
+    """Bytes of events buffered per stream, whatever their count: past it, too, the stream
+    continues from the log (events may be up to ``AGUI_MAX_RECORD_BYTES`` each)."""
     stream_log_readers: int = Field(64, alias="AGUI_STREAM_LOG_READERS", ge=1)
     """Streams reading from the log at once (each a Kafka consumer); past it, a stream that
     falls behind waits for a reader, sending keep-alives."""

@@ -16,7 +16,10 @@ topic, and the replay route shows it. The body never writes an event of
 its own: a stream that ends early (client gone or idle, shutdown, the log
 unreadable) is truncated, never finished; and it never sends a record whose
 value is not a JSON object (another writer's), which is skipped with a
-warning before it can take a sequence number from the run's own record.
+warning before it can take a sequence number from the run's own record, as is
+one whose value is longer than ``AGUI_MAX_RECORD_BYTES`` (``max_event_bytes``:
+the producer writes none; a compressed batch lets another writer put one on
+the topic that the broker counted small).
 
 ``EventStreamResponse`` runs a synchronous ``on_close`` when the response
 ends for any reason (terminal, disconnect, drop), which is where the route
@@ -88,12 +91,14 @@ async def run_body(
     after: int | None = None,
     preface: AsyncIterator[Delivery | None] | None = None,
     with_ids: bool = True,
+    max_event_bytes: int = 0,
 ) -> AsyncIterator[bytes]:
-    """The SSE bytes of one run (see the module docstring)."""
+    """The SSE bytes of one run (see the module docstring; ``max_event_bytes`` 0: any)."""
     sequencer: Sequencer[Delivery] = Sequencer(after=after)
+    check = _Usable(stream.key, sequencer, outcome, max_event_bytes)
     if preface is not None:
         async for chunk in _relayed(preface, sequencer, outcome, keepalive_s, with_ids,
-                                    stream.key, stop=False):
+                                    check, stop=False):
             yield chunk
         if outcome.terminal:
             return
@@ -106,7 +111,7 @@ async def run_body(
             try:
                 async with contextlib.aclosing(stream.tail.follow(stream, outcome)) as items:
                     async for chunk in _relayed(items, sequencer, outcome, keepalive_s,
-                                                with_ids, stream.key, stop=True):
+                                                with_ids, check, stop=True):
                         yield chunk
             except KafkaError as exc:
                 log.warning("stream of run %s ends: its log cannot be read: %s",
@@ -117,8 +122,7 @@ async def run_body(
                 return
             continue
         if await buffer.wait(GAP_WAIT_S if sequencer.waiting else keepalive_s):
-            ready = sequencer.offer_all(_sequenced(buffer.take_all(), stream.key, sequencer,
-                                                   outcome))
+            ready = sequencer.offer_all(check.sequenced(buffer.take_all()))
         elif not sequencer.waiting:
             yield KEEPALIVE
             continue
@@ -133,8 +137,8 @@ async def run_body(
 
 
 async def _relayed(items: AsyncIterator[Delivery | None], sequencer: Sequencer[Delivery],
-                   outcome: StreamOutcome, keepalive_s: float, with_ids: bool, key: RunKey,
-                   *, stop: bool) -> AsyncIterator[bytes]:
+                   outcome: StreamOutcome, keepalive_s: float, with_ids: bool,
+                   check: _Usable, *, stop: bool) -> AsyncIterator[bytes]:
     """Frames of records read from the topic (a replay's scan, a log reader's run) as they
     come; ``None`` items are ticks, a keep-alive after ``keepalive_s`` of silence. With
     ``stop``, nothing after the first terminal event."""
@@ -145,7 +149,7 @@ async def _relayed(items: AsyncIterator[Delivery | None], sequencer: Sequencer[D
                 last_write = time.monotonic()
                 yield KEEPALIVE
             continue
-        usable = _usable(item, key, sequencer, outcome)
+        usable = check(item)
         chunk = _frames(sequencer.offer(usable.seq, usable) if usable is not None else [],
                         outcome, with_ids, stop=stop)
         if chunk:
@@ -155,36 +159,52 @@ async def _relayed(items: AsyncIterator[Delivery | None], sequencer: Sequencer[D
             return
 
 
-def _sequenced(deliveries: Iterable[Delivery], key: RunKey, sequencer: Sequencer[Delivery],
-               outcome: StreamOutcome) -> Iterator[tuple[int, Delivery]]:
-    """(seq, delivery) for the sequencer of each ``_usable`` delivery."""
-    for delivery in deliveries:
-        usable = _usable(delivery, key, sequencer, outcome)
-        if usable is not None:
-            yield usable.seq, usable
+class _Usable:
+    """Which deliveries of a run reach its client, each made one ``data:`` line."""
 
+    __slots__ = ("key", "max_bytes", "outcome", "sequencer")
 
-def _usable(delivery: Delivery, key: RunKey, sequencer: Sequencer[Delivery],
-            outcome: StreamOutcome) -> Delivery | None:
-    """The delivery with its value made one ``data:`` line (``sse_value``), or None.
+    def __init__(self, key: RunKey, sequencer: Sequencer[Delivery], outcome: StreamOutcome,
+                 max_bytes: int) -> None:
+        self.key, self.sequencer, self.outcome = key, sequencer, outcome
+        self.max_bytes = max_bytes
 
-    A record whose value is not a JSON object (another writer's: the producer
-    writes none) is skipped with a warning *before* it is sequenced, so it takes
-    no sequence number from the run's own record and never reaches a client.
-    A terminal event at or below what the client has (a ``Last-Event-ID`` at or
-    past the run's end, given while it ran) ends the stream: the sequencer drops
-    it as already delivered, and the stream would otherwise wait for ever.
-    """
-    line = sse_value(delivery.value)
-    if line is None:
-        log.warning("event record at offset %d (seq %d) of run %s is not a JSON object; "
-                    "not sent", delivery.offset, delivery.seq, key[1],
-                    extra={"threadId": key[0], "runId": key[1]})
-        return None
-    if (delivery.event_type in TERMINAL_TYPES and sequencer.after is not None
-            and delivery.seq <= sequencer.after):
-        outcome.terminal = True
-    return delivery if line is delivery.value else delivery._replace(value=line)
+    def sequenced(self, deliveries: Iterable[Delivery]) -> Iterator[tuple[int, Delivery]]:
+        """(seq, delivery) for the sequencer of each usable delivery."""
+        for delivery in deliveries:
+            usable = self(delivery)
+            if usable is not None:
+                yield usable.seq, usable
+
+    def __call__(self, delivery: Delivery) -> Delivery | None:
+        """The delivery with its value made one ``data:`` line (``sse_value``), or None.
+
+        A record whose value is not a JSON object, or is longer than a record may
+        be (another writer's: the producer writes neither), is skipped with a
+        warning *before* it is sequenced, so it takes no sequence number from the
+        run's own record and never reaches a client.
+        A terminal event at or below what the client has (a ``Last-Event-ID`` at or
+        past the run's end, given while it ran) ends the stream: the sequencer drops
+        it as already delivered, and the stream would otherwise wait for ever.
+        """
+        key = self.key
+        if self.max_bytes and len(delivery.value) > self.max_bytes:
+            log.warning("event record at offset %d (seq %d) of run %s holds %d bytes, more "
+                        "than a record may (AGUI_MAX_RECORD_BYTES %d); not sent",
+                        delivery.offset, delivery.seq, key[1], len(delivery.value),
+                        self.max_bytes, extra={"threadId": key[0], "runId": key[1]})
+            return None
+        line = sse_value(delivery.value)
+        if line is None:
+            log.warning("event record at offset %d (seq %d) of run %s is not a JSON object; "
+                        "not sent", delivery.offset, delivery.seq, key[1],
+                        extra={"threadId": key[0], "runId": key[1]})
+            return None
+        sequencer = self.sequencer
+        if (delivery.event_type in TERMINAL_TYPES and sequencer.after is not None
+                and delivery.seq <= sequencer.after):
+            self.outcome.terminal = True
+        return delivery if line is delivery.value else delivery._replace(value=line)
 
 
 def _frames(ready: list[tuple[int, Delivery]], outcome: StreamOutcome, with_ids: bool,

@@ -13,9 +13,10 @@ stream are registered *before* the request is published, so whatever
 arrives early is buffered in them.
 
 Bounded everywhere: at most ``max_streams`` subscriptions, each with a
-bounded queue. A stream whose client reads too slowly fills its queue; it
-then continues from the log (``overflow``, ``log_tail``: the fan-out only
-notes what it routes for it until it catches up) instead of stalling the
+queue bounded in events and in bytes (``stream_queue``, ``stream_bytes``). A
+stream whose client reads too slowly fills its queue; it then continues
+from the log (``overflow``, ``log_tail``: the fan-out only notes what it
+routes for it until it catches up) instead of stalling the
 router and every other stream; with no ``tail`` set it is dropped (error
 log, ``streams_dropped`` metric). Alongside routing, the reader remembers, in
 bounded LRU maps, where each run it saw begins (so a replay seeks instead of
@@ -141,6 +142,11 @@ class Delivery(NamedTuple):
     offset: int = -1
 
 
+def delivery_bytes(delivery: Delivery) -> int:
+    """What a delivery weighs in a stream's buffer: its value."""
+    return len(delivery.value)
+
+
 @dataclass(eq=False)
 class RunStream:
     """A subscription to one run's events, with a bounded buffer."""
@@ -161,14 +167,14 @@ class RunStream:
     def run_id(self) -> str:
         return self.key[1]
 
-    def push_all(self, deliveries: list[Delivery]) -> bool:
-        """Buffer deliveries (in offset order), and leave the rest to the log once behind
-        (``overflow``); False (and marked dropped) when the buffer is full and there is no
-        log to continue from."""
+    def push_all(self, deliveries: list[Delivery], nbytes: int = -1) -> bool:
+        """Buffer deliveries (in offset order; ``nbytes`` their values' bytes, when known),
+        and leave the rest to the log once behind (``overflow``); False (and marked
+        dropped) when the buffer is full and there is no log to continue from."""
         if self.dropped:
             return False
         if not self.lag.behind:
-            buffered = self.buffer.put_all(deliveries)
+            buffered = self.buffer.put_all(deliveries, nbytes)
             if buffered == len(deliveries):
                 return True
             if self.tail is None:
@@ -203,13 +209,15 @@ class FanOut(BackgroundReader):
 
     def __init__(self, kafka: KafkaSettings, metrics: ConsumerMetrics, *,
                  max_streams: int, stream_queue: int, index_size: int,
-                 url: str = "") -> None:
+                 stream_bytes: int = 0, url: str = "") -> None:
         super().__init__(kafka)
         self.metrics = metrics
         self.tail: LogTail | None = None
         """Where streams that fall behind continue from (``log_tail``; set by the relay)."""
         self.max_streams = max_streams
         self.stream_queue = stream_queue
+        self.stream_bytes = stream_bytes
+        """Bytes of event values buffered per stream (0: bounded in events only)."""
         self.run_starts: LruMap[RunKey, tuple[int, int]] = LruMap(index_size)
         """(threadId, runId) → (partition, offset) of the first record seen of that run."""
         self.admitted: LruMap[RunKey, int] = LruMap(max(index_size, 1024))
@@ -250,8 +258,9 @@ class FanOut(BackgroundReader):
             self.metrics.streams_dropped.labels("too_many_streams").inc()
             raise Unavailable("too_many_streams",
                               f"this instance already serves {self.max_streams} streams")
-        stream = RunStream((thread_id, run_id), Mailbox(self.stream_queue), tail=self.tail,
-                           partition=self._hold(thread_id))
+        stream = RunStream((thread_id, run_id),
+                           Mailbox(self.stream_queue, self.stream_bytes, delivery_bytes),
+                           tail=self.tail, partition=self._hold(thread_id))
         self._streams.setdefault(stream.key, set()).add(stream)
         self._stream_count += 1
         self.metrics.streams_open.inc()
@@ -428,6 +437,7 @@ class FanOut(BackgroundReader):
         key: RunKey = ("", "")
         subs: set[RunStream] | None = None
         pending: list[Delivery] = []
+        pending_bytes = 0
         for record in records:
             headers: Sequence[tuple[str, bytes | None]] = record.headers or ()
             if (len(headers) > 3 and headers[0][0] == RUN_ID and headers[1][0] == EVENT_TYPE
@@ -441,8 +451,9 @@ class FanOut(BackgroundReader):
                 continue  # not an event of a run (a tombstone is none either)
             if raw is None or raw[0] != thread or raw[1] != run_id:
                 if pending:
-                    self._deliver(key, subs, pending)
+                    self._deliver(key, subs, pending, pending_bytes)
                     pending = []
+                    pending_bytes = 0
                 raw = (thread, run_id)
                 key = (thread.decode("utf-8", "replace"), run_id.decode("utf-8", "replace"))
                 run_starts.setdefault(key, (partition, record.offset))
@@ -458,13 +469,14 @@ class FanOut(BackgroundReader):
                 # tuple.__new__: a NamedTuple's own __new__ is a Python function (0.7 µs a
                 # call here, against 0.2)
                 pending.append(_new_tuple(Delivery, (number, event_type, value, record.offset)))
+                pending_bytes += len(value)
         if pending:
-            self._deliver(key, subs, pending)
+            self._deliver(key, subs, pending, pending_bytes)
 
     def _deliver(self, key: RunKey, subs: set[RunStream] | None,
-                 deliveries: list[Delivery]) -> None:
+                 deliveries: list[Delivery], nbytes: int) -> None:
         for stream in tuple(subs or ()):
-            if not stream.push_all(deliveries):
+            if not stream.push_all(deliveries, nbytes):
                 log.error("stream of run %s dropped: client reads too slowly "
                           "(%d events buffered)", key[1], self.stream_queue,
                           extra={"threadId": key[0], "runId": key[1]})

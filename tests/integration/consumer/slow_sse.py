@@ -120,11 +120,13 @@ async def until(check: Callable[[], bool], what: str) -> None:
 
 
 class BufferPeak:
-    """Samples, while it runs, the most events any one stream of the instance buffered."""
+    """Samples, while it runs, the most events any one stream of the instance buffered
+    (``peak``), and the most bytes of event values (``byte_peak``)."""
 
     def __init__(self, relay: Relay) -> None:
         self.relay = relay
         self.peak = 0
+        self.byte_peak = 0
         self.waiting_peak = 0.0
         self._task: asyncio.Task[Any] | None = None
 
@@ -145,6 +147,8 @@ class BufferPeak:
             for streams in list(fanout._streams.values()):
                 for stream in streams:
                     self.peak = max(self.peak, len(stream.buffer))
+                    self.byte_peak = max(self.byte_peak, sum(
+                        len(d.value) for d in list(stream.buffer._items)))
             self.waiting_peak = max(self.waiting_peak, counter(
                 self.relay, "agui_consumer_stream_log_waiting"))
             await asyncio.sleep(0.005)
