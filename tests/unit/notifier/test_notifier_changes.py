@@ -64,7 +64,8 @@ def test_every_pair_of_states(was: str, now: str) -> None:
         assert e.interrupts is None
     for e in events:
         assert (e.thread_id, e.agent, e.principal, e.at) == ("t1", "approval", "acme", T0)
-        assert e.delivery_id == delivery_id(SCOPE, e.kind, "t1", e.run_id, e.interrupt_ids)
+        assert e.delivery_id == delivery_id(SCOPE, e.kind, "t1", e.run_id,
+                                            [(i, ms(T0)) for i in e.interrupt_ids])
     assert (seen is None) == (not _open(after)), "only threads with open interrupts are kept"
     if seen is not None:
         assert {(w.run_id, w.interrupt_id) for w in seen.waiting} == _open(after)
@@ -118,15 +119,17 @@ def test_the_state_time_is_the_event_time_and_the_record_time_the_fallback() -> 
 
 
 def test_delivery_ids_name_the_notification_not_the_order_of_ids() -> None:
-    one = delivery_id(SCOPE, "answered", "t1", "r1", ["a", "b"])
-    assert one == delivery_id(SCOPE, "answered", "t1", "r1", ["b", "a"])
-    others = {delivery_id(SCOPE, "expired", "t1", "r1", ["a", "b"]),
-              delivery_id("other.threads", "answered", "t1", "r1", ["a", "b"]),
-              delivery_id(SCOPE, "answered", "t2", "r1", ["a", "b"]),
-              delivery_id(SCOPE, "answered", "t1", "r2", ["a", "b"]),
-              delivery_id(SCOPE, "answered", "t1", "r1", ["a"])}
+    a, b = ("a", 1), ("b", 1)
+    one = delivery_id(SCOPE, "answered", "t1", "r1", [a, b])
+    assert one == delivery_id(SCOPE, "answered", "t1", "r1", [b, a])
+    others = {delivery_id(SCOPE, "expired", "t1", "r1", [a, b]),
+              delivery_id("other.threads", "answered", "t1", "r1", [a, b]),
+              delivery_id(SCOPE, "answered", "t2", "r1", [a, b]),
+              delivery_id(SCOPE, "answered", "t1", "r2", [a, b]),
+              delivery_id(SCOPE, "answered", "t1", "r1", [a]),
+              delivery_id(SCOPE, "answered", "t1", "r1", [a, ("b", 2)])}
     assert one not in others
-    assert len(others) == 5
+    assert len(others) == 6
 
 
 def test_expire_marks_each_interrupt_once_grouped_by_run_and_instant() -> None:
