@@ -10,7 +10,8 @@ partition, and once the failed transaction is settled and the partition
 read again, its next batch dead-letters them (``record_too_large``) instead
 of deciding them. An input refused a second time is dead-lettered with
 nothing else written for it, and its letter cut to the minimum: every round
-sets aside at least one more input, so the partition always gets past.
+sets aside at least one more input, so the partition always gets past
+(``services.kafka.size_refusals``: the notifier's dead letters step down alike).
 Exactly-once is untouched: the refused transaction was aborted, and the
 dead letters commit with the offsets like any other output.
 """
@@ -21,7 +22,7 @@ from collections.abc import Mapping, Sequence
 
 from services.gatekeeper.batch import Poison
 from services.gatekeeper.partition import Owned
-from services.kafka.sizing import record_size
+from services.kafka.size_refusals import refused_reason
 from services.kafka.transactions import OutRecord
 
 
@@ -40,9 +41,7 @@ def set_aside(refused: Sequence[OutRecord], owned: Mapping[int, Owned]) -> list[
             continue
         before = target.poison.get(source)
         if before is None:
-            size = record_size(record.key, record.value, record.headers)
-            reason = (f"its {record.topic} record of {size} bytes was refused by the broker "
-                      "as too large")
+            reason = refused_reason(record.topic, record.key, record.value, record.headers)
             target.poison[source] = Poison(reason)
         else:
             target.poison[source] = Poison(before.reason, 2)

@@ -57,15 +57,11 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from aiokafka.errors import (
-    KafkaError,
-    MessageSizeTooLargeError,
-    ProducerFenced,
-    RecordListTooLargeError,
-)
+from aiokafka.errors import KafkaError, ProducerFenced
 from aiokafka.partitioner import DefaultPartitioner
 
 from services.kafka.clients import AIOKafkaProducer, TopicPartition
+from services.kafka.size_refusals import TOO_LARGE
 
 __all__ = [
     "OutRecord",
@@ -98,10 +94,6 @@ class OutRecord:
 
 class TransactionStalledError(Exception):
     """The transaction did not end by its deadline: its outcome is unknown."""
-
-
-TOO_LARGE = (MessageSizeTooLargeError, RecordListTooLargeError)
-"""What the broker answers a record batch too large for a topic (``max.message.bytes``)."""
 
 
 class RecordsRefusedError(KafkaError):  # type: ignore[misc]

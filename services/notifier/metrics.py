@@ -3,8 +3,9 @@
 ``agui_webhook_delivered_total`` counts notifications the receiver took (a
 2xx), ``agui_webhook_retried_total`` attempts that failed and were tried
 again, ``agui_webhook_dead_lettered_total`` notifications given up after the
-last attempt (also counted in the shared ``agui_dead_letters_total``
-{service="notifier", reason="webhook_failed"}); each by ``kind``
+last attempt (their letters counted in the shared ``agui_dead_letters_total``
+{service="notifier", reason="webhook_failed"}, or ``agui_dead_letters_lost_total``
+when the broker refused one even minimal); each by ``kind``
 (interrupted, answered, expired), so cardinality stays fixed. Created on
 first use, like ``services.runtime.metrics``; ``/metrics`` on the health
 side door renders them.
@@ -16,8 +17,6 @@ import functools
 from dataclasses import dataclass
 
 from prometheus_client import REGISTRY, Counter, Gauge
-
-from services.runtime import metrics as shared
 
 __all__ = ["NotifierInstruments", "dead_lettered", "delivered", "instruments", "retried"]
 
@@ -58,4 +57,3 @@ def retried(kind: str) -> None:
 
 def dead_lettered(kind: str) -> None:
     instruments().dead_lettered.labels(kind).inc()
-    shared.dead_letter("notifier", "webhook_failed")

@@ -18,7 +18,10 @@ offset after the record committed, with the partition's expiry watermark as
 the commit's metadata. A crash, a rebalance or a stop in between delivers
 the same notifications again from the committed offset, with the same
 delivery ids, so a receiver that remembers ids sees each once. Exactly once
-is not promised: the receiver and Kafka share no transaction.
+is not promised: the receiver and Kafka share no transaction. A dead letter
+the broker refuses for its size is written minimal, and refused even so,
+logged as an ERROR and skipped: never retried as it was, which would hold
+its partition for ever.
 
 Partitions are worked independently: the loop only polls, and hands each
 partition's records to a task of its own (at most one per owned partition,
@@ -58,13 +61,15 @@ from services.kafka.clients import (
     new_consumer,
     new_producer,
 )
-from services.kafka.deadletters import Service, Source, fitting, letter_key
+from services.kafka.deadletters import InRecord, Service, Source, letter_key
+from services.kafka.size_refusals import TOO_LARGE, letter_after, refused_reason
 from services.kafka.sizing import RecordLimit
 from services.notifier import metrics
 from services.notifier.book import Book, commit_metadata, read_watermark
 from services.notifier.delivery import Outcome, Webhook
 from services.notifier.settings import NotifierSettings
 from services.notifier.signing import DELIVERY_HEADER
+from services.runtime import metrics as shared_metrics
 from services.runtime.settings import KafkaSettings
 
 __all__ = ["Notifier"]
@@ -74,6 +79,7 @@ log = logging.getLogger(__name__)
 FLUSH_S = 5.0
 """Offsets of records that notified nothing are committed at least this often."""
 SERVICE: Service = "notifier"
+WEBHOOK_FAILED = "webhook_failed"
 
 
 @dataclass
@@ -367,37 +373,63 @@ class Notifier:
                 log.info("webhook %s %s for thread %s delivered (%s, attempt %d)", event.kind,
                          event.delivery_id, event.thread_id, outcome.last, outcome.attempts,
                          extra={"threadId": event.thread_id, "runId": event.run_id})
-            elif not await self._dead_letter(c, event, outcome, owned.tp.partition, offset, stop):
+            elif not await self._undelivered(c, event, outcome, owned.tp.partition, offset,
+                                             stop):
                 owned.held = True
                 return False
         await self._commit(c, owned)
         return True
 
-    async def _dead_letter(self, c: _Clients, event: WebhookEvent, outcome: Outcome,
+    async def _undelivered(self, c: _Clients, event: WebhookEvent, outcome: Outcome,
                            partition: int, offset: int, stop: asyncio.Event) -> bool:
+        """Dead-letter a notification given up; False if stopped first."""
         reason = (f"webhook {event.kind} notification not delivered after {outcome.attempts} "
                   f"attempts; last: {outcome.last}")
         source = Source(self.topic, partition, offset, event.thread_id.encode(), encode(event),
                         [(DELIVERY_HEADER, event.delivery_id.encode())])
-        letter = fitting(source, "webhook_failed", reason, self._clock(), service=SERVICE,
-                         limit=self._limit)
-        wait = 0.5
-        while True:
+        kept = await self._dead_letter(c, source, WEBHOOK_FAILED, reason, stop)
+        if kept is None:
+            return False
+        metrics.dead_lettered(event.kind)
+        log.error("webhook %s %s for thread %s %s: %s", event.kind, event.delivery_id,
+                  event.thread_id, "dead-lettered" if kept else "given up", reason,
+                  extra={"threadId": event.thread_id})
+        return True
+
+    async def _dead_letter(self, c: _Clients, source: InRecord, code: str, reason: str,
+                           stop: asyncio.Event) -> bool | None:
+        """Write the letter about ``source``, retrying what may pass later: True once written,
+        None if stopped first. A letter the broker refuses for its size is never sent again
+        as it was (``size_refusals``): written minimal and, refused even so, given up (False)
+        with an ERROR log naming the record and ``agui_dead_letters_lost_total``, so the
+        partition moves on."""
+        refusals, wait = 0, 0.5
+        while (letter := letter_after(source, code, reason, self._clock(), service=SERVICE,
+                                      limit=self._limit, refusals=refusals)) is not None:
+            key, value = letter_key(letter), encode(letter)
             try:
-                await c.producer.send_and_wait(self.kafka.topics.deadletter, encode(letter),
-                                               key=letter_key(letter))
-                break
+                await c.producer.send_and_wait(self.kafka.topics.deadletter, value, key=key)
+            except TOO_LARGE as exc:
+                refused = refused_reason(self.kafka.topics.deadletter, key, value)
+                log.warning("dead letter about %s p%d@%d refused (%s): %s", source.topic,
+                            source.partition, source.offset, exc, refused)
+                reason, refusals = f"{reason}; {refused}", refusals + 1
+                continue
             except KafkaError as exc:
-                log.warning("dead letter for %s not written (%s); retrying", event.delivery_id,
-                            exc)
+                log.warning("dead letter about %s p%d@%d not written (%s); retrying",
+                            source.topic, source.partition, source.offset, exc)
                 await asyncio.sleep(wait)
                 wait = min(wait * 2, 10)
                 if stop.is_set():
-                    return False
-        metrics.dead_lettered(event.kind)
-        log.error("webhook %s %s for thread %s dead-lettered: %s", event.kind, event.delivery_id,
-                  event.thread_id, reason, extra={"threadId": event.thread_id})
-        return True
+                    return None
+                continue
+            shared_metrics.dead_letter(SERVICE, code)
+            return True
+        shared_metrics.dead_letter_lost(SERVICE, code)
+        log.error("%s p%d@%d (%s) could not be dead-lettered: the broker refused its letter "
+                  "even minimal, so it is kept nowhere: %s", source.topic, source.partition,
+                  source.offset, code, reason)
+        return False
 
     async def _commit(self, c: _Clients, owned: _Owned) -> None:
         if owned.held or self._owned.get(owned.tp.partition) is not owned:

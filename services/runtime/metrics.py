@@ -19,7 +19,9 @@ Who records what (each in exactly one place):
   ``agui_runs_finished_total`` {agent, outcome}, ``agui_runs_in_flight`` {agent};
   recovery counts the runs it closes as outcome ``worker_lost``;
 - every service: ``agui_dead_letters_total`` {service, reason} for each dead
-  letter it writes, and ``agui_consumer_lag`` {group, topic, partition} of
+  letter it writes, ``agui_dead_letters_lost_total`` {service, reason} for each
+  one the broker refused even cut to its origin and reason (the record is
+  skipped, an ERROR log naming it), and ``agui_consumer_lag`` {group, topic, partition} of
   its own consumers (end offset minus position);
 - consumer service (its per-app registry, ``services.consumer.metrics``):
   ``agui_consumer_sse_streams_open`` and its request counters.
@@ -52,6 +54,7 @@ __all__ = [
     "LagRow",
     "LoopHistogram",
     "dead_letter",
+    "dead_letter_lost",
     "decision",
     "instruments",
     "run_finished",
@@ -119,6 +122,7 @@ class Instruments:
     expired_interrupts: Gauge
     running_too_long: Gauge
     dead_letters: Counter
+    dead_letters_lost: Counter
     consumer_lag: Gauge
 
 
@@ -157,6 +161,10 @@ def instruments() -> Instruments:
             "Threads whose run started longer ago than AGUI_RUNNING_TOO_LONG_S", registry=r),
         dead_letters=Counter("agui_dead_letters", "Dead letters written, by service and reason",
                              ["service", "reason"], registry=r),
+        dead_letters_lost=Counter(
+            "agui_dead_letters_lost",
+            "Dead letters the broker refused even minimal: the record skipped, logged as ERROR",
+            ["service", "reason"], registry=r),
         consumer_lag=Gauge(
             "agui_consumer_lag",
             "Records behind the end of each partition this process consumes (end - position)",
@@ -218,6 +226,11 @@ def run_finished(agent: str, outcome: str) -> None:
 def dead_letter(service: str, reason: str) -> None:
     """Count one dead letter ``service`` wrote (``reason``: the letter's code)."""
     instruments().dead_letters.labels(service, reason).inc()
+
+
+def dead_letter_lost(service: str, reason: str) -> None:
+    """Count one dead letter ``service`` could not write (refused even minimal)."""
+    instruments().dead_letters_lost.labels(service, reason).inc()
 
 
 @dataclass(frozen=True, slots=True)
