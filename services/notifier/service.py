@@ -21,7 +21,10 @@ delivery ids, so a receiver that remembers ids sees each once. Exactly once
 is not promised: the receiver and Kafka share no transaction. A dead letter
 the broker refuses for its size is written minimal, and refused even so,
 logged as an ERROR and skipped: never retried as it was, which would hold
-its partition for ever.
+its partition for ever. A ``threads`` record past ``AGUI_MAX_RECORD_BYTES``
+(written compressed, the broker's limit may take it) is not read: it is
+dead-lettered ``record_too_large`` and skipped, never decoded into a webhook
+of its size.
 
 Partitions are worked independently: the loop only polls, and hands each
 partition's records to a task of its own (at most one per owned partition,
@@ -80,6 +83,7 @@ FLUSH_S = 5.0
 """Offsets of records that notified nothing are committed at least this often."""
 SERVICE: Service = "notifier"
 WEBHOOK_FAILED = "webhook_failed"
+RECORD_TOO_LARGE = "record_too_large"
 
 
 @dataclass
@@ -298,6 +302,8 @@ class Notifier:
     async def _record(self, c: _Clients, owned: _Owned, record: ConsumerRecord,
                       stop: asyncio.Event) -> bool:
         """Restore or notify one record; False if its notification was interrupted."""
+        if record.value is not None and len(record.value) > self.kafka.max_record_bytes:
+            return await self._oversize(c, owned, record, stop)
         parsed = self._parse(record)
         if parsed is None:
             return True
@@ -341,6 +347,29 @@ class Notifier:
         if end is None:
             end = c.consumer.highwater(tp)
         return end is not None and await c.consumer.position(tp) >= end
+
+    async def _oversize(self, c: _Clients, owned: _Owned, record: ConsumerRecord,
+                        stop: asyncio.Event) -> bool:
+        """A record past ``AGUI_MAX_RECORD_BYTES`` (written compressed, the broker's limit
+        took it): never decoded, nor notified whole; dead-lettered ``record_too_large``
+        (its value cut), then committed past. One before the committed offset was
+        dead-lettered then: skipped. False if stopped before its letter was written."""
+        if not owned.book.active:
+            if record.offset < owned.resume_at:
+                return True
+            await self._activate(c, owned)
+        owned.next_offset = record.offset + 1
+        reason = (f"the threads record is {len(record.value or b'')} bytes, over the limit "
+                  f"of {self.kafka.max_record_bytes} (AGUI_MAX_RECORD_BYTES): not read")
+        kept = await self._dead_letter(c, record, RECORD_TOO_LARGE, reason, stop)
+        if kept is None:
+            owned.held = True
+            return False
+        if kept:
+            log.error("threads record at %d/%d dead-lettered: %s", record.partition,
+                      record.offset, reason)
+        await self._commit(c, owned)
+        return True
 
     def _parse(self, record: ConsumerRecord) -> tuple[str, ThreadState | None] | None:
         if record.key is None:

@@ -1,9 +1,12 @@
-"""The notifier at the edges of record size: no partition wedged by its dead letters.
+"""The notifier at the edges of record size: no partition wedged, no webhook of any size.
 
 A dead letter the broker refuses for its size (the ``deadletter`` topic's
 ``max.message.bytes`` below it) is written minimal, and refused even so,
 given up loudly: never retried as it was, which held every later
-notification of its ``threads`` partition for ever.
+notification of its ``threads`` partition for ever. And a ``threads``
+record past ``AGUI_MAX_RECORD_BYTES`` (written compressed, so the broker's
+limit, which counts compressed bytes, takes it) is dead-lettered
+``record_too_large`` instead of being decoded and POSTed whole.
 """
 
 from __future__ import annotations
@@ -14,13 +17,15 @@ from datetime import UTC, datetime
 
 import pytest
 from ag_ui.core import Interrupt
+from aiokafka import AIOKafkaProducer
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.partitioner import murmur2
 from notifier_support import SECRET, Threads, dead_letters, running
 from receiver import Receiver, always
 
-from contracts import OpenInterrupt, ThreadState
+from contracts import OpenInterrupt, ThreadState, encode
 from services.kafka.clients import new_admin
+from services.kafka.deadletters import DEAD_LETTER_VALUE_LIMIT
 from services.runtime.metrics import sample_value
 from services.runtime.settings import KafkaSettings
 
@@ -106,3 +111,52 @@ async def test_a_letter_refused_even_minimal_is_given_up_loudly(
     assert [m.split(" (")[0] for m in lost] == \
         [f"{kafka.topics.threads} p{partition}@0", f"{kafka.topics.threads} p{partition}@1"]
     assert all("refused by the broker as too large" in m for m in lost)
+
+
+async def test_a_threads_record_past_the_record_limit_is_not_posted_whole(
+        kafka: KafkaSettings, threads: Threads) -> None:
+    value = encode(_state("bomb", "m" * (4 << 20)))
+    assert len(value) > 4 * kafka.max_record_bytes
+    async with Receiver(SECRET.encode()) as hook, running(kafka, hook.url, retries=0):
+        writer = AIOKafkaProducer(bootstrap_servers=kafka.bootstrap_servers,
+                                  compression_type="gzip", max_request_size=16 << 20)
+        await writer.start()
+        try:  # megabytes of value, a few KB on the wire: the broker's limit takes it
+            await writer.send_and_wait(kafka.topics.threads, value, key=b"bomb")
+        finally:
+            await writer.stop()
+        await threads.write(_state("bomb", "a later question", run_id="r2"))
+        await hook.wait_for(lambda: any(a.event.run_id == "r2" for a in hook.accepted),
+                            within_s=30)
+        posted = max((len(a.body) for a in hook.attempts), default=0)
+        assert posted <= kafka.max_record_bytes, (
+            f"a threads record of {len(value):,} bytes (AGUI_MAX_RECORD_BYTES "
+            f"{kafka.max_record_bytes:,}) was decoded and POSTed as a {posted:,}-byte webhook "
+            "body instead of being refused (dead-lettered record_too_large)")
+        (letter,) = await dead_letters(kafka, 1, within_s=30)
+    assert [a.event.run_id for a in hook.accepted] == ["r2"], "the partition moves on"
+    assert (letter.code, letter.service, letter.key) == ("record_too_large", "notifier", "bomb")
+    assert (letter.source_topic, letter.offset) == (kafka.topics.threads, 0)
+    assert len(letter.value) == DEAD_LETTER_VALUE_LIMIT, "the letter's value cut"
+    assert f"the threads record is {len(value)} bytes" in letter.reason
+
+
+async def test_a_record_past_the_limit_is_dead_lettered_once_across_a_restart(
+        kafka: KafkaSettings, threads: Threads) -> None:
+    value = encode(_state("bomb", "m" * (2 << 20)))
+    async with Receiver(SECRET.encode()) as hook:
+        async with running(kafka, hook.url, retries=0):
+            writer = AIOKafkaProducer(bootstrap_servers=kafka.bootstrap_servers,
+                                      compression_type="gzip", max_request_size=16 << 20)
+            await writer.start()
+            try:
+                await writer.send_and_wait(kafka.topics.threads, value, key=b"bomb")
+            finally:
+                await writer.stop()
+            await dead_letters(kafka, 1, within_s=30)
+        async with running(kafka, hook.url, retries=0):  # restores past it from the commit
+            await threads.write(_state("bomb", "after the restart", run_id="r3"))
+            await hook.wait_for(lambda: any(a.event.run_id == "r3" for a in hook.accepted),
+                                within_s=30)
+    with pytest.raises(TimeoutError):
+        await dead_letters(kafka, 2, within_s=3)
