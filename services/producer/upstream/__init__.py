@@ -11,7 +11,8 @@ closes, its interrupt outcome recorded in the checkpoint like any other,
 whatever it left open closed. ``config`` reads the per-agent settings
 (headers, timeouts, TLS, concurrency) from the environment — pure;
 ``client`` is the agent that talks HTTP and turns every failure into one
-``RUN_ERROR`` with an ``upstream_*`` code.
+``RUN_ERROR`` with an ``upstream_*`` code; ``runs`` picks the requested run
+out of a stream that may carry several (pure).
 """
 
 from __future__ import annotations

@@ -10,10 +10,13 @@ left open and writes the one terminal event. What this module adds:
   logged), over one ``httpx.AsyncClient`` per upstream whose connections
   and in-flight requests are bounded by ``CONCURRENCY``;
 * the stream: parsed by ``httpx-sse``; each ``data`` JSON-decoded and
-  validated as an AG-UI event. The upstream's ``RUN_STARTED`` is dropped
-  (the runtime opened the run already) and its ``RUN_FINISHED`` or
-  ``RUN_ERROR`` is handed to the runner as the agent's own ending, so its
-  interrupt outcome is recorded in the checkpoint as the runtime's own;
+  validated as an AG-UI event; the requested run picked out of it
+  (``runs.RunSelector``: replayed runs ahead of it skipped, boundaries
+  naming another thread or run refused, ``upstream_protocol``). Its
+  ``RUN_STARTED`` is dropped (the runtime opened the run already) and its
+  ``RUN_FINISHED`` or ``RUN_ERROR`` is handed to the runner as the agent's
+  own ending, so its interrupt outcome is recorded in the checkpoint as the
+  runtime's own;
 * failures, each one ``RUN_ERROR`` (a ``RunFailedError`` the runner turns
   into the terminal event): ``upstream_unreachable`` (no connection),
   ``upstream_status`` (a non-2xx answer, its body quoted, bounded),
@@ -52,6 +55,7 @@ from contracts.exact_json import IntegerOutOfRange, loads_exact
 from services.producer.agent import AgentDefinition, AgentItem
 from services.producer.errors import RunFailedError
 from services.producer.upstream.config import UpstreamConfig
+from services.producer.upstream.runs import RunRuleError, RunSelector
 
 if TYPE_CHECKING:
     from services.producer.context import RunContext
@@ -65,7 +69,6 @@ BODY_QUOTE_BYTES = 2048
 """At most this much of an error answer is read; at most ``BODY_QUOTE_CHARS`` quoted."""
 BODY_QUOTE_CHARS = 500
 RETRY_BACKOFF_S = 0.2
-TERMINAL_TYPES = frozenset({"RUN_FINISHED", "RUN_ERROR"})
 
 
 def safe_url(url: str) -> str:
@@ -180,7 +183,7 @@ class UpstreamAgent:
         try:
             response = await self._open(body, deadline)
             try:
-                async for item in self._events(response, deadline):
+                async for item in self._events(response, deadline, run_input):
                     yield item
             finally:
                 await response.aclose()
@@ -278,31 +281,35 @@ class UpstreamAgent:
 
     # ---- the stream ----------------------------------------------------
 
-    async def _events(self, response: httpx.Response,
-                      deadline: float) -> AsyncIterator[dict[str, Any]]:
-        """The upstream's events, validated, its RUN_STARTED dropped, up to its terminal."""
+    async def _events(self, response: httpx.Response, deadline: float,
+                      run_input: RunAgentInput) -> AsyncIterator[dict[str, Any]]:
+        """The requested run's events, validated, up to its terminal event (``RunSelector``
+        takes them out of the stream: replayed runs skipped, other runs' boundaries
+        refused)."""
         stream = EventSource(response).aiter_sse()
         body = response.stream if isinstance(response.stream, BoundedStream) else None
-        started = False
+        runs = RunSelector(run_input.thread_id, run_input.run_id)
         try:
             while True:
                 sse = await self._next(stream, deadline, body)
                 if sse is None:
-                    raise RunFailedError(f"upstream {self.where} ended its stream without "
-                                         "RUN_FINISHED or RUN_ERROR", "upstream_dropped")
+                    raise RunFailedError(f"upstream {self.where} ended its stream "
+                                         f"{runs.unended()}", "upstream_dropped")
                 if not sse.data:
                     continue
-                wire = self._event(sse)
-                if wire["type"] == "RUN_STARTED":
-                    if started:
-                        raise RunFailedError(f"upstream {self.where} started its run twice",
-                                             "upstream_protocol")
-                    started = True
-                    continue
-                yield wire
-                if wire["type"] in TERMINAL_TYPES:
+                try:
+                    taken = runs.take(self._event(sse))
+                except RunRuleError as exc:
+                    raise RunFailedError(f"upstream {self.where} {exc}",
+                                         "upstream_protocol") from None
+                for wire in taken:
+                    yield wire
+                if runs.phase in ("finished", "ended"):
                     return
         finally:
+            if runs.skipped:
+                log.info("upstream %s replayed runs %s ahead of run %s: skipped", self.where,
+                         ", ".join(runs.skipped), run_input.run_id)
             await stream.aclose()
 
     async def _next(self, stream: AsyncIterator[ServerSentEvent], deadline: float,
