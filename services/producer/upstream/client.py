@@ -16,7 +16,9 @@ left open and writes the one terminal event. What this module adds:
   ``RUN_STARTED`` is dropped (the runtime opened the run already) and its
   ``RUN_FINISHED`` or ``RUN_ERROR`` is handed to the runner as the agent's
   own ending, so its interrupt outcome is recorded in the checkpoint as the
-  runtime's own;
+  runtime's own; a late ``RUN_ERROR`` (read for ``LATE_ERROR_GRACE_S`` after
+  ``RUN_FINISHED``, until the upstream closes the stream) ends the run
+  failed instead;
 * failures, each one ``RUN_ERROR`` (a ``RunFailedError`` the runner turns
   into the terminal event): ``upstream_unreachable`` (no connection),
   ``upstream_status`` (a non-2xx answer, its body quoted, bounded),
@@ -55,7 +57,7 @@ from contracts.exact_json import IntegerOutOfRange, loads_exact
 from services.producer.agent import AgentDefinition, AgentItem
 from services.producer.errors import RunFailedError
 from services.producer.upstream.config import UpstreamConfig
-from services.producer.upstream.runs import RunRuleError, RunSelector
+from services.producer.upstream.runs import LATE_ERROR_GRACE_S, RunRuleError, RunSelector
 
 if TYPE_CHECKING:
     from services.producer.context import RunContext
@@ -285,7 +287,8 @@ class UpstreamAgent:
                       run_input: RunAgentInput) -> AsyncIterator[dict[str, Any]]:
         """The requested run's events, validated, up to its terminal event (``RunSelector``
         takes them out of the stream: replayed runs skipped, other runs' boundaries
-        refused)."""
+        refused). Its ``RUN_FINISHED`` waits for the stream's end, at most
+        ``LATE_ERROR_GRACE_S``: a late ``RUN_ERROR`` ends the run failed instead."""
         stream = EventSource(response).aiter_sse()
         body = response.stream if isinstance(response.stream, BoundedStream) else None
         runs = RunSelector(run_input.thread_id, run_input.run_id)
@@ -302,15 +305,44 @@ class UpstreamAgent:
                 except RunRuleError as exc:
                     raise RunFailedError(f"upstream {self.where} {exc}",
                                          "upstream_protocol") from None
+                if runs.phase == "finished":
+                    late = await self._late_error(stream, deadline, body, runs)
+                    yield late if late is not None else taken[-1]
+                    return
                 for wire in taken:
                     yield wire
-                if runs.phase in ("finished", "ended"):
+                if runs.phase == "ended":
                     return
         finally:
             if runs.skipped:
                 log.info("upstream %s replayed runs %s ahead of run %s: skipped", self.where,
                          ", ".join(runs.skipped), run_input.run_id)
             await stream.aclose()
+
+    async def _late_error(self, stream: AsyncIterator[ServerSentEvent], deadline: float,
+                          body: BoundedStream | None,
+                          runs: RunSelector) -> dict[str, Any] | None:
+        """A ``RUN_ERROR`` sent after the run's ``RUN_FINISHED`` (AG-UI 1.0 rule 36: the run
+        failed after all), read until the upstream closes the stream (most do at once) or
+        ``LATE_ERROR_GRACE_S`` passed; None when none came."""
+        grace = min(LATE_ERROR_GRACE_S, max(deadline - asyncio.get_running_loop().time(), 0.0))
+        try:
+            async with asyncio.timeout(grace):
+                while (sse := await self._next(stream, deadline, body)) is not None:
+                    if sse.data:
+                        wire = self._event(sse)
+                        if runs.after(wire) == "next_run":
+                            return None
+                        return {**wire, "message": "after its RUN_FINISHED: "
+                                + str(wire.get("message", ""))}
+        except TimeoutError:
+            pass
+        except RunRuleError as exc:
+            raise RunFailedError(f"upstream {self.where} {exc}", "upstream_protocol") from None
+        except RunFailedError as exc:
+            if exc.code not in ("upstream_dropped", "upstream_timeout"):
+                raise  # a broken event; a stream dropped after the end ended it
+        return None
 
     async def _next(self, stream: AsyncIterator[ServerSentEvent], deadline: float,
                     body: BoundedStream | None) -> ServerSentEvent | None:

@@ -16,8 +16,9 @@ the stream's events in order and says what the relay's run is made of:
 * the requested run's events are published, its ``RUN_STARTED`` dropped (the
   runtime opened the run already);
 * a boundary naming another thread, or another run where only the requested
-  one may be (its ``RUN_FINISHED``), or a run opened inside another is a
-  ``RunRuleError``.
+  one may be (its ``RUN_FINISHED``), a run opened inside another, or any
+  event after the requested run closed but a ``RUN_ERROR`` (the late error of
+  rule 36) or the ``RUN_STARTED`` of a next run is a ``RunRuleError``.
 
 Events before any ``RUN_STARTED`` open the requested run, as before (an
 upstream that omits its ``RUN_STARTED``); between a replayed run's end and
@@ -31,6 +32,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Phase = Literal["before", "replayed", "requested", "finished", "ended"]
+LATE_ERROR_GRACE_S = 0.5
+"""How long the requested run's ``RUN_FINISHED`` waits for a late ``RUN_ERROR`` on a
+stream the upstream leaves open (most close it at once: no wait)."""
 
 
 class RunRuleError(Exception):
@@ -57,8 +61,8 @@ class RunSelector:
     """The last ``STATE_SNAPSHOT`` of a replayed run, until the requested run opens."""
 
     def take(self, wire: dict[str, Any]) -> list[dict[str, Any]]:
-        """The events ``wire`` adds to the requested run (none while replaying), up to
-        the requested run's terminal event."""
+        """The events ``wire`` adds to the requested run (none while replaying). After
+        the requested run's terminal event, use ``after`` instead."""
         kind = wire["type"]
         if self.phase == "replayed":
             return self._replayed(kind, wire)
@@ -77,6 +81,22 @@ class RunSelector:
         elif kind == "RUN_ERROR":
             self.phase = "ended"
         return [wire]
+
+    def after(self, wire: dict[str, Any]) -> Literal["late_error", "next_run"]:
+        """What an event after the requested run's ``RUN_FINISHED`` is: its late
+        ``RUN_ERROR`` (the run failed after all, rule 36), or a next run's
+        ``RUN_STARTED`` (not the relay's: the stream is read no further)."""
+        kind = wire["type"]
+        if kind == "RUN_ERROR":
+            self.phase = "ended"
+            return "late_error"
+        if kind != "RUN_STARTED":
+            raise RunRuleError(f"sent {kind} after run {_shown(self.run_id)} finished")
+        if wire.get("threadId") != self.thread_id:
+            raise RunRuleError(f"started a run of another thread ({self._named(wire)}) "
+                                  f"after run {_shown(self.run_id)} finished")
+        self.phase = "ended"
+        return "next_run"
 
     def unended(self) -> str:
         """What a stream that ended here left undone (for the failure's message)."""

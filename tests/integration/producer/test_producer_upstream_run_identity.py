@@ -5,6 +5,9 @@ path), hosted by an in-process worker as ``name=http://...`` entries, as in
 ``test_producer_upstream``. What the relay's client reads is what the worker wrote
 on ``events``.
 
+* ``/late_error``: ``RUN_FINISHED`` success, then the ``RUN_ERROR`` of a failure that
+  surfaced while flushing (AG-UI 1.0 rule 36: the consumer MUST then treat the run as
+  failed): the run ends with that ``RUN_ERROR``.
 * ``/replay``: one stream carrying an earlier run (its own runId, an interrupt
   outcome), then the requested run (rule 38: replay is the usual case; rule 64: the
   requested run echoes the input's runId): the earlier run is skipped, the requested
@@ -50,7 +53,12 @@ def app() -> FastAPI:
         text = [{"type": "TEXT_MESSAGE_START", "messageId": "m1", "role": "assistant"},
                 {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": "saved"},
                 {"type": "TEXT_MESSAGE_END", "messageId": "m1"}]
-        if path == "replay":
+        if path == "late_error":
+            events = [{"type": "RUN_STARTED", **ids}, *text,
+                      {"type": "RUN_FINISHED", **ids, "outcome": {"type": "success"}},
+                      {"type": "RUN_ERROR", "code": "flush_failed",
+                       "message": "writing to the ledger failed after success was reported"}]
+        elif path == "replay":
             old = {"threadId": body["threadId"], "runId": "earlier-run"}
             events = [{"type": "RUN_STARTED", **old},
                       {"type": "MESSAGES_SNAPSHOT",
@@ -84,6 +92,19 @@ async def bridged(kafka: KafkaSettings, **agents: str) -> AsyncIterator[Worker]:
                 f"{name}=http://127.0.0.1:{port}/{path}" for name, path in agents.items())
                 ) as worker:
             yield worker
+
+
+async def test_a_late_run_error_after_run_finished_ends_the_run_failed(
+        kafka: KafkaSettings, relay: Relay) -> None:
+    async with bridged(kafka, up_late="late_error"):
+        view = await relay.run("up_late", first_input("t-late", "late-1"))
+    assert view.types.count("RUN_STARTED") == 1
+    # the upstream said the run failed: the relay's client must not read a success
+    assert view.types[-1] == "RUN_ERROR", (view.types, view.terminal)
+    assert "RUN_FINISHED" not in view.types
+    assert view.terminal["code"] == "flush_failed"
+    assert "writing to the ledger failed" in view.terminal["message"]
+    view.assert_conformant()
 
 
 async def test_a_replayed_run_ahead_of_the_requested_one_is_not_taken_for_it(

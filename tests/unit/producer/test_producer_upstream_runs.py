@@ -2,7 +2,9 @@
 
 Replayed runs ahead of it are skipped (their last ``STATE_SNAPSHOT`` carried into
 the requested run, their ``MESSAGES_SNAPSHOT`` not), boundaries naming another
-thread or run are refused (AG-UI 1.0 rules 38, 64).
+thread or run are refused, and after the requested run's ``RUN_FINISHED`` only its
+late ``RUN_ERROR`` or a next run's ``RUN_STARTED`` may come (AG-UI 1.0 rules 36-38,
+64).
 """
 
 from __future__ import annotations
@@ -86,6 +88,21 @@ def test_boundaries_naming_another_thread_or_run_are_refused(
         events: list[dict[str, Any]], said: str) -> None:
     with pytest.raises(RunRuleError, match=re.escape(said)):
         taken(*events)
+
+
+def test_after_its_finish_a_run_error_is_late_and_a_run_started_a_next_run() -> None:
+    runs, _ = taken(started(IDS), finished(IDS))
+    assert runs.after({"type": "RUN_ERROR", "message": "flush failed"}) == "late_error"
+    runs, _ = taken(started(IDS), finished(IDS))
+    assert runs.after(started({"threadId": "t1", "runId": "r2"})) == "next_run"
+
+
+@pytest.mark.parametrize("event", [TEXT, started({"threadId": "t9", "runId": "r2"}),
+                                   finished(IDS)], ids=["content", "foreign-run", "finish"])
+def test_anything_else_after_its_finish_is_refused(event: dict[str, Any]) -> None:
+    runs, _ = taken(started(IDS), finished(IDS))
+    with pytest.raises(RunRuleError, match="after run 'r1' finished"):
+        runs.after(event)
 
 
 def test_the_requested_runs_run_error_ends_it() -> None:
