@@ -58,7 +58,8 @@ def producer(
     text/event-stream); its SSE stream is published under the guarantees
     of a hosted agent. A failure ends the run with one RUN_ERROR coded
     upstream_unreachable, upstream_status, upstream_protocol,
-    upstream_dropped or upstream_timeout.
+    upstream_dropped or upstream_timeout; the upstream's own RUN_ERROR
+    (a late one after its RUN_FINISHED too) ends it coded upstream.<code>.
 
     Per upstream: AGUI_UPSTREAM_<NAME>_<SETTING> (NAME upper-cased, - as _);
     all but HEADERS also take a shared AGUI_UPSTREAM_<SETTING> default.

@@ -12,7 +12,8 @@ whatever it left open closed. ``config`` reads the per-agent settings
 (headers, timeouts, TLS, concurrency) from the environment — pure;
 ``client`` is the agent that talks HTTP and turns every failure into one
 ``RUN_ERROR`` with an ``upstream_*`` code; ``runs`` picks the requested run
-out of a stream that may carry several (pure).
+out of a stream that may carry several (pure), and namespaces the codes of
+the upstream's own ``RUN_ERROR`` (``upstream.<code>``).
 """
 
 from __future__ import annotations

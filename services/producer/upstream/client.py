@@ -57,7 +57,12 @@ from contracts.exact_json import IntegerOutOfRange, loads_exact
 from services.producer.agent import AgentDefinition, AgentItem
 from services.producer.errors import RunFailedError
 from services.producer.upstream.config import UpstreamConfig
-from services.producer.upstream.runs import LATE_ERROR_GRACE_S, RunRuleError, RunSelector
+from services.producer.upstream.runs import (
+    LATE_ERROR_GRACE_S,
+    RunRuleError,
+    RunSelector,
+    relayed_error,
+)
 
 if TYPE_CHECKING:
     from services.producer.context import RunContext
@@ -333,8 +338,9 @@ class UpstreamAgent:
                         wire = self._event(sse)
                         if runs.after(wire) == "next_run":
                             return None
-                        return {**wire, "message": "after its RUN_FINISHED: "
-                                + str(wire.get("message", ""))}
+                        late = relayed_error(wire)
+                        return {**late, "message": "after its RUN_FINISHED: "
+                                + str(late.get("message", ""))}
         except TimeoutError:
             pass
         except RunRuleError as exc:

@@ -24,6 +24,12 @@ Events before any ``RUN_STARTED`` open the requested run, as before (an
 upstream that omits its ``RUN_STARTED``); between a replayed run's end and
 the next ``RUN_STARTED`` only that run's late ``RUN_ERROR`` may come (and is
 skipped with it). Pure: no I/O.
+
+``relayed_error`` is the upstream's ``RUN_ERROR`` as the relay's run
+reports it: its ``code`` namespaced ``upstream.<code>`` (``upstream_error``
+when it has none), so no upstream can send a code of the relay's own
+(``worker_lost``, ``run_timeout``, ``upstream_timeout``...) and have clients
+read it as the relay's.
 """
 
 from __future__ import annotations
@@ -32,13 +38,21 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Phase = Literal["before", "replayed", "requested", "finished", "ended"]
+ERROR_PREFIX = "upstream."
 LATE_ERROR_GRACE_S = 0.5
 """How long the requested run's ``RUN_FINISHED`` waits for a late ``RUN_ERROR`` on a
 stream the upstream leaves open (most close it at once: no wait)."""
+NO_CODE = "upstream_error"
 
 
 class RunRuleError(Exception):
     """The stream breaks the run rules: the run ends ``upstream_protocol``."""
+
+
+def relayed_error(wire: dict[str, Any]) -> dict[str, Any]:
+    """The upstream's ``RUN_ERROR`` with its code namespaced (see the module's docstring)."""
+    code = wire.get("code")
+    return {**wire, "code": f"{ERROR_PREFIX}{code}" if code else NO_CODE}
 
 
 def _shown(value: Any) -> str:
@@ -80,6 +94,7 @@ class RunSelector:
             self.phase = "finished"
         elif kind == "RUN_ERROR":
             self.phase = "ended"
+            return [relayed_error(wire)]
         return [wire]
 
     def after(self, wire: dict[str, Any]) -> Literal["late_error", "next_run"]:

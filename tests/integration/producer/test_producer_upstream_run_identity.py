@@ -7,7 +7,7 @@ on ``events``.
 
 * ``/late_error``: ``RUN_FINISHED`` success, then the ``RUN_ERROR`` of a failure that
   surfaced while flushing (AG-UI 1.0 rule 36: the consumer MUST then treat the run as
-  failed): the run ends with that ``RUN_ERROR``.
+  failed): the run ends with that ``RUN_ERROR``, its code namespaced.
 * ``/replay``: one stream carrying an earlier run (its own runId, an interrupt
   outcome), then the requested run (rule 38: replay is the usual case; rule 64: the
   requested run echoes the input's runId): the earlier run is skipped, the requested
@@ -102,7 +102,7 @@ async def test_a_late_run_error_after_run_finished_ends_the_run_failed(
     # the upstream said the run failed: the relay's client must not read a success
     assert view.types[-1] == "RUN_ERROR", (view.types, view.terminal)
     assert "RUN_FINISHED" not in view.types
-    assert view.terminal["code"] == "flush_failed"
+    assert view.terminal["code"] == "upstream.flush_failed"
     assert "writing to the ledger failed" in view.terminal["message"]
     view.assert_conformant()
 

@@ -69,7 +69,7 @@ async def test_a_stream_closed_after_run_finished_ends_the_run_at_once() -> None
 async def test_a_late_run_error_ends_the_run_failed_instead(pause: float) -> None:
     out, _ = await run({"type": "RUN_STARTED", **IDS}, FINISHED, pause, LATE)
     assert [e["type"] for e in out] == ["RUN_ERROR"]
-    assert out[0]["code"] == "flush_failed"
+    assert out[0]["code"] == "upstream.flush_failed"
     assert out[0]["message"] == "after its RUN_FINISHED: the ledger write failed"
 
 

@@ -4,7 +4,7 @@ Replayed runs ahead of it are skipped (their last ``STATE_SNAPSHOT`` carried int
 the requested run, their ``MESSAGES_SNAPSHOT`` not), boundaries naming another
 thread or run are refused, and after the requested run's ``RUN_FINISHED`` only its
 late ``RUN_ERROR`` or a next run's ``RUN_STARTED`` may come (AG-UI 1.0 rules 36-38,
-64).
+64). The upstream's ``RUN_ERROR`` codes are namespaced.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from services.producer.upstream.runs import RunRuleError, RunSelector
+from services.producer.upstream.runs import RunRuleError, RunSelector, relayed_error
 
 pytestmark = pytest.mark.unit
 
@@ -105,11 +105,14 @@ def test_anything_else_after_its_finish_is_refused(event: dict[str, Any]) -> Non
         runs.after(event)
 
 
-def test_the_requested_runs_run_error_ends_it() -> None:
-    error = {"type": "RUN_ERROR", "message": "x", "code": "boom"}
-    runs, out = taken(started(IDS), error)
-    assert out == [error]
+def test_the_requested_runs_run_error_ends_it_its_code_namespaced() -> None:
+    runs, out = taken(started(IDS), {"type": "RUN_ERROR", "message": "x", "code": "worker_lost"})
+    assert out == [{"type": "RUN_ERROR", "message": "x", "code": "upstream.worker_lost"}]
     assert runs.phase == "ended"
+
+
+def test_an_upstream_run_error_without_a_code_is_upstream_error() -> None:
+    assert relayed_error({"type": "RUN_ERROR", "message": "x"})["code"] == "upstream_error"
 
 
 def test_what_an_unended_stream_left_undone_is_said() -> None:
