@@ -57,6 +57,7 @@ from contracts.exact_json import IntegerOutOfRange, loads_exact
 from services.producer.agent import AgentDefinition, AgentItem
 from services.producer.errors import RunFailedError
 from services.producer.upstream.config import UpstreamConfig
+from services.producer.upstream.credentials import redacted, request_secrets
 from services.producer.upstream.runs import (
     LATE_ERROR_GRACE_S,
     RunRuleError,
@@ -154,6 +155,7 @@ class UpstreamAgent:
     def __init__(self, config: UpstreamConfig) -> None:
         self.config = config
         self.where = safe_url(config.url)
+        self._secrets = request_secrets(config.url, config.headers)
         self._client: httpx.AsyncClient | None = None
         self._slots = asyncio.Semaphore(config.concurrency)
 
@@ -252,12 +254,12 @@ class UpstreamAgent:
 
     async def _status_failure(self, response: httpx.Response) -> RunFailedError:
         """A non-2xx answer, quoting the head of its body: only an uncompressed one is
-        read (a 32 KiB zstd body inflates to 1 GiB in one call), and the configured
-        header values are taken out of the quote (an error page may echo the request's
-        headers, and the quote reaches every client of the run)."""
+        read (a 32 KiB zstd body inflates to 1 GiB in one call), and the request's
+        credentials are taken out of the quote (``credentials``: an error page may echo
+        the request, and the quote reaches every client of the run)."""
         encoding = response.headers.get("content-encoding", "identity").strip().lower()
         try:
-            said = (quoted(self._redacted(await self._head(response)))
+            said = (quoted(redacted(await self._head(response), self._secrets))
                     if encoding in ("", "identity") else f"(a {encoding} body, not read)")
         finally:
             await response.aclose()
@@ -276,15 +278,6 @@ class UpstreamAgent:
         except (TimeoutError, httpx.HTTPError):
             pass
         return body[:BODY_QUOTE_BYTES]
-
-    def _redacted(self, body: bytes) -> bytes:
-        """``body`` with each configured header value, and each word of eight characters
-        or more in one (the token of ``Bearer <token>``), replaced by ``[redacted]``."""
-        secrets = {part.encode() for value in self.config.headers.values()
-                   for part in (value, *value.split()) if len(part) >= 8}
-        for secret in sorted(secrets, key=len, reverse=True):
-            body = body.replace(secret, b"[redacted]")
-        return body
 
     # ---- the stream ----------------------------------------------------
 
