@@ -31,7 +31,9 @@ left open and writes the one terminal event. What this module adds:
   upstream or a 502/503/504 — never once the upstream has started a run;
 * bounds: the answer is asked for uncompressed (``Accept-Encoding:
   identity``; a compressed one is refused) and read through ``BoundedStream``,
-  so no event longer than ``MAX_EVENT_BYTES`` is ever buffered.
+  so no event longer than ``MAX_EVENT_BYTES`` is ever buffered, and parsed by
+  ``sse`` (httpx-sse's events, its parser's rules), which holds an unfinished
+  event as its bytes, not as a string per line.
 
 A cancelled run cancels this generator at its next await: leaving the
 ``async with`` closes the response, which aborts the upstream request.
@@ -49,7 +51,7 @@ from urllib.parse import urlsplit
 import httpx
 import orjson
 from ag_ui.core import PROTOCOL_VERSION, RunAgentInput
-from httpx_sse import EventSource, ServerSentEvent
+from httpx_sse import ServerSentEvent
 from pydantic import ValidationError
 
 from contracts.codec import EVENT_DECODER, to_wire, validation_detail
@@ -64,6 +66,7 @@ from services.producer.upstream.runs import (
     RunSelector,
     relayed_error,
 )
+from services.producer.upstream.sse import EventSource
 
 if TYPE_CHECKING:
     from services.producer.context import RunContext
@@ -104,8 +107,7 @@ class BoundedStream(httpx.AsyncByteStream):
     across chunk edges), so the bytes buffered stay bounded whatever the upstream
     sends. Reads with no line end in them are joined, up to ``HOLD`` bytes, before
     they are passed on: no line completes inside them, so no event waits for it, and
-    the SSE parser does not keep a line sent a byte or two per read as that many small
-    strings (some 35 times the line's size).
+    the SSE parser is not called once per byte or two of a line sent that way.
     """
 
     BOUNDARIES = (b"\n\n", b"\r\r", b"\n\r")
@@ -244,10 +246,6 @@ class UpstreamAgent:
             said = (f"{kind or 'no content type'}, not text/event-stream"
                     if kind != "text/event-stream" else f"a {encoding} body, not identity")
             raise RunFailedError(f"upstream {self.where} answered {said}", "upstream_protocol")
-        response.encoding = "utf-8"  # an event stream is UTF-8, whatever charset it names
-        # media types are case-insensitive (RFC 9110), httpx-sse's own check is not: a
-        # stream sent as ``Text/Event-Stream`` failed every run as ``upstream_dropped``
-        response.headers["content-type"] = "text/event-stream"
         if isinstance(response.stream, httpx.AsyncByteStream):
             response.stream = BoundedStream(response.stream, self.config.max_event_bytes)
         return response
