@@ -6,9 +6,10 @@ runner validates each event again, keeps the bookkeeping, closes what is
 left open and writes the one terminal event. What this module adds:
 
 * the request: the ``RunAgentInput`` wire JSON with ``protocolVersion``
-  "1.0", ``Accept: text/event-stream``, the agent's extra headers (never
-  logged), over one ``httpx.AsyncClient`` per upstream whose connections
-  and in-flight requests are bounded by ``CONCURRENCY``;
+  "1.0", ``Accept: text/event-stream``, the run's ``traceparent`` (its next
+  hop), the agent's extra headers (never logged), over one
+  ``httpx.AsyncClient`` per upstream whose connections and in-flight
+  requests are bounded by ``CONCURRENCY``;
 * the stream: parsed by ``httpx-sse``; each ``data`` JSON-decoded and
   validated as an AG-UI event; the requested run picked out of it
   (``runs.RunSelector``: replayed runs ahead of it skipped, boundaries
@@ -67,6 +68,7 @@ from services.producer.upstream.runs import (
     relayed_error,
 )
 from services.producer.upstream.sse import EventSource
+from services.runtime import tracing
 
 if TYPE_CHECKING:
     from services.producer.context import RunContext
@@ -204,10 +206,14 @@ class UpstreamAgent:
     # ---- the request ---------------------------------------------------
 
     async def _open(self, body: bytes, deadline: float) -> httpx.Response:
-        """The upstream's event-stream answer (retried while nothing was started)."""
+        """The upstream's event-stream answer (retried while nothing was started). The
+        request continues the run's trace: the upstream is one more hop of it."""
         cfg = self.config
-        headers = {**cfg.headers, "Content-Type": "application/json",
-                   "Accept": "text/event-stream", "Accept-Encoding": "identity"}
+        headers = httpx.Headers(cfg.headers)
+        headers.update({"Content-Type": "application/json", "Accept": "text/event-stream",
+                        "Accept-Encoding": "identity"})
+        if (run := tracing.current()) is not None:
+            headers["traceparent"] = run.child().header()
         attempt = 0
         while True:
             request = self._http().build_request("POST", cfg.url, content=body, headers=headers)
