@@ -71,7 +71,8 @@ def producer(
     VERIFY (true): check the upstream's TLS certificate
     CA_FILE: the CA bundle to check it with
     CONCURRENCY (64): requests in flight to it from this worker
-    RETRIES (2): when unreachable or 502/503/504, only before any event
+    RETRIES (2): when unreachable or 429/502/503/504, only before any
+      event, not sooner than its Retry-After (past the run's end: no retry)
     MAX_EVENT_BYTES (4194304): the longest SSE event read from it
     """
     configure("producer")

@@ -29,7 +29,8 @@ left open and writes the one terminal event. What this module adds:
   keep-alive comment included, within ``IDLE_TIMEOUT_S``, or the run past
   ``RUN_TIMEOUT_S``);
 * retries: only before the first byte of an answer — an unreachable
-  upstream or a 502/503/504 — never once the upstream has started a run;
+  upstream or a 429/502/503/504, not sooner than its ``Retry-After`` asks
+  (``retry``) — never once the upstream has started a run;
 * bounds: the answer is asked for uncompressed (``Accept-Encoding:
   identity``; a compressed one is refused) and read through ``BoundedStream``,
   so no event longer than ``MAX_EVENT_BYTES`` is ever buffered, and parsed by
@@ -45,6 +46,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -61,6 +63,7 @@ from services.producer.agent import AgentDefinition, AgentItem
 from services.producer.errors import RunFailedError
 from services.producer.upstream.config import UpstreamConfig
 from services.producer.upstream.credentials import redacted, request_secrets
+from services.producer.upstream.retry import RETRIED_STATUS, backoff, retry_after
 from services.producer.upstream.runs import (
     LATE_ERROR_GRACE_S,
     RunRuleError,
@@ -77,11 +80,9 @@ log = logging.getLogger(__name__)
 for _chatty in ("httpx", "httpcore"):  # their request lines name the full URL (its query too)
     logging.getLogger(_chatty).setLevel(logging.WARNING)
 
-RETRIED_STATUS = frozenset({502, 503, 504})
 BODY_QUOTE_BYTES = 2048
 """At most this much of an error answer is read; at most ``BODY_QUOTE_CHARS`` quoted."""
 BODY_QUOTE_CHARS = 500
-RETRY_BACKOFF_S = 0.2
 
 
 def safe_url(url: str) -> str:
@@ -216,6 +217,7 @@ class UpstreamAgent:
             headers["traceparent"] = run.child().header()
         attempt = 0
         while True:
+            asked: float | None = None
             request = self._http().build_request("POST", cfg.url, content=body, headers=headers)
             wait, limit = self._wait(deadline)
             try:
@@ -236,13 +238,27 @@ class UpstreamAgent:
                 failure = await self._status_failure(response)
                 if response.status_code not in RETRIED_STATUS:
                     raise failure
+                asked = retry_after(response.headers.get("retry-after"), time.time())
             if attempt >= cfg.retries:
                 raise failure
             attempt += 1
-            log.warning("upstream %s attempt %d failed (%s); retrying", self.where, attempt,
-                        failure.code)
-            await asyncio.sleep(min(RETRY_BACKOFF_S * 2 ** (attempt - 1),
-                                    self._wait(deadline)[0]))
+            await self._pause(failure, attempt, asked, deadline)
+
+    async def _pause(self, failure: RunFailedError, attempt: int, asked: float | None,
+                     deadline: float) -> None:
+        """Wait before attempt ``attempt``: the backoff, or longer when the upstream asked
+        to be left alone (``retry``); asked for past the run's deadline, the run ends now,
+        saying so (waiting would only end it ``upstream_timeout``, blaming no one)."""
+        left = max(deadline - asyncio.get_running_loop().time(), 0.0)
+        if asked is not None and asked > left:
+            raise RunFailedError(f"{failure.message}; it asked to be tried again in "
+                                 f"{asked:g}s, past the end of the run's "
+                                 f"{self.config.run_timeout_s:g}s "
+                                 "(AGUI_UPSTREAM_RUN_TIMEOUT_S)", failure.code)
+        wait = min(max(backoff(attempt), asked or 0.0), left)
+        log.warning("upstream %s attempt %d failed (%s); retrying in %.3gs", self.where,
+                    attempt, failure.code, wait)
+        await asyncio.sleep(wait)
 
     async def _checked_stream(self, response: httpx.Response) -> httpx.Response:
         kind = response.headers.get("content-type", "").partition(";")[0].strip().lower()

@@ -18,7 +18,8 @@ with ``-`` as ``_``):
   CA bundle to verify it with;
 * ``CONCURRENCY`` (64): requests in flight to this upstream, per worker;
 * ``RETRIES`` (2): attempts after the first when the upstream is unreachable
-  or answers 502/503/504 — only before its first event, never after;
+  or answers 429/502/503/504 — only before its first event, never after, and
+  not sooner than its ``Retry-After`` asks (``retry``);
 * ``MAX_EVENT_BYTES`` (4194304): the largest SSE event read from it (a longer
   one ends the run ``upstream_protocol`` before it is buffered whole).
 

@@ -6,6 +6,7 @@ drives it (an async generator of wire events).
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -14,8 +15,10 @@ import orjson
 import pytest
 from ag_ui.core import RunAgentInput
 
+from services.producer.errors import RunFailedError
 from services.producer.upstream.client import UpstreamAgent
 from services.producer.upstream.config import UpstreamConfig
+from services.producer.upstream.retry import RETRY_BACKOFF_S, backoff, retry_after
 from services.runtime import tracing
 
 pytestmark = pytest.mark.unit
@@ -79,3 +82,61 @@ async def test_a_run_outside_any_trace_sends_no_traceparent() -> None:
     await drain(agent(finishing(seen)))
     assert "traceparent" not in seen[0].headers
     assert seen[0].headers["accept"] == "text/event-stream"
+
+
+def refusing(at: list[float], status: int, retry: str | None,
+             refusals: int = 1) -> Callable[[httpx.Request], httpx.Response]:
+    """``status`` with ``Retry-After: retry`` ``refusals`` times, then the run."""
+    def handler(_: httpx.Request) -> httpx.Response:
+        at.append(time.monotonic())
+        if len(at) <= refusals:
+            return httpx.Response(status, headers={"retry-after": retry} if retry else {},
+                                  content=chunks(b"busy"))
+        return httpx.Response(200, headers=SSE, content=chunks(FINISHED))
+    return handler
+
+
+@pytest.mark.parametrize("status", [503, 429])
+async def test_a_refusal_with_retry_after_is_not_retried_sooner_than_it_asks(
+        status: int) -> None:
+    """``Retry-After: 1``: a 503 was tried again 0.2 s and 0.6 s after the first answer
+    (the worker's own backoff), inside the second the upstream asked to be left alone
+    (RFC 9110 section 10.2.3); a 429 was never tried again."""
+    at: list[float] = []
+    await drain(agent(refusing(at, status, "1"), retries=2))
+    assert len(at) == 2
+    assert at[1] - at[0] >= 0.9, f"retried {at[1] - at[0]:.2f}s after a Retry-After: 1"
+
+
+async def test_a_retry_after_in_the_past_or_unreadable_leaves_the_backoff() -> None:
+    at: list[float] = []
+    await drain(agent(refusing(at, 503, "Wed, 21 Oct 2015 07:28:00 GMT"), retries=1))
+    assert len(at) == 2
+    assert 0.15 <= at[1] - at[0] < 0.9
+
+
+async def test_a_retry_after_past_the_runs_deadline_ends_the_run_at_once() -> None:
+    at: list[float] = []
+    started = time.monotonic()
+    with pytest.raises(RunFailedError) as failed:
+        await drain(agent(refusing(at, 503, "30"), retries=2, run_timeout_s=5))
+    assert time.monotonic() - started < 1
+    assert len(at) == 1
+    assert failed.value.code == "upstream_status"
+    assert "503: busy; it asked to be tried again in 30s, past the end of the run's 5s" in (
+        failed.value.message)
+
+
+@pytest.mark.parametrize(("value", "seconds"), [
+    (None, None), ("120", 120.0), (" 0 ", 0.0), ("soon", None), ("-1", None), ("1.5", None),
+    ("Wed, 21 Oct 2015 07:28:30 GMT", 30.0), ("Wed, 21 Oct 2015 07:28:30 -0000", 30.0),
+    ("Wed, 21 Oct 2015 07:27:00 GMT", 0.0), ("Wed, 99 Oct 2015 07:28:00 GMT", None)])
+def test_retry_after_is_read_as_seconds_or_an_http_date(value: str | None,
+                                                        seconds: float | None) -> None:
+    now = 1445412480.0  # Wed, 21 Oct 2015 07:28:00 GMT
+    assert retry_after(value, now) == seconds
+
+
+def test_the_backoff_doubles_from_its_first_wait() -> None:
+    assert [backoff(n) for n in (1, 2, 3)] == [RETRY_BACKOFF_S, 2 * RETRY_BACKOFF_S,
+                                              4 * RETRY_BACKOFF_S]
