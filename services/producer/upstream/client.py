@@ -80,6 +80,9 @@ log = logging.getLogger(__name__)
 for _chatty in ("httpx", "httpcore"):  # their request lines name the full URL (its query too)
     logging.getLogger(_chatty).setLevel(logging.WARNING)
 
+DEADLINE_SLACK_S = 0.001
+"""A wait that ran out this close to the run's deadline ran out at it (a loop timer may
+fire within its clock's resolution before its time)."""
 BODY_QUOTE_BYTES = 2048
 """At most this much of an error answer is read; at most ``BODY_QUOTE_CHARS`` quoted."""
 BODY_QUOTE_CHARS = 500
@@ -381,9 +384,7 @@ class UpstreamAgent:
         except StopAsyncIteration:
             return None
         except TimeoutError:
-            limit = self._wait(deadline)[1]
-            raise RunFailedError(f"upstream {self.where} sent nothing within {limit}",
-                                 "upstream_timeout") from None
+            raise self._timed_out(deadline) from None
         except httpx.TransportError as exc:
             raise RunFailedError(f"upstream {self.where} dropped the stream: "
                                  f"{type(exc).__name__}: {exc}", "upstream_dropped") from exc
@@ -411,6 +412,18 @@ class UpstreamAgent:
         return wire
 
     # ---- time ------------------------------------------------------------
+
+    def _timed_out(self, deadline: float) -> RunFailedError:
+        """The stream's wait ran out: the run's deadline (however much the upstream was
+        still sending), or the idle limit (it sent nothing for that long)."""
+        cfg = self.config
+        if asyncio.get_running_loop().time() >= deadline - DEADLINE_SLACK_S:
+            return RunFailedError(f"upstream {self.where} had not ended the run within the "
+                                  f"run's {cfg.run_timeout_s:g}s (AGUI_UPSTREAM_RUN_TIMEOUT_S)",
+                                  "upstream_timeout")
+        return RunFailedError(f"upstream {self.where} sent nothing within "
+                              f"{cfg.idle_timeout_s:g}s (AGUI_UPSTREAM_IDLE_TIMEOUT_S)",
+                              "upstream_timeout")
 
     def _wait(self, deadline: float) -> tuple[float, str]:
         """How long the next wait may take — the idle timeout, cut by the run's
