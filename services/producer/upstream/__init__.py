@@ -11,7 +11,9 @@ closes, its interrupt outcome recorded in the checkpoint like any other,
 whatever it left open closed. ``config`` reads the per-agent settings
 (headers, timeouts, TLS, concurrency) from the environment — pure;
 ``client`` is the agent that talks HTTP and turns every failure into one
-``RUN_ERROR`` with an ``upstream_*`` code; ``runs`` picks the requested run
+``RUN_ERROR`` with an ``upstream_*`` code; ``sse`` decodes its stream,
+``retry`` decides when a refused request is sent again, ``credentials`` what
+an error page's quote must not repeat; ``runs`` picks the requested run
 out of a stream that may carry several (pure), and namespaces the codes of
 the upstream's own ``RUN_ERROR`` (``upstream.<code>``).
 """

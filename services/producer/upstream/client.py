@@ -10,7 +10,7 @@ left open and writes the one terminal event. What this module adds:
   hop), the agent's extra headers (never logged), over one
   ``httpx.AsyncClient`` per upstream whose connections and in-flight
   requests are bounded by ``CONCURRENCY``;
-* the stream: parsed by ``httpx-sse``; each ``data`` JSON-decoded and
+* the stream: parsed by ``sse``; each ``data`` JSON-decoded and
   validated as an AG-UI event; the requested run picked out of it
   (``runs.RunSelector``: replayed runs ahead of it skipped, boundaries
   naming another thread or run refused, ``upstream_protocol``). Its
@@ -33,9 +33,9 @@ left open and writes the one terminal event. What this module adds:
   (``retry``) — never once the upstream has started a run;
 * bounds: the answer is asked for uncompressed (``Accept-Encoding:
   identity``; a compressed one is refused) and read through ``BoundedStream``,
-  so no event longer than ``MAX_EVENT_BYTES`` is ever buffered, and parsed by
-  ``sse`` (httpx-sse's events, its parser's rules), which holds an unfinished
-  event as its bytes, not as a string per line.
+  so no event longer than ``MAX_EVENT_BYTES`` is ever buffered; ``sse`` (httpx-sse's
+  events, its parser's rules) holds an unfinished event as its bytes, not as a
+  string per line.
 
 A cancelled run cancels this generator at its next await: leaving the
 ``async with`` closes the response, which aborts the upstream request.
