@@ -114,8 +114,11 @@ class Deduper:
     as the consumer service's ``Sequencer`` gives up a gap), for the ``RUNS``
     runs seen last. Only the highest number per run was kept at first: one
     stray record with a run's headers and a high number hid the rest of the
-    run (found by probing). Records other than events pass, and so does an
-    event whose number is not a decimal.
+    run (found by probing). A run is its thread's (the record key) and its
+    run id together: run ids are the client's and unique per thread only, and
+    keyed by the run id alone a second thread's ``run-1`` read as copies of the
+    first's and vanished from a deployment-wide ``tail``. Records other than
+    events pass, and so does an event whose number is not a decimal.
     """
 
     RUNS = 50_000
@@ -124,26 +127,28 @@ class Deduper:
     """Numbers remembered above a run's floor (seen out of order, or past a gap)."""
 
     def __init__(self, runs: int = RUNS) -> None:
-        self._runs: OrderedDict[str, _Seen] = OrderedDict()
+        self._runs: OrderedDict[tuple[str | None, str], _Seen] = OrderedDict()
         self._limit = runs
 
     def fresh(self, rec: OpsRecord) -> bool:
         """False when ``rec`` is an event whose number was already seen for its run."""
-        return rec.role != "events" or self.fresh_ids(rec.headers.get(RUN_ID),
+        return rec.role != "events" or self.fresh_ids(rec.key, rec.headers.get(RUN_ID),
                                                       rec.headers.get(SEQ))
 
-    def fresh_ids(self, run: str | None, seq_text: str | None) -> bool:
-        """``fresh`` for an event known by its run id and sequence header alone."""
+    def fresh_ids(self, thread: str | None, run: str | None, seq_text: str | None) -> bool:
+        """``fresh`` for an event known by its key (the thread), run id and sequence
+        header alone."""
         seq = ascii_int(seq_text)
         if run is None or seq is None:
             return True
-        seen = self._runs.get(run)
+        which = (thread, run)
+        seen = self._runs.get(which)
         if seen is None:
-            self._runs[run] = _Seen(seq)
+            self._runs[which] = _Seen(seq)
             if len(self._runs) > self._limit:
                 self._runs.popitem(last=False)
             return True
-        self._runs.move_to_end(run)
+        self._runs.move_to_end(which)
         return seen.take(seq, self.AHEAD)
 
 

@@ -91,7 +91,7 @@ class _Reading:
                 marks = {k: v.decode("utf-8", "replace") for k, v in record.headers or ()
                          if k in (RUN_ID, SEQ) and v is not None}
                 run = marks.get(RUN_ID)
-                if not self.deduper.fresh_ids(run, marks.get(SEQ)):
+                if not self.deduper.fresh_ids(self.key, run, marks.get(SEQ)):
                     continue
                 if run is not None:
                     self.counts[run] = self.counts.get(run, 0) + 1

@@ -12,8 +12,9 @@ import tracemalloc
 from services.kafka.records import Deduper, OpsRecord
 
 
-def ev(run: str, seq: str | int, offset: int = 0, role: str = "events") -> OpsRecord:
-    return OpsRecord("p.events", role, 0, offset, offset, "t",
+def ev(run: str, seq: str | int, offset: int = 0, role: str = "events", thread: str = "t"
+       ) -> OpsRecord:
+    return OpsRecord("p.events", role, 0, offset, offset, thread,
                      {"agui-run-id": run, "agui-seq": str(seq)}, {"type": "X"})
 
 
@@ -76,3 +77,14 @@ def test_memory_is_bounded_by_runs_not_by_the_events_read() -> None:
         tracemalloc.stop()
     assert grown_in_order < 200_000, f"{grown_in_order:,} bytes kept for 100 runs in order"
     assert grown < 3_000_000, f"{grown:,} bytes kept for 200 runs"
+
+
+def test_runs_of_the_same_id_on_other_threads_are_other_runs() -> None:
+    """Run ids are unique per thread only: keyed by the run id alone, a second thread's
+    ``run-1`` read as copies of the first's and vanished from ``tail``."""
+    d = Deduper()
+    assert all(d.fresh(ev("run-1", s)) for s in range(3))
+    assert all(d.fresh(ev("run-1", s, thread="other")) for s in range(3))
+    assert not d.fresh(ev("run-1", 1, thread="other"))
+    assert d.fresh_ids("third", "run-1", "0")
+    assert not d.fresh_ids("third", "run-1", "0")
