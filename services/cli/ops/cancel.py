@@ -23,6 +23,7 @@ from contracts import ControlCommand, encode
 from contracts.codec import to_wire
 from services.cli.ops.kafka_io import (
     EXIT_ERROR,
+    EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_REFUSED,
     publish,
@@ -87,10 +88,13 @@ async def _cancel(settings: KafkaSettings, thread_id: str, run_id: str | None, f
                 stdout().print(f"cancel sent for run [cyan]{markup(run_id)}[/] of thread "
                                f"[bold]{markup(thread_id)}[/] "
                                f"({topics.control}[{partition}]@{offset})")
-            if follow and await watcher.run_end(run_id, within_s) is None:
-                if not stop.is_set():
-                    stderr().print(f"[yellow]run {markup(run_id)} did not close within "
-                                   f"{within_s:g}s[/] (is a producer worker running it?)")
+            if follow and await watcher.run_end(thread_id, run_id, within_s) is None:
+                if stop.is_set():
+                    stderr().print(f"[yellow]stopped[/] (Ctrl-C) before run {markup(run_id)} "
+                                   "closed; the cancel was sent")
+                    return EXIT_INTERRUPTED
+                stderr().print(f"[yellow]run {markup(run_id)} did not close within "
+                               f"{within_s:g}s[/] (is a producer worker running it?)")
                 return EXIT_ERROR
         finally:
             await watcher.close()

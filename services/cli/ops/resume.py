@@ -141,7 +141,7 @@ async def submit_and_follow(settings: KafkaSettings, request: RunRequest, *, fol
             if decision.fields.get("verdict") != "admitted":
                 return EXIT_REFUSED
             if follow:
-                await watcher.run_end(request.input.run_id)
+                await watcher.run_end(thread_id, request.input.run_id)
         finally:
             await watcher.close()
     return EXIT_OK

@@ -2,7 +2,8 @@
 
 ``resume`` submits a request and must show the gatekeeper's decision for
 that ``requestId`` (from ``decisions``), then the run it admitted as it
-streams (from ``events``, by the run-id header) until the terminal event;
+streams (from ``events``, by its thread's key and the run-id header) until the
+terminal event;
 ``cancel --follow`` waits for the cancelled run's end. Decisions and events
 travel on different topics, so a run's first events could be read before
 its decision: the watcher holds them and replays them after the decision.
@@ -71,11 +72,17 @@ class Watcher:
         finally:
             self._buffer.extendleft(reversed(held))
 
-    async def run_end(self, run_id: str, within_s: float | None = None) -> OpsRecord | None:
-        """Show ``run_id``'s events until its terminal one (returned), or None."""
+    async def run_end(self, thread_id: str, run_id: str, within_s: float | None = None
+                      ) -> OpsRecord | None:
+        """Show the thread's ``run_id`` events until its terminal one (returned), or None.
+
+        The record key is checked as well as the run-id header: run ids are the client's
+        and unique per thread only, and another thread of the same partition may run a
+        namesake whose end is not this run's."""
         deadline = None if within_s is None else time.monotonic() + within_s
         while (rec := await self._next(deadline)) is not None:
-            if rec.role != "events" or rec.headers.get(RUN_ID) != run_id:
+            if (rec.role != "events" or rec.key != thread_id
+                    or rec.headers.get(RUN_ID) != run_id):
                 continue
             self._emit(rec)
             if (rec.headers.get(EVENT_TYPE) or rec.fields.get("type")) in TERMINAL:
