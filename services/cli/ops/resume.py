@@ -151,7 +151,8 @@ def resume(
     thread_id: Annotated[str, typer.Argument(help="The interrupted thread.")],
     resolve: Annotated[list[str] | None, typer.Option(
         "--resolve", help="Answer an interrupt: ID=JSON (repeatable), checked against its "
-        "responseSchema.")] = None,
+        "responseSchema. An ID may hold '=' (base64 padding): the answer starts after the "
+        "first '=' at which the rest is JSON, e.g. YWJjZA===true.")] = None,
     cancel: Annotated[list[str] | None, typer.Option(
         "--cancel", help="Abandon an interrupt by id (repeatable).")] = None,
     cancel_expired: Annotated[bool, typer.Option(

@@ -79,7 +79,12 @@ class Plan:
 
 
 def parse_resolve(item: str) -> tuple[str, Any]:
-    """``ID=JSON`` as (id, parsed payload); ``ValueError`` saying what is wrong."""
+    """``ID=JSON`` as (id, parsed payload); ``ValueError`` saying what is wrong.
+
+    The answer starts after the first ``=`` at which the rest is JSON, so an id may
+    hold ``=`` itself (a base64 id's padding: ``YWJjZA=={"approved": true}``): split
+    at the first ``=`` only, such an id could never be answered. A JSON text holds
+    ``=`` only inside a string, so an id without one splits as it always did."""
     interrupt_id, sep, raw = item.partition("=")
     if not sep or not interrupt_id:
         raise ValueError(
@@ -87,8 +92,15 @@ def parse_resolve(item: str) -> tuple[str, Any]:
     try:
         return interrupt_id, orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        raise ValueError(
-            f"--resolve {interrupt_id}: the answer is not JSON ({exc}): {raw!r}") from exc
+        first = exc
+    at = item.find("=", len(interrupt_id) + 1)
+    while at != -1:
+        try:
+            return item[:at], orjson.loads(item[at + 1:])
+        except orjson.JSONDecodeError:
+            at = item.find("=", at + 1)
+    raise ValueError(
+        f"--resolve {interrupt_id}: the answer is not JSON ({first}): {raw!r}") from first
 
 
 def schema_error(payload: Any, schema: dict[str, Any] | None) -> tuple[str | None, str | None]:

@@ -156,3 +156,19 @@ async def test_no_decision_in_time_says_so(ops_settings: KafkaSettings, writer: 
     assert result.code == 2
     assert "no decision within 1s" in result.stderr
     assert await end_offset_total(ops_settings, ops_settings.topics.requests) == 1
+
+
+async def test_resume_can_answer_an_interrupt_whose_id_ends_in_equals(
+    ops_settings: KafkaSettings, writer: Writer
+) -> None:
+    """``--resolve ID=JSON`` split at the first ``=``, so an interrupt id holding one (a
+    base64 id's padding, ``YWJjZA==``) could never be answered from the terminal."""
+    interrupts = [Interrupt(id="YWJjZA==", reason="approval")]
+    await writer.run("t-eq", "r1", interrupts=interrupts)
+    await writer.interrupted("t-eq", "r1", interrupts)
+    tried = await run_cli(ops_settings, "resume", "t-eq", "--resolve",
+                          'YWJjZA==={"approved": true}', "--dry-run")
+    assert tried.code == 0, tried.stderr
+    (request,) = tried.json_lines()
+    assert request["input"]["resume"] == [
+        {"interruptId": "YWJjZA==", "status": "resolved", "payload": {"approved": True}}]

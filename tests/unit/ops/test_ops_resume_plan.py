@@ -57,6 +57,18 @@ def test_parse_resolve() -> None:
         parse_resolve("=1")
 
 
+def test_parse_resolve_takes_an_id_holding_equals_signs() -> None:
+    """The answer starts after the first ``=`` at which the rest is JSON: a base64 id's
+    padding (``YWJjZA==``) is part of the id, and an answer holding ``=`` in a string
+    still ends the id at the first one."""
+    assert parse_resolve('YWJjZA==={"approved": true}') == ("YWJjZA==", {"approved": True})
+    assert parse_resolve("k==true") == ("k=", True)
+    assert parse_resolve('a="x=1"') == ("a", "x=1")
+    assert parse_resolve("a=b=1") == ("a=b", 1)
+    with pytest.raises(ValueError, match="--resolve a: the answer is not JSON"):
+        parse_resolve("a=b=c")
+
+
 def test_full_cover_in_interrupt_order() -> None:
     state = thread(intr("a", schema=APPROVAL), intr("b"), intr("c", STALE))
     plan = plan_resume(state, ResumeOptions(resolve=[("b", "x"), ("a", {"approved": True})],
