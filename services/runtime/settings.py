@@ -12,7 +12,14 @@ import os
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BeforeValidator, Field, SecretStr, model_validator
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    Field,
+    SecretStr,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from contracts.limits import (
@@ -22,6 +29,7 @@ from contracts.limits import (
     InputLimits,
 )
 from contracts.topics import DEFAULT_PARTITIONS, DEFAULT_PREFIX, TopicCatalog
+from services.runtime.kafka_checks import bootstrap_problem, tls_problem
 
 LOCAL_BOOTSTRAP = "127.0.0.1:9092"
 
@@ -104,6 +112,15 @@ class KafkaSettings(BaseSettings):
     max_record_bytes: int = Field(1_048_576, alias="AGUI_MAX_RECORD_BYTES", ge=1024,
                                   le=MAX_RECORD_BYTES_CEILING)
 
+    @field_validator("bootstrap_servers")
+    @classmethod
+    def _bootstrap_is_addresses(cls, value: str) -> str:
+        """``host:port`` entries (aiokafka failed on ``127.0.0.1:notaport`` at the first
+        client built, with ``invalid literal for int()``)."""
+        if problem := bootstrap_problem(value):
+            raise ValueError(problem)
+        return value
+
     @model_validator(mode="after")
     def _security_is_complete(self) -> KafkaSettings:
         """Refuse at startup what the brokers would refuse later, less clearly."""
@@ -116,6 +133,12 @@ class KafkaSettings(BaseSettings):
             )
         if self.ssl_keyfile is not None and self.ssl_certfile is None:
             raise ValueError("KAFKA_SSL_KEYFILE needs KAFKA_SSL_CERTFILE (the client certificate)")
+        if self.security_protocol in ("SSL", "SASL_SSL"):
+            password = self.ssl_key_password
+            problem = tls_problem(self.ssl_cafile, self.ssl_certfile, self.ssl_keyfile,
+                                  password.get_secret_value() if password else "")
+            if problem:
+                raise ValueError(problem)
         return self
 
     @property
