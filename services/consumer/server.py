@@ -33,6 +33,7 @@ from services.consumer.app import create_app
 from services.consumer.protocol import HttpLimits, bounded_protocol
 from services.consumer.relay import Relay
 from services.consumer.settings import ConsumerSettings
+from services.runtime.listening import listen
 from services.runtime.settings import KafkaSettings
 
 GRACE_S = 5
@@ -72,20 +73,12 @@ WILDCARDS = frozenset({"", "0.0.0.0", "::"})
 
 
 def bind(settings: ConsumerSettings) -> socket.socket:
-    """The listening socket on ``AGUI_HTTP_HOST:AGUI_HTTP_PORT`` (port 0: a free one)."""
-    host = settings.http_host
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, settings.http_port))
-        sock.listen(BACKLOG)  # from now: the group may name this instance an owner before
-        # the server starts, and a request forwarded here then waits in the backlog
-    except OSError:
-        sock.close()
-        raise
-    sock.set_inheritable(True)
-    return sock
+    """The listening socket on ``AGUI_HTTP_HOST:AGUI_HTTP_PORT`` (port 0: a free one);
+    ``ConfigurationError`` naming them when it cannot be had (a port in use). Listening
+    from now: the group may name this instance an owner before the server starts, and a
+    request forwarded here then waits in the backlog."""
+    return listen(settings.http_host, settings.http_port, "AGUI_HTTP_HOST/AGUI_HTTP_PORT",
+                  BACKLOG)
 
 
 def advertised_url(settings: ConsumerSettings, sock: socket.socket | None = None) -> str:

@@ -30,6 +30,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from services.runtime.http_protocol import HeadLimits, bounded_protocol
+from services.runtime.listening import listen
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +90,8 @@ class EmbeddedServer(uvicorn.Server):
 @contextlib.asynccontextmanager
 async def serving_health(host: str, port: int | None, ready: ReadyCheck,
                          failing: FailingChecks | None = None) -> AsyncIterator[None]:
-    """Serve the health routes for the duration of the block (no-op when port is falsy)."""
+    """Serve the health routes for the duration of the block (no-op when port is falsy);
+    ``ConfigurationError`` naming the variables when the port cannot be had."""
     if not port:
         yield
         return
@@ -97,8 +99,9 @@ async def serving_health(host: str, port: int | None, ready: ReadyCheck,
     config = uvicorn.Config(health_app(ready, failing), host=host, port=port, log_level="warning",
                             access_log=False, lifespan="off", log_config=None,
                             http=bounded_protocol(HeadLimits()), ws="none")
+    sock = listen(host, port, "AGUI_HEALTH_HOST/AGUI_HEALTH_PORT", config.backlog)
     server = EmbeddedServer(config)
-    task = asyncio.create_task(server.serve())
+    task = asyncio.create_task(server.serve(sockets=[sock]))
     log.info("health endpoints on http://%s:%d", host, port)
     try:
         yield
