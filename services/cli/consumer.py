@@ -12,6 +12,7 @@ import logging
 
 import typer
 
+from services.cli.environment import warn_about_environment
 from services.cli.settings_errors import reporting_settings
 from services.consumer.server import serve
 from services.consumer.settings import ConsumerSettings
@@ -28,6 +29,7 @@ def consumer(
 ) -> None:
     """Serve AG-UI over HTTP/SSE: POST /agents/{agent}, thread state, replay, cancel."""
     configure("consumer")
+    warn_about_environment(log)
     overrides: dict[str, object] = {}
     if host is not None:
         overrides["http_host"] = host

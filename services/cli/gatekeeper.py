@@ -18,6 +18,7 @@ import logging
 
 import typer
 
+from services.cli.environment import warn_about_environment
 from services.cli.settings_errors import reporting_settings
 from services.gatekeeper.processor import Processor
 from services.gatekeeper.settings import GatekeeperSettings
@@ -33,6 +34,7 @@ log = logging.getLogger("services.gatekeeper")
 def gatekeeper() -> None:
     """Decide every run request: no run is dispatched past an open or expired interrupt."""
     configure("gatekeeper")
+    warn_about_environment(log)
     kafka = KafkaSettings()
     settings = GatekeeperSettings()
     log.info(

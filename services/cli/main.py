@@ -9,6 +9,7 @@ from __future__ import annotations
 import typer
 
 from services.cli import broker, consumer, gatekeeper, notifier, producer, topics, up
+from services.cli.environment import warn_about_environment
 from services.cli.ops import app as ops
 from services.cli.settings_errors import reporting_settings
 
@@ -18,6 +19,16 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
 )
+SERVICES = frozenset({"gatekeeper", "producer", "consumer", "notifier"})
+"""Commands that configure their logs and warn there (``warn_about_environment``)."""
+
+
+@app.callback()
+def _root(ctx: typer.Context) -> None:
+    if ctx.invoked_subcommand not in SERVICES:
+        warn_about_environment()
+
+
 app.command("up")(up.up)
 app.command("gatekeeper")(gatekeeper.gatekeeper)
 app.command("producer")(producer.producer)

@@ -16,6 +16,7 @@ import logging
 
 import typer
 
+from services.cli.environment import warn_about_environment
 from services.cli.settings_errors import reporting_settings
 from services.notifier.service import Notifier
 from services.notifier.settings import NotifierSettings, safe_url
@@ -30,6 +31,7 @@ log = logging.getLogger("services.notifier")
 def notifier() -> None:
     """Notify a webhook of every interrupt raised, answered or expired (signed, at least once)."""
     configure("notifier")
+    warn_about_environment(log)
     kafka = KafkaSettings()
     settings = NotifierSettings()  # refused: each variable and why (``reporting_settings``)
     log.info("notifier starting on %s, topics %s.*, webhook %s, %d retries from %g s, "

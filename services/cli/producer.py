@@ -22,6 +22,7 @@ import typer
 from pydantic import ValidationError
 
 from contracts.codec import validation_detail
+from services.cli.environment import warn_about_environment
 from services.cli.settings_errors import reporting_settings
 from services.producer.agent import load_agents
 from services.producer.errors import AgentLoadError
@@ -76,6 +77,7 @@ def producer(
     MAX_EVENT_BYTES (4194304): the longest SSE event read from it
     """
     configure("producer")
+    warn_about_environment(log)
     overrides: dict[str, Any] = {"agents": agents}
     if max_concurrent_runs is not None:
         overrides["max_concurrent_runs"] = max_concurrent_runs

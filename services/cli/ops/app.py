@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import typer
 
+from services.cli.environment import warn_about_environment
 from services.cli.ops import (
     audit,
     cancel,
@@ -50,3 +51,4 @@ def build() -> typer.Typer:
 def _root() -> None:
     """agui-relay operator commands: tail, threads, resume, cancel, deadletter, lag, stuck,
     audit, state, demo."""
+    warn_about_environment()
