@@ -41,10 +41,31 @@ FIELD_MAX = 200
 """Characters of one string argument or field a line keeps (``AGUI_LOG_FIELD_MAX``)."""
 EXC_MAX = 16_384
 """Characters of a traceback a line keeps."""
-CONTROLS = "\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+CONTROLS = ("\x00-\x1f\x7f-\xa0\xad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891"
+            "\u08e2\u115f\u1160\u1680\u17b4\u17b5\u180b-\u180f\u2000-\u200f\u2028-\u202f"
+            "\u205f-\u206f\u2800\u3000\u3164\ud800-\udfff\ufe00-\ufe0f\ufeff\uffa0"
+            "\ufff0-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3"
+            "\U0001d173-\U0001d17a\U000e0000-\U000e0fff")
 """What must not reach a log line or a terminal as it is, as a regex class: the C0 and C1
-controls, DEL and the bidi controls (which reorder what a reader sees)."""
+controls and DEL; every format character (Unicode category Cf: the bidi controls, which
+reorder what a reader sees, and the zero-width ones, U+200B, U+2060, U+FEFF...); the line
+and paragraph separators; every space but U+0020 (U+00A0, U+3000...); lone surrogates
+(which no terminal encoding can write); and the other characters drawn as nothing (the
+default-ignorable ones: variation selectors, tags, the Hangul fillers; U+2800). Each of
+these lets one id pass for another (``alpha\\u200b`` prints as ``alpha``) or for more than
+one. Written out, not derived from ``unicodedata`` at import (a scan of every code point
+takes a quarter of a second); ``tests/unit/runtime`` checks it against ``unicodedata``."""
 _CONTROL = re.compile(f"[{CONTROLS}]")
+
+
+def escape_char(char: str) -> str:
+    """One character as an escape Python would read back: ``\\n``, ``\\x1b``,
+    ``\\u200b``, ``\\U000e0041``."""
+    shown = repr(char)[1:-1]
+    if shown != char:
+        return shown
+    code = ord(char)  # printable to Python, drawn as nothing on a terminal (U+3164)
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
 
 
 def clip(text: str, limit: int) -> str:
@@ -59,7 +80,7 @@ def escape_controls(text: str) -> str:
     record stays one line, read in the order it was written."""
     if _CONTROL.search(text) is None:
         return text
-    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+    return _CONTROL.sub(lambda m: escape_char(m.group()), text)
 
 
 def bounded_message(record: logging.LogRecord, field_max: int) -> str:

@@ -10,12 +10,15 @@ plain columns aligned with spaces under upper-case headers, with no box
 drawing, like ``kubectl get``: the form for pipes, files, ``grep`` and
 ``awk``, and for a terminal too narrow for the ids (it wraps the long
 lines, which leaves each id in one piece to copy). Cells are ``Text``, so
-an id is never read as rich markup.
+an id is never read as rich markup, and an id column's cells are always one
+word each: an id's spaces show as ``\\x20`` and its invisible characters as
+escapes (``safe_id``), so an id cannot pass for several columns (or for
+another id) to a reader or to ``awk``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from rich.console import Console
@@ -23,7 +26,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from services.cli.ops.safe import safe
+from services.cli.ops.safe import safe, safe_id
 
 GAP = 3
 """Spaces between plain columns, as ``kubectl get`` leaves."""
@@ -45,11 +48,19 @@ class Grid:
     rows: list[tuple[Text, ...]] = field(default_factory=list)
 
     def add(self, *cells: str | Text) -> None:
-        """Append a row; plain strings become unstyled ``Text`` on one line."""
+        """Append a row; plain strings become unstyled ``Text`` on one line, one id each in
+        an id column (several: ``id_list``)."""
         if len(cells) != len(self.columns):
             raise ValueError(f"a row of {len(cells)} cells under {len(self.columns)} columns")
-        self.rows.append(tuple(c if isinstance(c, Text) else Text(safe(" ".join(c.splitlines())))
-                               for c in cells))
+        self.rows.append(tuple(
+            c if isinstance(c, Text)
+            else Text(safe_id(c) if column.ids else safe(" ".join(c.splitlines())))
+            for column, c in zip(self.columns, cells, strict=True)))
+
+
+def id_list(ids: Iterable[str]) -> Text:
+    """Several ids in one cell, comma separated, each one word (``-`` for none)."""
+    return Text(", ".join(safe_id(i) for i in ids) or "-")
 
 
 def table_of(grid: Grid) -> Table:

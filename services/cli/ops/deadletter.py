@@ -5,7 +5,9 @@ Lists the ``deadletter`` topic (every partition, oldest first, numbered) and
 ``PARTITION:OFFSET`` on the topic — with the reason, the code, the service
 that refused it, where the record came from, its headers and the original
 record itself (decoded from base64 when it was not text, pretty-printed
-when it is JSON).
+when it is JSON). What it prints was written by anyone who could write to a
+topic: controls and invisible characters show as escapes (``safe``), and
+the list prints its ids and positions whole at any width (``columns``).
 """
 
 from __future__ import annotations
@@ -18,15 +20,14 @@ from typing import Annotated, Any
 
 import orjson
 import typer
-from rich.json import JSON
 from rich.padding import Padding
-from rich.table import Table
 from rich.text import Text
 
 from contracts.headers import ascii_int
+from services.cli.ops.columns import Column, Grid, print_grid
 from services.cli.ops.kafka_io import EXIT_ERROR, EXIT_OK, run_command, stderr, stdout
 from services.cli.ops.render import clip
-from services.cli.ops.safe import markup, safe
+from services.cli.ops.safe import markup, safe, safe_json
 from services.kafka.reader import TopicReader
 from services.kafka.records import OpsRecord, from_kafka, parse_value
 from services.runtime.settings import KafkaSettings
@@ -75,24 +76,30 @@ def _json(letter: OpsRecord) -> str:
     return orjson.dumps({**letter.to_json(), "original": original(letter)}).decode()
 
 
+def letter_grid(letters: list[OpsRecord]) -> Grid:
+    """The list: number, position, service, source and code whole, the reason clipped."""
+    grid = Grid([Column("#"), Column("at", ids=True), Column("failed at"),
+                 Column("service", ids=True), Column("from", ids=True),
+                 Column("code", ids=True), Column("reason")])
+    for number, letter in enumerate(letters, 1):
+        body = letter.fields
+        grid.add(str(number), f"{letter.partition}:{letter.offset}",
+                 str(body.get("failedAt", "-")), str(body.get("service", "-")),
+                 f"{body.get('sourceTopic')}[{body.get('partition')}]@{body.get('offset')}",
+                 str(body.get("code", "-")), Text(clip(str(body.get("reason", "")), 60)))
+    return grid
+
+
 async def _list(settings: KafkaSettings, as_json: bool) -> int:
     letters = await read_letters(settings)
     if as_json:
         for letter in letters:
             sys.stdout.write(_json(letter) + "\n")
         return EXIT_OK
-    table = Table("#", "at", "failed at", "service", "from", "code", "reason",
-                  title=f"{len(letters)} dead letters on {settings.topics.deadletter}",
-                  title_justify="left")
-    for number, letter in enumerate(letters, 1):
-        body = letter.fields
-        table.add_row(str(number), f"{letter.partition}:{letter.offset}",
-                      Text(safe(body.get("failedAt", "-"))), Text(safe(body.get("service", "-"))),
-                      Text(safe(f"{body.get('sourceTopic')}[{body.get('partition')}]"
-                                f"@{body.get('offset')}")),
-                      Text(safe(body.get("code", "-"))),
-                      Text(clip(str(body.get("reason", "")), 60)))
-    stdout().print(table)
+    console = stdout()
+    console.print(Text(f"{len(letters)} dead letters on {safe(settings.topics.deadletter)}",
+                       style="bold"), soft_wrap=True)
+    print_grid(console, letter_grid(letters))
     return EXIT_OK
 
 
@@ -121,7 +128,8 @@ async def _show(settings: KafkaSettings, which: str, as_json: bool) -> int:
         return EXIT_OK
     body = letter.fields
     console = stdout()
-    console.print(f"[bold]dead letter {letter.partition}:{letter.offset}[/] on {letter.topic}")
+    console.print(f"[bold]dead letter {letter.partition}:{letter.offset}[/] on "
+                  f"{markup(letter.topic)}")
     console.print(f"  [bold red]{markup(body.get('code'))}[/]: {markup(body.get('reason'))}")
     console.print(f"  refused by {markup(body.get('service'))} at {markup(body.get('failedAt'))}")
     console.print(markup(f"  from {body.get('sourceTopic')} partition {body.get('partition')} "
@@ -134,7 +142,7 @@ async def _show(settings: KafkaSettings, which: str, as_json: bool) -> int:
     if isinstance(value, str):
         console.print(f"    {safe(value)}", markup=False)
     else:
-        console.print(Padding(JSON.from_data(value, indent=2), (0, 0, 0, 4), expand=False))
+        console.print(Padding(safe_json(value), (0, 0, 0, 4), expand=False))
     return EXIT_OK
 
 

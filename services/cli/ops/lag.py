@@ -12,7 +12,9 @@ still open. A transaction commits in milliseconds, so ``held`` that stays
 above zero names a partition whose transaction hangs, holding every
 ``read_committed`` reader at ``end`` (``deploy/kafka/README.md`` says how a
 single broker restarted mid-commit can leave one). ``--group`` keeps the
-named groups only; ``--json`` prints NDJSON rows.
+named groups only; ``--json`` prints NDJSON rows. Group ids and topics
+print whole at any width (``columns``): any client may commit under any
+group id, and it is what an operator copies into ``--group``.
 """
 
 from __future__ import annotations
@@ -24,11 +26,11 @@ from typing import Annotated
 
 import orjson
 import typer
-from rich.table import Table
 from rich.text import Text
 
+from services.cli.ops.columns import Column, Grid, print_grid
 from services.cli.ops.kafka_io import EXIT_OK, run_command, stdout
-from services.cli.ops.safe import safe
+from services.cli.ops.safe import safe, safe_id
 from services.kafka.clients import TopicPartition
 from services.kafka.groups import committed_offsets
 from services.kafka.reader import TopicReader, unread_records
@@ -81,6 +83,22 @@ def lag_rows(committed: Mapping[str, Mapping[TopicPartition, int]],
     return sorted(rows, key=lambda r: (r.group, r.topic, r.partition))
 
 
+def lag_grid(rows: list[LagRow]) -> Grid:
+    """Each group's partitions (sorted as ``lag_rows`` sorts them), then its total."""
+    grid = Grid([Column("group", ids=True), Column("topic", ids=True), Column("partition"),
+                 Column("committed"), Column("end"), Column("lag"), Column("held")])
+    for group in sorted({r.group for r in rows}):
+        mine = [r for r in rows if r.group == group]
+        for row in mine:
+            grid.add(row.group, row.topic, str(row.partition), str(row.committed), str(row.end),
+                     Text(str(row.lag), style="red" if row.lag else "green"),
+                     Text(str(row.held), style="yellow") if row.held else "0")
+        grid.add(Text(safe_id(group), style="bold"), Text("total", style="bold"), "-", "-", "-",
+                 Text(str(sum(r.lag for r in mine)), style="bold"),
+                 str(sum(r.held for r in mine)))
+    return grid
+
+
 async def _lag(settings: KafkaSettings, groups: list[str], as_json: bool) -> int:
     prefix = f"{settings.topic_prefix}."
     committed = await committed_offsets(settings, lambda topic: topic.startswith(prefix))
@@ -103,25 +121,15 @@ async def _lag(settings: KafkaSettings, groups: list[str], as_json: bool) -> int
         for row in rows:
             sys.stdout.write(orjson.dumps(row.to_json()).decode() + "\n")
         return EXIT_OK
-    table = Table("group", "topic", "partition", "committed", "end", "lag", "held",
-                  title=f"consumer-group lag on {prefix}*", title_justify="left",
-                  caption="held: records of a transaction still open (past 'end'); if it "
-                          "stays, the transaction hangs", caption_justify="left")
-    for group in sorted(committed):
-        mine = [r for r in rows if r.group == group]
-        for row in mine:
-            # any client may commit under any group id: as written, never as markup
-            table.add_row(Text(safe(row.group)), Text(safe(row.topic)), str(row.partition),
-                          str(row.committed),
-                          str(row.end), f"[{'red' if row.lag else 'green'}]{row.lag}[/]",
-                          f"[yellow]{row.held}[/]" if row.held else "0")
-        table.add_row(Text(safe(group), style="bold"), "", "", "", "total",
-                      f"[bold]{sum(r.lag for r in mine)}[/]", str(sum(r.held for r in mine)),
-                      end_section=True)
+    console = stdout()
     if not committed:
-        stdout().print(f"no consumer group has committed offsets on {prefix}* topics")
+        console.print(f"no consumer group has committed offsets on {safe(prefix)}* topics",
+                      markup=False)
         return EXIT_OK
-    stdout().print(table)
+    console.print(Text(f"consumer-group lag on {safe(prefix)}*", style="bold"), soft_wrap=True)
+    print_grid(console, lag_grid(rows))
+    console.print(Text("held: records of a transaction still open (past 'end'); if it stays, "
+                       "the transaction hangs", style="dim"), soft_wrap=True)
     return EXIT_OK
 
 
@@ -131,7 +139,6 @@ def lag(
     as_json: Annotated[bool, typer.Option("--json", help="NDJSON: one object per partition.")
                        ] = False,
 ) -> None:
-    """Consumer-group lag per service: committed vs end offsets per partition, and what
-    open transactions hold back."""
+    """Consumer-group lag per service and partition, and what open transactions hold back."""
     settings = KafkaSettings()
     raise typer.Exit(run_command(lambda _stop: _lag(settings, list(groups or []), as_json)))

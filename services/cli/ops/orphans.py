@@ -17,6 +17,7 @@ still admits on a child). Pure: the caller reads every thread's state.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -40,8 +41,8 @@ class Orphan:
 
     @property
     def command(self) -> str:
-        """What cancels it."""
-        return f"agui-relay resume {self.state.thread_id} --cancel-all"
+        """What cancels it, the thread id quoted for a shell (it is a client's)."""
+        return f"agui-relay resume {shlex.quote(self.state.thread_id)} --cancel-all"
 
 
 def child_of(interrupt: Interrupt) -> str | None:

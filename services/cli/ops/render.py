@@ -6,7 +6,9 @@ or an interrupt into ``rich.text.Text``. A line reads
 followed by one line per interrupt with its id, reason, message and the
 time left before it expires, read exactly as the gatekeeper reads
 ``expiresAt`` (``services.agui.expiry``) so the two never disagree
-about what has expired. Rejections show their code.
+about what has expired. Rejections show their code. A line's thread, run
+and interrupt ids are one word each (``safe_id``), so none passes for
+another field.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from rich.text import Text
 from contracts.headers import AGENT, EVENT_TYPE, RUN_ID
 from services.agui.expiry import read_expiry
 from services.agui.jsdate import to_epoch_ms
-from services.cli.ops.safe import safe
+from services.cli.ops.safe import safe, safe_id
 from services.kafka.records import OpsRecord
 
 DETAIL_MAX = 96
@@ -97,7 +99,7 @@ def interrupt_line(interrupt: Mapping[str, Any], now: datetime, indent: str = " 
     """``⏸ interrupt ID  reason=R  "message"  expires in ...`` for one interrupt."""
     line = Text(indent)
     line.append("⏸ interrupt ", style="yellow")
-    line.append(safe(interrupt.get("id")), style="bold yellow")
+    line.append(safe_id(interrupt.get("id")), style="bold yellow")
     line.append(f"  reason={safe(interrupt.get('reason'))}")
     if interrupt.get("message"):
         line.append(f"  “{clip(str(interrupt['message']), 80)}”", style="italic")
@@ -114,8 +116,8 @@ def interrupt_line(interrupt: Mapping[str, Any], now: datetime, indent: str = " 
 def _head(rec: OpsRecord, run: str, label: str, style: str) -> Text:
     line = Text()
     line.append(clock(rec.timestamp_ms), style="dim")
-    line.append(f"  {safe(rec.key or '-')}", style="bold")
-    line.append(f"  {safe(run or '-')}", style="cyan")
+    line.append(f"  {safe_id(rec.key or '-')}", style="bold")
+    line.append(f"  {safe_id(run or '-')}", style="cyan")
     line.append(f"  {safe(label):<{TYPE_WIDTH}}", style=style)
     return line
 

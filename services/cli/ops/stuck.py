@@ -14,8 +14,9 @@ interrupts are carried up to its parent and answered there, so they are
 counted apart (``childInterrupts``), never as open or expired ones; a child
 its parent no longer waits on (``orphans``: its parent's run was lost
 before it carried the question up) holds interrupts nobody is offered, and
-is listed with the command that cancels it. ``--json`` prints one object:
-the counts, the threads and the orphans.
+is listed with the command that cancels it. Ids and commands are what an
+operator copies, so they print whole at any width (``columns``); ``--json``
+prints one object: the counts, the threads and the orphans.
 """
 
 from __future__ import annotations
@@ -28,14 +29,15 @@ from typing import Annotated, Any, NamedTuple
 
 import orjson
 import typer
-from rich.table import Table
+from rich.console import Console
 from rich.text import Text
 
 from contracts import ThreadState
+from services.cli.ops.columns import Column, Grid, id_list, print_grid
 from services.cli.ops.kafka_io import EXIT_OK, reading, run_command, stderr, stdout
 from services.cli.ops.orphans import Orphan, orphans
 from services.cli.ops.render import duration
-from services.cli.ops.safe import markup, safe
+from services.cli.ops.safe import markup, safe, safe_id
 from services.gatekeeper.census import Counts, Stuck, examine
 from services.kafka.reader import TopicReader
 from services.kafka.records import from_kafka, latest_states
@@ -103,39 +105,60 @@ def orphan_json(orphan: Orphan) -> dict[str, Any]:
     }
 
 
-def report_table(counts: Counts, stuck: list[Stuck], limit: timedelta) -> Table:
-    """The table the command prints."""
+def report_title(counts: Counts, limit: timedelta) -> str:
+    """The line above the report's table: the limit and the counts."""
     title = (f"{counts.running_too_long} of {counts.running} running threads running longer "
              f"than {duration(limit.total_seconds())}; {counts.expired_interrupts} of "
              f"{counts.open_interrupts} open interrupts past their expiry")
     if counts.child_interrupts:
         title += (f"; {counts.child_interrupts} more open on child threads, answered at "
                   "their parents")
-    table = Table("thread", "status", "agent", "run", "running for", "expired interrupts",
-                  title=title, title_justify="left")
+    return title
+
+
+def report_grid(stuck: list[Stuck]) -> Grid:
+    """The threads to act on: thread, agent, run and interrupt ids printed whole."""
+    grid = Grid([Column("thread", ids=True), Column("status"), Column("agent", ids=True),
+                 Column("run", ids=True), Column("running for"),
+                 Column("expired interrupts", ids=True)])
     for item in stuck:
         state = item.state
         expiries = {o.interrupt.id: o.interrupt.expires_at for o in state.open_interrupts}
-        expired = ", ".join(f"{i} ({expiries.get(i)})" for i in item.expired) or "-"
-        table.add_row(Text(safe(state.thread_id)), state.status, Text(safe(state.agent or "-")),
-                      Text(safe(state.run_id or "-")),
-                      f"[red]{duration(item.running.total_seconds())}[/]" if item.running
-                      else "-",
-                      Text(safe(expired), style="red" if item.expired else ""))
-    return table
+        expired = ", ".join(f"{safe_id(i)} ({safe_id(expiries.get(i))})" for i in item.expired)
+        grid.add(state.thread_id, state.status, state.agent or "-", state.run_id or "-",
+                 Text(duration(item.running.total_seconds()), style="red") if item.running
+                 else "-",
+                 Text(expired, style="red") if expired else "-")
+    return grid
 
 
-def orphan_table(orphaned: list[Orphan]) -> Table:
+def orphan_title(orphaned: list[Orphan]) -> str:
+    """The line above the orphans' table."""
+    return (f"{len(orphaned)} child threads their parent no longer waits on (their "
+            "interrupts are offered nowhere)")
+
+
+def orphan_grid(orphaned: list[Orphan]) -> Grid:
     """The child threads no parent waits on, each with the command that cancels it."""
-    table = Table("child thread", "parent thread", "parent", "open interrupts", "cancel with",
-                  title=f"{len(orphaned)} child threads their parent no longer waits on "
-                        "(their interrupts are offered nowhere)", title_justify="left")
+    grid = Grid([Column("child thread", ids=True), Column("parent thread", ids=True),
+                 Column("parent"), Column("open interrupts", ids=True),
+                 Column("cancel with", ids=True)])
     for orphan in orphaned:
-        ids = ", ".join(o.interrupt.id for o in orphan.state.open_interrupts)
-        table.add_row(Text(safe(orphan.state.thread_id)), Text(safe(orphan.parent_thread)),
-                      orphan.parent.status if orphan.parent else "no state",
-                      Text(safe(ids)), Text(safe(orphan.command)))
-    return table
+        grid.add(orphan.state.thread_id, orphan.parent_thread,
+                 orphan.parent.status if orphan.parent else "no state",
+                 id_list(o.interrupt.id for o in orphan.state.open_interrupts),
+                 Text(safe(orphan.command)))  # a command: its spaces are its words'
+    return grid
+
+
+def print_report(console: Console, counts: Counts, stuck: list[Stuck], limit: timedelta,
+                 orphaned: list[Orphan]) -> None:
+    """The report for a person: each table under its title line, the orphans' if any."""
+    console.print(Text(report_title(counts, limit), style="bold"), soft_wrap=True)
+    print_grid(console, report_grid(stuck))
+    if orphaned:
+        console.print(Text(orphan_title(orphaned), style="bold"), soft_wrap=True)
+        print_grid(console, orphan_grid(orphaned))
 
 
 class _Idle(NamedTuple):
@@ -195,9 +218,7 @@ async def _stuck(settings: KafkaSettings, limit: timedelta, as_json: bool) -> in
         doc = report_json(counts, stuck, now, limit, orphaned)
         sys.stdout.write(orjson.dumps(doc).decode() + "\n")
         return EXIT_OK
-    stdout().print(report_table(counts, stuck, limit))
-    if orphaned:
-        stdout().print(orphan_table(orphaned))
+    print_report(stdout(), counts, stuck, limit, orphaned)
     return EXIT_OK
 
 
@@ -210,7 +231,7 @@ def stuck(
     try:
         limit = parse_duration(running_longer_than)
     except ValueError as exc:
-        stderr().print(f"[red]error:[/] --running-longer-than {exc}")
+        stderr().print(f"[red]error:[/] --running-longer-than {markup(exc)}")
         raise typer.Exit(2) from None
     settings = KafkaSettings()
     raise typer.Exit(run_command(lambda _stop: _stuck(settings, limit, as_json)))

@@ -29,14 +29,13 @@ from typing import Annotated, Any
 import orjson
 import typer
 from rich.console import Console
-from rich.json import JSON
 from rich.padding import Padding
 from rich.text import Text
 
 from contracts import ThreadState
 from contracts.codec import to_wire
 from contracts.records import parent_thread
-from services.cli.ops.columns import Column, Grid, print_grid
+from services.cli.ops.columns import Column, Grid, id_list, print_grid
 from services.cli.ops.kafka_io import (
     EXIT_OK,
     EXIT_REFUSED,
@@ -46,7 +45,7 @@ from services.cli.ops.kafka_io import (
     stdout,
 )
 from services.cli.ops.render import clock, duration, interrupt_line, time_left
-from services.cli.ops.safe import markup, safe
+from services.cli.ops.safe import markup, safe_id, safe_json
 from services.cli.ops.threadview import (
     RunSummary,
     ThreadRow,
@@ -86,12 +85,12 @@ def thread_grid(rows: list[ThreadRow], now: datetime) -> Grid:
                  Column("run", ids=True), Column("open interrupts", ids=True),
                  Column("oldest expiry"), Column("last activity")])
     for row in rows:
-        opened = Text(safe(", ".join(row.open_interrupts)) or "-")
+        opened = id_list(row.open_interrupts)
         if row.expired:
             opened.append(f" ({len(row.expired)} expired)", style="red")
         status = Text(row.status, style=_STATUS_STYLE.get(row.status, "white"))
         if row.child_of is not None:  # its interrupts are carried up and answered there
-            status.append(f", child of {safe(row.child_of)}", style="dim")
+            status.append(f", child of {safe_id(row.child_of)}", style="dim")
         grid.add(row.thread_id, status,
                  row.agent or "-", row.run_id or "-", opened,
                  time_left(row.oldest_expiry, now) if row.oldest_expiry else "-",
@@ -143,7 +142,8 @@ def threads(
     if ctx.invoked_subcommand is not None:
         return
     if status is not None and status not in ("idle", "running", "interrupted"):
-        stderr().print(f"[red]error:[/] --status {status!r}: use idle, running or interrupted")
+        stderr().print(f"[red]error:[/] --status {markup(repr(status))}: use idle, running or "
+                       "interrupted")
         raise typer.Exit(2)
     settings = KafkaSettings()
     raise typer.Exit(run_command(lambda _stop: _list(settings, status, expired, agent, as_json)))
@@ -171,17 +171,17 @@ def show_json(found: ThreadRecords) -> dict[str, Any]:
 def _state_line(found: ThreadRecords, now: datetime) -> Text:
     state = found.state
     if state is None:
-        line = Text(safe(found.thread_id), style="bold")
+        line = Text(safe_id(found.thread_id), style="bold")
         line.append(": no thread state (the gatekeeper has not recorded this thread)")
         return line
-    line = Text(safe(state.thread_id), style="bold")
+    line = Text(safe_id(state.thread_id), style="bold")
     line.append("  ")
     line.append(state.status, style=_STATUS_STYLE.get(state.status, "white"))
-    line.append(f"  agent={safe(state.agent or '-')}  run={safe(state.run_id or '-')}  "
+    line.append(f"  agent={safe_id(state.agent or '-')}  run={safe_id(state.run_id or '-')}  "
                 f"updated {_ago(state.updated_at, now)}")
     if state.parent_run_id is not None:
-        line.append(f"  child of {safe(parent_thread(state.thread_id))} (run "
-                    f"{safe(state.parent_run_id)}): its interrupts are answered there")
+        line.append(f"  child of {safe_id(parent_thread(state.thread_id))} (run "
+                    f"{safe_id(state.parent_run_id)}): its interrupts are answered there")
     return line
 
 
@@ -193,7 +193,7 @@ def run_grid(found: ThreadRecords) -> Grid:
     for run in summarize_runs(found.events, found.run_events or None):
         grid.add(run.run_id, run.agent or "-", clock(run.started_ms) if run.started_ms else "-",
                  clock(run.ended_ms) if run.ended_ms else "-", run.outcome,
-                 ", ".join(run.interrupt_ids) or "-", ", ".join(run.resume) or "-",
+                 id_list(run.interrupt_ids), id_list(run.resume),
                  str(run.events))
     return grid
 
@@ -222,10 +222,10 @@ def print_show(console: Console, found: ThreadRecords, now: datetime) -> None:
     for item in opened:
         wire = to_wire(item.interrupt)
         console.print(interrupt_line(wire, now, indent="  "),
-                      Text(f"run={safe(item.run_id)}", style="dim"), soft_wrap=True)
+                      Text(f"run={safe_id(item.run_id)}", style="dim"), soft_wrap=True)
         if wire.get("responseSchema"):
             console.print("    responseSchema:")
-            schema = JSON.from_data(wire["responseSchema"], indent=2)
+            schema = safe_json(wire["responseSchema"])  # the agent's: inert on a terminal
             console.print(Padding(schema, (0, 0, 0, 6), expand=False))
 
 
@@ -259,8 +259,8 @@ async def _show(settings: KafkaSettings, thread_id: str, as_json: bool,
         stderr().print(f"[yellow]warning:[/] {markup(warning)}")
     if found.state is None and not found.events and not found.decisions:
         stderr().print(f"[red]unknown thread[/] {markup(thread_id)}: nothing on "
-                       f"{settings.topics.threads}, {settings.topics.events} or "
-                       f"{settings.topics.decisions}")
+                       f"{markup(settings.topics.threads)}, {markup(settings.topics.events)} "
+                       f"or {markup(settings.topics.decisions)}")
         return EXIT_REFUSED
     if as_json:
         _print_json(show_json(found))

@@ -18,7 +18,7 @@ from contracts import OpenInterrupt, ThreadState
 from contracts.records import CHILD_KEY
 from services.cli.ops.orphans import child_of, orphans, waits_on
 from services.cli.ops.resume_plan import ResumeOptions, plan_resume
-from services.cli.ops.stuck import orphan_table, report_json, report_table
+from services.cli.ops.stuck import print_report, report_json
 from services.gatekeeper.census import examine
 from services.producer.delegation import CHILD_METADATA
 
@@ -121,8 +121,7 @@ def test_stuck_counts_a_pipeline_question_once_and_lists_the_orphans() -> None:
         "openInterrupts": ["sign-off"],
         "command": "agui-relay resume t-lost/review-1 --cancel-all"}]
     console = Console(width=250, record=True)
-    console.print(report_table(counts, stuck, limit))
-    console.print(orphan_table(orphans(states)))
+    print_report(console, counts, stuck, limit, orphans(states))
     text = " ".join(console.export_text().split())
     assert "1 of 1 open interrupts past their expiry; 2 more open on child threads" in text
     assert "1 child threads their parent no longer waits on" in text

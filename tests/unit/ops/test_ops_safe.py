@@ -14,6 +14,7 @@ import io
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import orjson
 import pytest
 from ag_ui.core import Interrupt
 from rich.console import Console, RenderableType
@@ -24,8 +25,8 @@ from services.cli.main import app
 from services.cli.ops.columns import print_grid
 from services.cli.ops.filters import parse_since
 from services.cli.ops.render import event_lines, interrupt_line, record_lines
-from services.cli.ops.safe import markup, safe
-from services.cli.ops.stuck import parse_duration, report_table
+from services.cli.ops.safe import markup, safe, safe_id, safe_json
+from services.cli.ops.stuck import parse_duration, report_grid
 from services.cli.ops.threads import thread_grid
 from services.cli.ops.threadview import row_of
 from services.gatekeeper.census import examine
@@ -102,7 +103,10 @@ def test_threads_and_stuck_tables_show_hostile_ids_inert() -> None:
     print_grid(console, thread_grid([row_of(waiting, NOW), row_of(running, NOW)], NOW))
     assert_inert(out.getvalue())
     limit = timedelta(minutes=5)
-    assert_inert(terminal(report_table(*examine([waiting, running], NOW, limit), limit)))
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, color_system="truecolor", width=400)
+    print_grid(console, report_grid(examine([waiting, running], NOW, limit)[1]))
+    assert_inert(out.getvalue())
 
 
 @pytest.mark.parametrize("text", ["99999999999d", "2000000d"])
@@ -125,3 +129,23 @@ def test_a_timeout_that_is_not_a_positive_number_is_refused_before_anything_is_s
     result = CliRunner().invoke(app, command)
     assert result.exit_code == 2, result.output
     assert "give a number of seconds above 0" in result.output
+
+
+def test_safe_shows_invisible_characters_so_no_id_passes_for_another() -> None:
+    assert safe("alpha\u200b") == "alpha\\u200b"
+    assert safe("a\u2060b\ufeffc\u00a0d\u3000e\U000e0041") == (
+        "a\\u2060b\\ufeffc\\xa0d\\u3000e\\U000e0041")
+    assert safe_id("a b\u200b") == "a\\x20b\\u200b"
+
+
+def test_safe_json_escapes_raw_controls_and_stays_json() -> None:
+    """rich's ``JSON`` (``ensure_ascii=False``) escapes only C0: a schema's or a dead
+    letter's U+202E and C1 controls reached the terminal as they were."""
+    value = {"title": "ok\u202egpj.exe\u0085", "d\u009b": ["\u009b2J", "é ✓", "\U000e0041"],
+             "n": [1, None, True]}
+    shown = safe_json(value)
+    assert not [c for c in ("\u202e", "\u009b", "\u0085", "\U000e0041") if c in shown.plain]
+    assert orjson.loads(shown.plain) == value  # escaped the JSON way: the same value
+    assert "é ✓" in shown.plain
+    written = terminal(shown)
+    assert not [c for c in ("\u202e", "\x9b") if c in written]

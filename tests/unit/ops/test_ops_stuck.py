@@ -9,7 +9,7 @@ from ag_ui.core import Interrupt
 from rich.console import Console
 
 from contracts import OpenInterrupt, ThreadState
-from services.cli.ops.stuck import parse_duration, report_json, report_table
+from services.cli.ops.stuck import parse_duration, print_report, report_json
 from services.gatekeeper.census import examine
 
 pytestmark = pytest.mark.unit
@@ -63,7 +63,7 @@ def test_the_json_report_has_the_gauges_numbers_and_each_stuck_thread() -> None:
 def test_the_table_names_the_limit_the_counts_and_the_threads() -> None:
     limit = timedelta(minutes=5)
     console = Console(width=200, record=True)
-    console.print(report_table(*examine(states(), NOW, limit), limit))
+    print_report(console, *examine(states(), NOW, limit), limit, [])
     text = console.export_text()
     assert "1 of 2 running threads running longer than 5m" in text
     assert "1 of 2 open interrupts past their expiry" in text

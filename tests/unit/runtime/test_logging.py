@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import io
 import logging
+import re
+import unicodedata
 from collections.abc import Iterator
 
 import orjson
 import pytest
 
 from services.runtime.logging import (
+    CONTROLS,
     EXC_MAX,
     FIELD_MAX,
     JsonFormatter,
@@ -101,3 +104,24 @@ def test_mapping_arguments_are_clipped(captured: tuple[str, logging.Logger, io.S
     lines = buffer.getvalue().splitlines()
     assert len(lines) == 1
     assert "(+800 chars) and 2" in lines[0]
+
+
+def test_every_control_format_separator_and_invisible_character_is_escaped() -> None:
+    """``CONTROLS`` is written out; this checks it against the running Python's Unicode
+    data: every C0/C1 control, format character (Cf: bidi, zero-width, tags), line and
+    paragraph separator, space but U+0020 and lone surrogate, and the characters drawn as
+    nothing that Unicode files under letters or marks (U+3164, variation selectors)."""
+    unsafe = re.compile(f"[{CONTROLS}]")
+    missed = [f"U+{code:04X} {unicodedata.category(chr(code))}" for code in range(0x110000)
+              if unicodedata.category(chr(code)) in ("Cc", "Cf", "Zl", "Zp", "Zs", "Cs")
+              and code != 0x20 and unsafe.fullmatch(chr(code)) is None]
+    assert not missed, missed
+    for char in "\u034f\u115f\u1160\u17b4\u180b\u2800\u3164\ufe0f\uffa0\U000e0100":
+        assert unsafe.fullmatch(char), f"U+{ord(char):04X}"
+    for char in " aé✓漢\u0301":  # ordinary text, a combining accent included
+        assert unsafe.fullmatch(char) is None, f"U+{ord(char):04X}"
+
+
+def test_escape_controls_shows_invisible_characters_python_calls_printable() -> None:
+    assert escape_controls("a\u200bb\ufeff\u2028") == "a\\u200bb\\ufeff\\u2028"
+    assert escape_controls("x\u3164y\U000e0041") == "x\\u3164y\\U000e0041"
