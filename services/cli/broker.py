@@ -14,6 +14,7 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from deploy.kafka import launcher
 
@@ -31,7 +32,7 @@ def up(
                              help="Client port on 127.0.0.1 (a cluster's node i: PORT+2i)."),
     brokers: int = typer.Option(1, min=1, help="Nodes: 1 broker, or 3 for a replicated cluster."),
     controller_port: int | None = typer.Option(
-        None, help="One broker's controller port on 127.0.0.1 [default: PORT+1]."),
+        None, help="One broker's controller port on 127.0.0.1 (default: PORT+1)."),
 ) -> None:
     """Fetch the jars if needed and start the broker(s) in the background (idempotent)."""
     if brokers > 1:
@@ -43,18 +44,19 @@ def up(
         return
     cluster = launcher.recorded_cluster(data_dir)
     if cluster is not None and any(node.alive() for node in cluster.nodes):
-        console.print(f"[red]A cluster of {len(cluster.nodes)} runs in {data_dir}:[/] "
+        console.print(f"[red]A cluster of {len(cluster.nodes)} runs in {escape(str(data_dir))}:[/] "
                       f"`kafka up --brokers {len(cluster.nodes)}` or `kafka down` first")
         raise typer.Exit(1)
     running = launcher.status(data_dir)
     if running is not None:
-        console.print(f"Kafka already running on [bold]{running.bootstrap}[/] (pid {running.pid})")
+        console.print(f"Kafka already running on [bold]{escape(running.bootstrap)}[/] "
+                      f"(pid {running.pid})")
         return
     try:
         launcher.fetch()
         launcher.start(data_dir, port, controller_port or port + 1, persistent=True)
     except launcher.LauncherError as exc:
-        console.print(f"[red]Kafka did not start:[/] {exc}")
+        console.print(f"[red]Kafka did not start:[/] {escape(str(exc))}")
         raise typer.Exit(1) from exc
 
 
@@ -63,11 +65,12 @@ def _up_cluster(data_dir: Path, port: int, brokers: int) -> None:
         launcher.fetch()
         cluster, restarted = launcher.up_cluster(data_dir.resolve(), brokers, base_port=port)
     except launcher.LauncherError as exc:
-        console.print(f"[red]The Kafka cluster did not start:[/] {exc}")
+        console.print(f"[red]The Kafka cluster did not start:[/] {escape(str(exc))}")
         raise typer.Exit(1) from exc
     if restarted:
         console.print(f"Started node(s) {', '.join(str(i + 1) for i in restarted)} again")
-    console.print(f"Kafka {cluster.version} cluster of {brokers} on [bold]{cluster.bootstrap}[/]")
+    console.print(f"Kafka {escape(cluster.version)} cluster of {brokers} on "
+                  f"[bold]{escape(cluster.bootstrap)}[/]")
     _print_nodes(cluster)
 
 
@@ -75,7 +78,7 @@ def _print_nodes(cluster: launcher.Cluster) -> list[str]:
     colours = {"running": "green", "not answering": "yellow", "stopped": "red"}
     report = cluster.report()
     for state, line in report:
-        console.print(f"  [{colours.get(state, 'red')}]{line}[/]", highlight=False,
+        console.print(f"  [{colours.get(state, 'red')}]{escape(line)}[/]", highlight=False,
                       soft_wrap=True)
     return [state for state, _ in report]
 
@@ -97,8 +100,8 @@ def status(data_dir: Path = DirOption) -> None:
     """Say whether the broker or cluster runs and where (exit 1 when not, or a node is down)."""
     cluster = launcher.recorded_cluster(data_dir)
     if cluster is not None and any(node.alive() for node in cluster.nodes):
-        console.print(f"Kafka {cluster.version} cluster of {len(cluster.nodes)} on "
-                      f"[bold]{cluster.bootstrap}[/]")
+        console.print(f"Kafka {escape(cluster.version)} cluster of {len(cluster.nodes)} on "
+                      f"[bold]{escape(cluster.bootstrap)}[/]")
         if any(state != "running" for state in _print_nodes(cluster)):
             raise typer.Exit(1)
         return
@@ -106,5 +109,6 @@ def status(data_dir: Path = DirOption) -> None:
     if running is None:
         console.print("Kafka is not running")
         raise typer.Exit(1)
-    console.print(f"Kafka {running.version} running on [bold]{running.bootstrap}[/] "
-                  f"(pid {running.pid}, data {running.data_dir})")
+    console.print(f"Kafka {escape(running.version)} running on "
+                  f"[bold]{escape(running.bootstrap)}[/] "
+                  f"(pid {running.pid}, data {escape(str(running.data_dir))})")

@@ -21,6 +21,7 @@ from typing import Any
 import orjson
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from services.cli.up import SAMPLE_AGENTS, agent_names
@@ -139,7 +140,8 @@ def _report(rows: list[Row], title: str, as_json: bool) -> None:
         out.print(_table(rows, title))
     found = problems([r.state for r in rows])
     for fatal, text in found:
-        err.print(f"[{'red' if fatal else 'yellow'}]{'error' if fatal else 'warning'}:[/] {text}")
+        err.print(f"[{'red' if fatal else 'yellow'}]{'error' if fatal else 'warning'}:[/] "
+                  f"{escape(text)}")
     if any(fatal for fatal, _ in found):
         raise typer.Exit(1)
 
@@ -154,10 +156,11 @@ def _run(action: str, rows_of: RowsOf, agents: str, as_json: bool) -> None:
         rows = asyncio.run(rows_of(settings, agent_names(agents)))
     except KafkaError as exc:
         Console(stderr=True).print(
-            f"[red]could not {action} at {settings.bootstrap_servers}:[/] {exc!r}")
+            f"[red]could not {action} at {escape(settings.bootstrap_servers)}:[/] "
+            f"{escape(repr(exc))}")
         raise typer.Exit(1) from exc
-    _report(rows, f"topics under '{settings.topic_prefix}' on {settings.bootstrap_servers}",
-            as_json)
+    _report(rows, escape(f"topics under '{settings.topic_prefix}' on "
+                         f"{settings.bootstrap_servers}"), as_json)
 
 
 async def _create(settings: KafkaSettings, agents: tuple[str, ...]) -> list[Row]:

@@ -27,6 +27,7 @@ from pathlib import Path
 import httpx
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.text import Text
 
 from deploy.kafka import launcher
@@ -88,23 +89,23 @@ def ensure_broker() -> tuple[str, launcher.Broker | None]:
     """The bootstrap to use, and the broker this command started (if any)."""
     given = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     if given:
-        console.print(f"[bold]Kafka[/]: using KAFKA_BOOTSTRAP_SERVERS={given}")
+        console.print(f"[bold]Kafka[/]: using KAFKA_BOOTSTRAP_SERVERS={escape(given)}")
         return given, None
     cluster = launcher.recorded_cluster(launcher.DEFAULT_RUN_DIR)
     if cluster is not None and any(node.alive() for node in cluster.nodes):
         console.print(f"[bold]Kafka[/]: using the local {len(cluster.nodes)}-node cluster on "
-                      f"{cluster.bootstrap}")
+                      f"{escape(cluster.bootstrap)}")
         return cluster.bootstrap, None
     running = launcher.status(launcher.DEFAULT_RUN_DIR)
     if running is not None:
-        console.print(f"[bold]Kafka[/]: reusing the local broker on {running.bootstrap}")
+        console.print(f"[bold]Kafka[/]: reusing the local broker on {escape(running.bootstrap)}")
         return running.bootstrap, None
     with console.status("Fetching the Kafka jars from Maven Central (first run only)..."):
         launcher.fetch(quiet=True)
     with console.status("Starting Apache Kafka on 127.0.0.1:9092..."):
         broker = launcher.start(launcher.DEFAULT_RUN_DIR, launcher.DEFAULT_PORT,
                                 launcher.DEFAULT_CONTROLLER_PORT, persistent=True, quiet=True)
-    console.print(f"[bold]Kafka[/] {broker.version} ready on {broker.bootstrap} "
+    console.print(f"[bold]Kafka[/] {escape(broker.version)} ready on {escape(broker.bootstrap)} "
                   f"in {broker.started_in:.1f} s (pid {broker.pid})")
     return broker.bootstrap, broker
 
@@ -268,15 +269,15 @@ def up(
 ) -> None:
     """Run the whole system in the foreground until Ctrl-C.
 
-    Starts the local broker (unless KAFKA_BOOTSTRAP_SERVERS is set), creates the topics,
-    and runs the gatekeeper, a producer worker hosting the sample agents, and the HTTP
-    service on AGUI_HTTP_HOST:AGUI_HTTP_PORT (127.0.0.1:8000).
+    Starts the local broker (unless KAFKA_BOOTSTRAP_SERVERS is set) and creates the topics.
+    Runs the gatekeeper, a producer worker hosting the sample agents and the HTTP service.
+    The HTTP service listens on AGUI_HTTP_HOST:AGUI_HTTP_PORT (127.0.0.1:8000).
     """
     check_settings(agents)
     try:
         bootstrap, broker = ensure_broker()
     except launcher.LauncherError as exc:
-        console.print(f"[red]Kafka did not start:[/] {exc}")
+        console.print(f"[red]Kafka did not start:[/] {escape(str(exc))}")
         raise typer.Exit(1) from exc
     code = 0
     try:

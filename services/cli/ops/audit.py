@@ -76,8 +76,8 @@ async def _audit(settings: KafkaSettings, thread_id: str, as_json: bool,
         stderr().print(f"[yellow]warning:[/] {markup(warning)}")
     if found.state is None and not found.events and not found.decisions:
         stderr().print(f"[red]unknown thread[/] {markup(thread_id)}: nothing on "
-                       f"{settings.topics.threads}, {settings.topics.events} or "
-                       f"{settings.topics.decisions}")
+                       f"{markup(settings.topics.threads)}, {markup(settings.topics.events)} "
+                       f"or {markup(settings.topics.decisions)}")
         return EXIT_REFUSED
     if as_json:
         sys.stdout.write(orjson.dumps(audit_json(found)).decode() + "\n")

@@ -54,7 +54,8 @@ async def _current_run(settings: KafkaSettings, thread_id: str) -> str | None:
     state = await read_state(settings, thread_id)
     if state is None:
         stderr().print(f"[red]refused:[/] thread {markup(thread_id)} has no state on "
-                       f"{settings.topics.threads}; name the run: cancel {markup(thread_id)} RUN")
+                       f"{markup(settings.topics.threads)}; name the run: cancel "
+                       f"{markup(thread_id)} RUN")
         return None
     if state.status != "running" or state.run_id is None:
         hint = ("; to move past its open interrupts: agui-relay resume "
@@ -87,7 +88,7 @@ async def _cancel(settings: KafkaSettings, thread_id: str, run_id: str | None, f
             else:
                 stdout().print(f"cancel sent for run [cyan]{markup(run_id)}[/] of thread "
                                f"[bold]{markup(thread_id)}[/] "
-                               f"({topics.control}[{partition}]@{offset})")
+                               f"({markup(topics.control)}[{partition}]@{offset})")
             if follow and await watcher.run_end(thread_id, run_id, within_s) is None:
                 if stop.is_set():
                     stderr().print(f"[yellow]stopped[/] (Ctrl-C) before run {markup(run_id)} "

@@ -35,6 +35,7 @@ from services.agui.transcript import replay
 from services.cli.ops.agui_http import RunReply, run_agent
 from services.cli.ops.kafka_io import EXIT_ERROR, EXIT_OK, EXIT_REFUSED, run_command, stdout
 from services.cli.ops.render import record_lines
+from services.cli.ops.safe import markup
 from services.kafka.reader import TopicReader
 from services.kafka.records import OpsRecord, from_kafka
 from services.runtime.settings import KafkaSettings
@@ -56,7 +57,7 @@ class Demo:
         self.tag = uuid.uuid4().hex[:6]
 
     def say(self, text: str) -> None:
-        self.console.print(f"\n[bold]»[/] {text}")
+        self.console.print(f"\n[bold]»[/] {markup(text)}")
 
     def _show(self, thread: str, run_id: str, event: dict[str, Any]) -> None:
         stamp = event.get("timestamp")
@@ -86,15 +87,17 @@ class Demo:
         thread, run_id = run_input["threadId"], run_input["runId"]
         entries = run_input.get("resume")
         extra = f"  resume entries={len(entries)}" if entries is not None else ""
-        self.console.print(f"[dim]POST /agents/{agent}  thread={thread} run={run_id}{extra}[/]")
+        self.console.print(f"[dim]POST /agents/{markup(agent)}  thread={markup(thread)} "
+                           f"run={markup(run_id)}{extra}[/]")
         reply = await run_agent(self.client, agent, run_input,
                                 lambda event: self._show(thread, run_id, event))
         self.seen.setdefault(thread, []).extend(reply.events)
         if reply.problem is not None:
             problem = reply.problem
             ids = ", ".join(map(str, problem.get("interruptIds") or []))
-            self.console.print(f"[bold red]HTTP {reply.status}[/] {problem.get('code')}: "
-                               f"{problem.get('detail')}{f'  [{ids}]' if ids else ''}")
+            self.console.print(f"[bold red]HTTP {reply.status}[/] "
+                               f"{markup(problem.get('code'))}: {markup(problem.get('detail'))}"
+                               f"{markup(f'  [{ids}]') if ids else ''}")
         return reply
 
     async def kafka_decisions(self, thread: str) -> None:
@@ -102,7 +105,7 @@ class Demo:
         async with TopicReader(self.settings, "agui-relay-demo") as reader:
             tp = await reader.key_partition(self.settings.topics.decisions, thread)
             records = await reader.read_all([tp])
-        self.console.print(f"[dim]what the gatekeeper recorded on {tp.topic}:[/]")
+        self.console.print(f"[dim]what the gatekeeper recorded on {markup(tp.topic)}:[/]")
         for record in records:
             rec = from_kafka(record, self.settings.topics)
             if rec.key == thread:
@@ -196,18 +199,18 @@ async def tour(url: str, settings: KafkaSettings) -> int:
         try:
             ready = await client.get("/readyz")
         except httpx.HTTPError as exc:
-            console.print(f"[red]no agui-relay at {url}[/] ({exc}); start it with `make run` "
-                          "(or set AGUI_URL)")
+            console.print(f"[red]no agui-relay at {markup(url)}[/] ({markup(exc)}); start it "
+                          "with `make run` (or set AGUI_URL)")
             return EXIT_ERROR
         if ready.status_code != 200:
-            console.print(f"[red]{url} is not ready[/]: {ready.text}")
+            console.print(f"[red]{markup(url)} is not ready[/]: {markup(ready.text)}")
             return EXIT_ERROR
         demo = Demo(client, settings, console)
         try:
             for scene in (scene_approval, scene_expired, scene_partial):
                 await scene(demo)
         except SceneFailedError as exc:
-            console.print(f"\n[bold red]the demo went off script:[/] {exc}")
+            console.print(f"\n[bold red]the demo went off script:[/] {markup(exc)}")
             return EXIT_REFUSED
     console.print("\n[bold green]That was the tour.[/] Follow everything live with "
                   "`agui-relay tail --decisions`.")

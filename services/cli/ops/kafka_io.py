@@ -19,6 +19,7 @@ from contextlib import contextmanager
 
 from rich.console import Console
 
+from services.cli.ops.safe import markup
 from services.kafka.clients import KafkaError, TopicPartition, new_producer
 from services.kafka.reader import TopicReader, UnknownTopicError
 from services.kafka.thread_log import Progress, ReadStoppedError
@@ -45,7 +46,8 @@ def stderr() -> Console:
 
 @contextmanager
 def reading(what: str) -> Iterator[Progress]:
-    """Progress on stderr while ``what`` is read: a thread's partition can hold millions
+    """Progress on stderr while ``what`` (rich markup: escape what it quotes) is read: a
+    thread's partition can hold millions
     of records, seconds of reading. A terminal gets a status line, erased after; anything
     else (a log, a pipe) a line when the read begins and one every ``NOTE_EVERY_S``."""
     console = stderr()
@@ -53,7 +55,7 @@ def reading(what: str) -> Iterator[Progress]:
         with console.status(f"reading {what}") as status:
 
             def update(topic: str, done: int, total: int) -> None:
-                status.update(f"reading {what}: {topic}, {done:,} of {total:,} records")
+                status.update(f"reading {what}: {markup(topic)}, {done:,} of {total:,} records")
 
             yield update
         return
@@ -64,7 +66,7 @@ def reading(what: str) -> Iterator[Progress]:
         nonlocal noted
         if time.monotonic() - noted >= NOTE_EVERY_S:
             noted = time.monotonic()
-            console.print(f"reading {what}: {topic}, {done:,} of {total:,} records")
+            console.print(f"reading {what}: {markup(topic)}, {done:,} of {total:,} records")
 
     yield note
 
@@ -111,10 +113,10 @@ def run_command(body: Callable[[asyncio.Event], Awaitable[int]]) -> int:
             stderr().print("[yellow]stopped[/] (Ctrl-C) before the read was done")
             result = EXIT_INTERRUPTED
         except UnknownTopicError as exc:
-            stderr().print(f"[red]error:[/] {exc}")
+            stderr().print(f"[red]error:[/] {markup(exc)}")
             result = EXIT_ERROR
         except KafkaError as exc:
-            stderr().print(f"[red]Kafka error:[/] {exc} (is the broker at "
+            stderr().print(f"[red]Kafka error:[/] {markup(exc)} (is the broker at "
                            "KAFKA_BOOTSTRAP_SERVERS running?)")
             result = EXIT_ERROR
 

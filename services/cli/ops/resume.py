@@ -136,7 +136,7 @@ async def submit_and_follow(settings: KafkaSettings, request: RunRequest, *, fol
                 if not stop.is_set():
                     stderr().print(f"[red]no decision within {within_s:g}s[/] (is the gatekeeper "
                                    f"running?); request {request.request_id} stays on "
-                                   f"{topics.requests} and will be decided when it runs")
+                                   f"{markup(topics.requests)} and will be decided when it runs")
                 return EXIT_ERROR
             if decision.fields.get("verdict") != "admitted":
                 return EXIT_REFUSED
@@ -179,7 +179,7 @@ def resume(
                                 cancel=list(cancel or []), cancel_expired=cancel_expired,
                                 cancel_all=cancel_all)
     except ValueError as exc:
-        stderr().print(f"[red]error:[/] {exc}")
+        stderr().print(f"[red]error:[/] {markup(exc)}")
         raise typer.Exit(EXIT_ERROR) from exc
 
     async def body(stop: asyncio.Event) -> int:

@@ -134,7 +134,7 @@ async def _state(settings: KafkaSettings, root: Path, as_json: bool) -> int:
         stdout().print(f"no state stores under {root}", markup=False)
         return EXIT_OK
     table = Table("store", "partition", "offset", "changelog end", "behind", "on disk", "open",
-                  title=f"state stores under {root}", title_justify="left",
+                  title=Text(f"state stores under {safe(root)}"), title_justify="left",
                   caption="offset: the changelog offset the store reflects; behind: what a "
                           "restore would read now", caption_justify="left")
     for row in rows:
@@ -156,8 +156,7 @@ def state(
     as_json: Annotated[bool, typer.Option("--json", help="NDJSON: one object per store.")
                        ] = False,
 ) -> None:
-    """The on-disk state stores of this machine: each partition's offset against the
-    changelog's end."""
+    """This machine's state stores: each partition's offset against its changelog's end."""
     settings = KafkaSettings()
     root = directory or Path(os.environ.get("AGUI_STATE_DIR") or DEFAULT_DIR)
     raise typer.Exit(run_command(lambda _stop: _state(settings, root, as_json)))

@@ -34,6 +34,7 @@ from services.cli.ops.kafka_io import (
     stdout,
 )
 from services.cli.ops.render import record_lines
+from services.cli.ops.safe import markup
 from services.kafka.reader import Start, TopicReader
 from services.kafka.records import Deduper, OpsRecord, from_kafka
 from services.runtime.settings import KafkaSettings
@@ -80,7 +81,7 @@ async def _tail(settings: KafkaSettings, wanted: list[tuple[str, str | None]], s
         chosen: dict[str, list[int]] = {}
         for tp in partitions:
             chosen.setdefault(tp.topic, []).append(tp.partition)
-        where = ", ".join(f"{topic}[{ps[0] if len(ps) == 1 else '*'}]"
+        where = ", ".join(markup(f"{topic}[{ps[0] if len(ps) == 1 else '*'}]")
                           for topic, ps in chosen.items())
         stderr().print(f"[dim]tail {where} {_where(start)}, "
                        f"{'until the end' if exit_at_end else 'following, Ctrl-C to stop'}[/]")
@@ -122,7 +123,7 @@ def tail(
     try:
         start = start_of(from_beginning, since, datetime.now(UTC), thread)
     except ValueError as exc:
-        stderr().print(f"[red]error:[/] {exc}")
+        stderr().print(f"[red]error:[/] {markup(exc)}")
         raise typer.Exit(EXIT_ERROR) from exc
     topics = settings.topics
     wanted: list[tuple[str, str | None]] = [(topics.events, thread)]
