@@ -19,7 +19,8 @@ another id) to a reader or to ``awk``.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from copy import copy
+from dataclasses import dataclass, field, replace
 
 from rich.console import Console
 from rich.measure import Measurement
@@ -64,10 +65,17 @@ def id_list(ids: Iterable[str]) -> Text:
 
 
 def table_of(grid: Grid) -> Table:
-    """The rich table: id columns never wrap, the others fold rather than cut."""
+    """The rich table: id columns never wrap and are as wide as their widest cell or
+    header (rich measures a cell of several words, ``a, b`` or a command, by its longest
+    word, then cut it), the others fold rather than cut, never narrower than their
+    header's longest word (a status folded one letter a line)."""
     table = Table()
-    for column in grid.columns:
-        table.add_column(column.header, no_wrap=column.ids, overflow="fold")
+    for i, column in enumerate(grid.columns):
+        if column.ids:
+            least = max([len(column.header), *(row[i].cell_len for row in grid.rows)])
+        else:
+            least = max(len(word) for word in column.header.split())
+        table.add_column(column.header, no_wrap=column.ids, overflow="fold", min_width=least)
     for row in grid.rows:
         table.add_row(*row)
     return table
@@ -91,9 +99,13 @@ def plain_lines(grid: Grid) -> list[Text]:
 
 
 def fits(console: Console, table: Table) -> bool:
-    """True when ``table`` with its id columns whole fits the console's width."""
+    """True when ``table`` with its id columns whole fits the console's width, the other
+    columns folded down to their least width (a header's longest word)."""
+    folded = copy(table)
+    folded.columns = [c if c.no_wrap else replace(c, max_width=c.min_width)
+                      for c in table.columns]
     unbounded = console.options.update(width=1 << 20, max_width=1 << 20)
-    return Measurement.get(console, unbounded, table).minimum <= console.width
+    return Measurement.get(console, unbounded, folded).minimum <= console.width
 
 
 def print_grid(console: Console, grid: Grid) -> None:

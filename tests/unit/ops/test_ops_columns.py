@@ -130,3 +130,20 @@ def test_threads_show_prints_its_ids_whole_at_80_columns(make: object) -> None:
     assert sum(LONG_RUN in line for line in text.splitlines()) >= 3  # state, run, decision
     assert "req-" + "q" * 70 in text
     assert "…" not in text
+
+
+@pytest.mark.parametrize("width", [130, 160])
+def test_an_id_cell_of_several_words_is_measured_whole_and_never_cut(width: int) -> None:
+    """A list of ids or a command (``stuck``'s "cancel with") is one cell of several
+    words: rich measures such a cell by its longest word, so a table judged to fit was
+    drawn wider than the terminal and the command cut at its edge."""
+    command = "agui-relay resume " + "y" * 40 + " --cancel-all"
+    grid = Grid([Column("thread", ids=True), Column("status"), Column("cancel with", ids=True)])
+    grid.add("x" * 60, "interrupted", Text(command))
+    console, out = terminal(width)
+    print_grid(console, grid)
+    text = Text.from_ansi(out.getvalue()).plain
+    assert command in " ".join(text.replace("│", " ").split())
+    if BOX & set(text):
+        assert all(len(line) <= width for line in text.splitlines()), text
+    assert "interrupted" in text
