@@ -97,6 +97,13 @@ class Mailbox(Generic[T]):
         self._bytes += weight
         return items[:count]
 
+    def wake(self) -> None:
+        """Wake the reader with nothing new: something else about its stream changed
+        (it fell behind on an item that did not fit, and must go to the log)."""
+        wakeup = self._wakeup
+        if wakeup is not None and not wakeup.done():
+            wakeup.set_result(None)
+
     async def wait(self, within_s: float) -> bool:
         """True once something is buffered; False after ``within_s`` seconds of nothing."""
         if self._items:

@@ -100,7 +100,7 @@ async def run_body(
         async for chunk in _relayed(preface, sequencer, outcome, keepalive_s, with_ids,
                                     check, stop=False):
             yield chunk
-        if outcome.terminal:
+        if outcome.terminal or outcome.broken:
             return
     buffer = stream.buffer
     while True:
@@ -118,11 +118,13 @@ async def run_body(
                             stream.run_id, exc)
                 outcome.dropped = True
                 return
-            if outcome.terminal:
+            if outcome.terminal or outcome.broken:
                 return
             continue
         if await buffer.wait(GAP_WAIT_S if sequencer.waiting else keepalive_s):
             ready = sequencer.offer_all(check.sequenced(buffer.take_all()))
+        elif stream.lag.behind or stream.dropped:
+            continue  # woken to go to the log (or to end), not by silence
         elif not sequencer.waiting:
             yield KEEPALIVE
             continue
@@ -132,7 +134,7 @@ async def run_body(
         if chunk:
             outcome.last_chunk = outcome.terminal
             yield chunk
-        if outcome.terminal:
+        if outcome.terminal or outcome.broken:
             return
 
 
@@ -155,7 +157,7 @@ async def _relayed(items: AsyncIterator[Delivery | None], sequencer: Sequencer[D
         if chunk:
             last_write = time.monotonic()
             yield chunk
-        if stop and outcome.terminal:
+        if (stop and outcome.terminal) or outcome.broken:
             return
 
 
@@ -187,24 +189,31 @@ class _Usable:
         past the run's end, given while it ran) ends the stream: the sequencer drops
         it as already delivered, and the stream would otherwise wait for ever.
         """
-        key = self.key
         if self.max_bytes and len(delivery.value) > self.max_bytes:
-            log.warning("event record at offset %d (seq %d) of run %s holds %d bytes, more "
-                        "than a record may (AGUI_MAX_RECORD_BYTES %d); not sent",
-                        delivery.offset, delivery.seq, key[1], len(delivery.value),
-                        self.max_bytes, extra={"threadId": key[0], "runId": key[1]})
+            self._unusable(delivery, f"holds {len(delivery.value)} bytes, more than a "
+                           f"record may (AGUI_MAX_RECORD_BYTES {self.max_bytes})")
             return None
         line = sse_value(delivery.value)
         if line is None:
-            log.warning("event record at offset %d (seq %d) of run %s is not a JSON object; "
-                        "not sent", delivery.offset, delivery.seq, key[1],
-                        extra={"threadId": key[0], "runId": key[1]})
+            self._unusable(delivery, "is not a JSON object")
             return None
         sequencer = self.sequencer
         if (delivery.event_type in TERMINAL_TYPES and sequencer.after is not None
                 and delivery.seq <= sequencer.after):
             self.outcome.terminal = True
         return delivery if line is delivery.value else delivery._replace(value=line)
+
+    def _unusable(self, delivery: Delivery, why: str) -> None:
+        """Skip it, saying why; an unusable terminal event breaks the stream off (marked
+        ``broken``: the connection is aborted), as nothing would ever end it otherwise."""
+        key = self.key
+        ends = delivery.event_type in TERMINAL_TYPES
+        log.warning("event record at offset %d (seq %d) of run %s %s; not sent%s",
+                    delivery.offset, delivery.seq, key[1], why,
+                    ": the run's end cannot be sent, its stream is broken off" if ends else "",
+                    extra={"threadId": key[0], "runId": key[1]})
+        if ends:
+            self.outcome.broken = True
 
 
 def _frames(ready: list[tuple[int, Delivery]], outcome: StreamOutcome, with_ids: bool,

@@ -179,9 +179,11 @@ class RunStream:
                 return True
             if self.tail is None:
                 self.dropped = True
+                self.buffer.wake()
                 return False
             self.lag.fall_behind(deliveries[buffered].offset)
             self.tail.fell_behind(self)
+            self.buffer.wake()  # an empty buffer's reader would wait out a keep-alive
         self.lag.note(deliveries[-1].offset)
         return True
 

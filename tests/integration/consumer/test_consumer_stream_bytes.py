@@ -16,14 +16,17 @@ like a value that is not a JSON object, and the rest of the run streams.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
+import httpx
 import orjson
 import pytest
 from aiokafka import AIOKafkaProducer
 from consumer_harness import AGENT, Backstage, finished, serving
-from slow_sse import BufferPeak, emit_pads, open_run, slow_http
+from slow_sse import BufferPeak, SseReader, emit_pads, open_run, slow_http
 
 from contracts import EventHeaders
+from services.consumer.ordering import KEEPALIVE
 from services.runtime.settings import KafkaSettings
 
 pytestmark = pytest.mark.integration
@@ -80,3 +83,54 @@ async def test_an_event_past_the_record_limit_is_not_streamed_the_rest_is(
         f"the client got an SSE frame of {largest:,} bytes from an events record past "
         f"AGUI_MAX_RECORD_BYTES ({kafka.max_record_bytes:,})")
     assert "more than a record may (AGUI_MAX_RECORD_BYTES" in caplog.text
+
+
+async def _raw_until_end(reader: SseReader, within_s: float) -> bytes:
+    """The body's bytes until it ends (or breaks off), at most ``within_s``."""
+    raw = b""
+    with contextlib.suppress(httpx.RemoteProtocolError, httpx.ReadError, TimeoutError):
+        async with asyncio.timeout(within_s):
+            async for chunk in reader._chunks:  # the body's reader, where it left off
+                raw += chunk
+    return raw
+
+
+async def test_an_event_over_the_whole_budget_goes_to_the_log_at_once(
+        kafka: KafkaSettings, backstage: Backstage) -> None:
+    """An event heavier than the whole budget fits in no buffer, not even an empty one:
+    the stream fell behind, but its body, waiting on the empty buffer, was not woken and
+    sent a keep-alive first, a whole ``AGUI_KEEPALIVE_S`` later (15 s at the default)."""
+    budget = 65_536
+    async with serving(kafka, stream_queue_bytes=budget, keepalive_s=10.0) as app, \
+            slow_http(app.url) as http:
+        thread_id, run_id, reader = await open_run(http, backstage)
+        await reader.read_until(0)  # up to date: its body waits on an empty buffer
+        await asyncio.sleep(0.5)
+        await emit_pads(backstage, thread_id, run_id, 1, 1, 4 * budget)
+        await backstage.emit(thread_id, run_id, [finished(thread_id, run_id)], seqs=[2])
+        raw = reader._pending + await _raw_until_end(reader, 60)
+    assert b'"RUN_FINISHED"' in raw, raw[-200:]
+    assert KEEPALIVE not in raw, "a keep-alive went out before the event that did not fit"
+    assert raw.count(b"id: ") == 2, raw[:200]  # the pad and the RUN_FINISHED
+
+
+@pytest.mark.parametrize("value", [b"not json", b'{"type": "RUN_FINISHED"'])
+async def test_an_unusable_terminal_event_breaks_the_stream_off(
+        kafka: KafkaSettings, backstage: Backstage, value: bytes) -> None:
+    """A run whose terminal event no client can be sent (another writer's: not a JSON
+    object, or past the record limit) had its stream send keep-alives for ever: the
+    event that would end it was skipped. Now the connection is broken off at it (the
+    body never writes an event of its own), and the run is not cancelled."""
+    async with serving(kafka, keepalive_s=1.0, cancel_on_disconnect=True) as app, \
+            slow_http(app.url) as http:
+        thread_id, run_id, reader = await open_run(http, backstage)
+        await reader.read_until(0)
+        await backstage.producer.send_and_wait(
+            kafka.topics.events, value, key=thread_id.encode(),
+            headers=EventHeaders(run_id, "RUN_FINISHED", AGENT, 1).encode())
+        raw = await _raw_until_end(reader, 20)
+        await asyncio.sleep(1.0)  # a cancel would be on its way by now
+        cancels = await backstage.control_count()
+    assert raw.count(KEEPALIVE) < 10, "the stream went on sending keep-alives"
+    assert b"RUN_FINISHED" not in raw
+    assert cancels == 0, "the run was cancelled for its stream's end"
