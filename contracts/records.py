@@ -96,6 +96,17 @@ class Envelope(ConfiguredBaseModel):
 REQUEST_ID_MAX_LENGTH = 200
 """The longest ``RunRequest.request_id`` (an instance's own are uuid4 strings, 36)."""
 
+EXPIRY_REQUEST_PREFIX = "expiry:"
+"""The expiry policy's request ids: ``expiry:<interruptedRunId>``, derived, not drawn."""
+DELEGATION_REQUEST_PREFIX = "delegation:"
+"""A delegated child run's request ids (the parent's worker draws them)."""
+OPS_REQUEST_PREFIX = "ops:"
+"""Requests an operator's ``agui-relay`` command sends itself."""
+RELAY_REQUEST_PREFIXES = (EXPIRY_REQUEST_PREFIX, DELEGATION_REQUEST_PREFIX, OPS_REQUEST_PREFIX)
+"""The relay's own request-id namespace: a request id a client chooses (``agui-request-id``)
+may not begin so, so no client request can take one of the relay's (the expiry policy's is
+predictable) and be answered in its place."""
+
 
 class RunRequest(Envelope):
     """A consumer's request to run ``agent`` with ``input`` (topic ``requests``).

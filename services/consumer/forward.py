@@ -51,7 +51,11 @@ request's ids are checked and (for a POST) its body read and validated:
 The headers ``agui-forwarded-by``, ``agui-request-id`` and
 ``agui-forward-attempt`` are trusted from whoever sends them: put the
 instances behind a proxy that drops them from clients' requests (a client
-sending them can only make its own request served as a forwarded one).
+sending them can only make its own request served as a forwarded one). What
+keeps a chosen request id to the client's own request: one in the relay's own
+namespace (``RELAY_REQUEST_PREFIXES``: the expiry policy's ids are derived,
+so predictable) is refused ``400 invalid_header`` (``arrived_as``), and the
+gatekeeper never answers a policy's request with a client's decision.
 """
 
 from __future__ import annotations
@@ -69,11 +73,16 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from contracts.limits import LimitExceeded
-from contracts.records import REQUEST_ID_MAX_LENGTH
+from contracts.records import RELAY_REQUEST_PREFIXES, REQUEST_ID_MAX_LENGTH
 from services.consumer import owner_http
 from services.consumer.metrics import ConsumerMetrics
 from services.consumer.ownership import Ownership
-from services.consumer.problems import PROBLEM_TYPE, OwnerUnavailable, limit_problem
+from services.consumer.problems import (
+    PROBLEM_TYPE,
+    InvalidInput,
+    OwnerUnavailable,
+    limit_problem,
+)
 from services.consumer.sse import EventStreamResponse, StreamOutcome, disconnected
 
 log = logging.getLogger(__name__)
@@ -112,8 +121,10 @@ def forwarded(request: Request) -> bool:
 def arrived_as(request: Request) -> Here:
     """What a request forwarded here says about itself (``Here()`` for a client's own).
 
-    Raises the 400 ``id_too_long`` for an ``agui-request-id`` no RunRequest can carry: the
-    headers are trusted from whoever sends them, and a request id is published as is.
+    Raises the 400 ``id_too_long`` for an ``agui-request-id`` no RunRequest can carry, and
+    ``invalid_header`` for one in the relay's own namespace (``RELAY_REQUEST_PREFIXES``: the
+    expiry policy's are predictable): the headers are trusted from whoever sends them, and
+    a request id is published as is.
     """
     if not forwarded(request):
         return Here()
@@ -121,6 +132,10 @@ def arrived_as(request: Request) -> Here:
     if request_id is not None and len(request_id) > REQUEST_ID_MAX_LENGTH:
         raise limit_problem(LimitExceeded("id_too_long", REQUEST_ID, len(request_id),
                                           REQUEST_ID_MAX_LENGTH))
+    if request_id is not None and request_id.startswith(RELAY_REQUEST_PREFIXES):
+        raise InvalidInput("invalid_header", f"{REQUEST_ID} {request_id!r} is in the relay's "
+                           f"own namespace ({', '.join(RELAY_REQUEST_PREFIXES)}): a client's "
+                           "request may not take the id of a request the relay makes itself")
     return Here(request_id, request.headers.get(ATTEMPT) == "2")
 
 

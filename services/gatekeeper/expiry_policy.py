@@ -36,11 +36,11 @@ from typing import Any
 
 from ag_ui.core import RunAgentInput
 
-from contracts.records import RejectionCode, RunRequest, ThreadState
+from contracts.records import EXPIRY_REQUEST_PREFIX, RejectionCode, RunRequest, ThreadState
 from services.agui.expiry import read_expiry
 from services.agui.jsdate import to_epoch_ms
 
-REQUEST_PREFIX = "expiry:"
+REQUEST_PREFIX = EXPIRY_REQUEST_PREFIX
 _LONGEST_RUN_ID_SHOWN = 190
 """A longer interrupted runId is named by its digest (a requestId holds 200 characters)."""
 

@@ -17,8 +17,12 @@ and are settled earlier, by ``intake``):
    The consumer service refuses other tenants from its own thread view
    before publishing; this check settles what that view cannot see yet
    (two tenants starting the same new thread id at once);
-1. a requestId the thread already decided gets that decision again, with no
-   dispatch and no change (a retry is idempotent);
+1. a requestId the thread already decided for the same maker (a client, or
+   the same relay policy: ``RunRequest.policy``) gets that decision again, with
+   no dispatch and no change (a retry is idempotent; a different runId under
+   it is answered so too, and the consumer service refuses that). A client's
+   decision never answers a policy's request: one under the expiry policy's
+   predictable id is decided on its own, so a client cannot block the policy;
 2. a runId equal to the thread's current or a remembered earlier run →
    ``duplicate_run_id``;
 3. a running thread → ``thread_busy`` (policy ``reject``), or the request is
@@ -129,7 +133,7 @@ def decide(state: ThreadState, request: RunRequest, now: datetime, policy: Polic
     if foreign is not None:
         return foreign
     for past in state.recent_decisions:
-        if past.request_id == request.request_id:
+        if past.request_id == request.request_id and past.policy == request.policy:
             return Outcome(state, replayed(past, state, request))
     return _judge(state, request, now, policy)
 

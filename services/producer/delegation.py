@@ -82,6 +82,7 @@ from contracts import ControlCommand, Decision, DecodeError, RunRequest, decode,
 from contracts.codec import to_wire
 from contracts.headers import EVENT_TYPE, RUN_ID, SEQ, TRACEPARENT, Headers
 from contracts.limits import InputLimits
+from contracts.records import DELEGATION_REQUEST_PREFIX
 from services.agui.transcript import replay
 from services.kafka.clients import new_producer
 from services.kafka.reader import Start, TopicReader
@@ -440,7 +441,7 @@ class Delegation:
                 history.pop("forwardedProps", None)
             wire.update(history)
             wire["resume"] = [to_wire(e) for e in resume]
-        return RunRequest(request_id=f"req-{uuid.uuid4()}", agent=agent,
+        return RunRequest(request_id=f"{DELEGATION_REQUEST_PREFIX}{uuid.uuid4()}", agent=agent,
                           input=RunAgentInput.model_validate(wire),
                           submitted_at=datetime.now(UTC), principal=self.ctx.principal,
                           policy="delegation")

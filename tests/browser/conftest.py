@@ -34,12 +34,8 @@ def relay(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Ite
         f"the inbox is not built ({DIST}): run `make install` "
         "(npm ci && npm run build in services/consumer/inbox)")
     assert Path(CHROMIUM).is_file(), f"no Chromium at {CHROMIUM}: apt-get install -y chromium"
-    stack = UpStack(kafka_bootstrap, tmp_path_factory.mktemp("browser"))
-    try:
-        stack.start()
+    with UpStack(kafka_bootstrap, tmp_path_factory.mktemp("browser")).running() as stack:
         yield stack
-    finally:
-        stack.kill()
 
 
 @pytest.fixture(scope="session")

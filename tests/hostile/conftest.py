@@ -44,12 +44,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def relay(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpStack]:
     """``agui-relay up`` on the session broker, ready."""
-    stack = UpStack(kafka_bootstrap, tmp_path_factory.mktemp("hostile"))
-    try:
-        stack.start()
+    with UpStack(kafka_bootstrap, tmp_path_factory.mktemp("hostile")).running() as stack:
         yield stack
-    finally:
-        stack.kill()
 
 
 @pytest.fixture

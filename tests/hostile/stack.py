@@ -25,8 +25,10 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Self
 
 import httpx
 
@@ -206,6 +208,16 @@ class UpStack:
             raise AssertionError(f"agui-relay up ignored SIGINT for "
                                  f"{grace_s + STOP_MARGIN_S:.0f} s") from None
         return time.monotonic() - started
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[Self]:
+        """Started and ready for the block, killed after it whatever it raised (a fixture's
+        whole life)."""
+        try:
+            self.start()
+            yield self
+        finally:
+            self.kill()
 
     def kill(self) -> None:
         """SIGKILL ``up`` and the service children it started (by pid)."""

@@ -45,12 +45,9 @@ LineCheck = Callable[[bytes], str | None]
 def text_relay(kafka_bootstrap: str,
                tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpStack]:
     """A second ``agui-relay up``, logging in the text form a terminal gets."""
-    stack = UpStack(kafka_bootstrap, tmp_path_factory.mktemp("hostile-text"), log_format="text")
-    try:
-        stack.start()
+    with UpStack(kafka_bootstrap, tmp_path_factory.mktemp("hostile-text"),
+                 log_format="text").running() as stack:
         yield stack
-    finally:
-        stack.kill()
 
 
 def json_forged(marker: str) -> str:

@@ -27,6 +27,7 @@ from pydantic import ValidationError
 from contracts import RunRequest, encode
 from contracts.codec import to_wire, validation_detail
 from contracts.headers import AGENT
+from contracts.records import OPS_REQUEST_PREFIX
 from services.agui.transcript import MAX_STATE_BYTES, Replayer, Transcript, replay
 from services.cli.ops.kafka_io import (
     EXIT_ERROR,
@@ -84,8 +85,9 @@ def build_request(found: ThreadRecords, plan: Plan, agent: str | None, *,
     except ValidationError as exc:
         raise RefusedError("the thread's history does not make a valid RunAgentInput: "
                       f"{validation_detail(exc)}") from exc
-    return RunRequest(request_id=f"req-{uuid.uuid4()}", agent=chosen, input=run_input,
-                      submitted_at=datetime.now(UTC), principal=state.principal)
+    return RunRequest(request_id=f"{OPS_REQUEST_PREFIX}{uuid.uuid4()}", agent=chosen,
+                      input=run_input, submitted_at=datetime.now(UTC),
+                      principal=state.principal)
 
 
 def plan_for(found: ThreadRecords, options: ResumeOptions) -> Plan:

@@ -7,10 +7,12 @@ from collections.abc import AsyncIterator
 
 import httpx
 import pytest
+from starlette.requests import Request
 
 from services.consumer.app import create_app
+from services.consumer.forward import FORWARDED_BY, REQUEST_ID, arrived_as
 from services.consumer.headers import is_json, require_json
-from services.consumer.problems import UnsupportedMediaType
+from services.consumer.problems import InvalidInput, UnsupportedMediaType
 from services.consumer.settings import ConsumerSettings
 from services.runtime.settings import KafkaSettings
 
@@ -87,3 +89,22 @@ async def test_a_run_with_a_body_that_is_not_json_is_415_after_authentication(
     nobody = await http.post("/agents/scripted", content=b"{}",
                              headers={"Content-Type": "text/plain"})
     assert nobody.status_code in (401, 415)  # 401 when authentication is on
+
+
+def forwarded_with(request_id: str) -> Request:
+    """A request carrying the forwarding headers, as any client may send them."""
+    return Request({"type": "http", "method": "POST", "path": "/agents/a", "headers": [
+        (FORWARDED_BY.encode(), b"http://127.0.0.1:1"),
+        (REQUEST_ID.encode(), request_id.encode())]})
+
+
+@pytest.mark.parametrize("request_id", ["expiry:run-1", "delegation:x", "ops:y"])
+def test_a_request_id_in_the_relays_own_namespace_is_refused(request_id: str) -> None:
+    with pytest.raises(InvalidInput) as err:
+        arrived_as(forwarded_with(request_id))
+    assert (err.value.status, err.value.code) == (400, "invalid_header")
+    assert "namespace" in err.value.detail
+
+
+def test_a_client_chosen_request_id_elsewhere_is_taken() -> None:
+    assert arrived_as(forwarded_with("my-expiry:1")).request_id == "my-expiry:1"

@@ -167,3 +167,18 @@ def test_a_late_answer_to_a_cancelled_interrupt_keeps_getting_interrupt_expired(
                            interrupted_by("r2", interrupt("i0")), NOW, REJECT)
     assert decide(again, request("c3", "r3", resume=resolve("i0")), NOW,
                   REJECT).decision.verdict == "admitted"
+
+
+def test_a_client_decision_under_the_policy_s_request_id_never_answers_the_policy() -> None:
+    """A client's request sent under ``expiry:<run>`` before the deadline is refused and
+    remembered; the policy's own request under that id is still decided, and admitted."""
+    state = lapsed(SECOND)
+    policy_request = expiry_request(state, HISTORY, NOW)
+    squat = decide(state, request(policy_request.request_id, "junk", resume=[]), NOW, REJECT)
+    assert (squat.decision.verdict, squat.decision.code) == ("rejected", "uncovered_interrupts")
+    due = decide(squat.state, policy_request, NOW + 2 * SECOND, REJECT)
+    assert (due.decision.verdict, due.decision.policy, due.decision.run_id) == (
+        "admitted", "expiry", run_id_for("r0"))
+    assert due.dispatch is not None
+    again = decide(due.state, policy_request, NOW + 3 * SECOND, REJECT)
+    assert (again.decision, again.dispatch) == (due.decision, None)
