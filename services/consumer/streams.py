@@ -5,10 +5,12 @@ group assignor, every instance told who owns which partition); each reads
 only the partitions it owns, starting from their end offsets when they are
 assigned (``handover``: a partition lost in a rebalance is read on for the
 streams still open on it), and routes each record to whoever on this
-instance waits for it: a decision to the waiter
-registered under its requestId, an event to the streams subscribed to its
-(threadId, runId) — threadId is the record key, runId the ``agui-run-id``
-header, so no event value is decoded here. A request's waiter and its run's
+instance waits for it: a decision to the waiters registered under its
+(threadId, requestId) (a client may choose its request id,
+``forward.arrived_as``, and one id on two threads is two requests), an
+event to the streams subscribed to its (threadId, runId) — threadId is the
+record key, runId the ``agui-run-id`` header, so no event value is decoded
+here. A request's waiter and its run's
 stream are registered *before* the request is published, so whatever
 arrives early is buffered in them.
 
@@ -98,6 +100,8 @@ K = TypeVar("K")
 V = TypeVar("V")
 RunKey = tuple[str, str]
 """(threadId, runId): runIds are unique per thread only."""
+RequestKey = tuple[str, str]
+"""(threadId, requestId): a request id names a request on one thread only."""
 
 
 class LruMap(Generic[K, V]):
@@ -197,6 +201,10 @@ class DecisionWaiter:
     partition: int = -1
     run: RunKey = ("", "")
 
+    @property
+    def key(self) -> RequestKey:
+        return self.run[0], self.request_id
+
     async def next(self, within_s: float) -> Decision:
         """The next decision; TimeoutError after ``within_s`` seconds."""
         if not await self.decisions.wait(within_s):
@@ -234,7 +242,9 @@ class FanOut(BackgroundReader):
         self.partitions: dict[str, int] = {}
         self._streams: dict[RunKey, set[RunStream]] = {}
         self._stream_count = 0
-        self._waiters: dict[str, DecisionWaiter] = {}
+        self._waiters: dict[RequestKey, set[DecisionWaiter]] = {}
+        """(threadId, requestId) → the waiters for its decisions (two POSTs of one request
+        at once each get them)."""
         self._deciding: Counter[RunKey] = Counter()
         """(threadId, runId) → requests of that run this instance awaits a decision for."""
         self._decided: dict[RunKey, asyncio.Event] = {}
@@ -281,17 +291,22 @@ class FanOut(BackgroundReader):
         self.metrics.streams_open.dec()
 
     def expect(self, request_id: str, thread_id: str, run_id: str) -> DecisionWaiter:
-        """Register a waiter for ``request_id``'s decisions (on ``thread_id``'s partition)."""
+        """Register a waiter for the decisions of ``request_id`` on ``thread_id`` (whose
+        partition it holds)."""
         run = (thread_id, run_id)
         waiter = DecisionWaiter(request_id, partition=self._hold(thread_id), run=run)
-        self._waiters[request_id] = waiter
+        self._waiters.setdefault(waiter.key, set()).add(waiter)
         self._deciding[run] += 1
         self._decided.setdefault(run, asyncio.Event())
         return waiter
 
     def forget(self, waiter: DecisionWaiter) -> None:
-        if self._waiters.get(waiter.request_id) is waiter:
-            del self._waiters[waiter.request_id]
+        """Stop routing to ``waiter`` (idempotent)."""
+        waiters = self._waiters.get(waiter.key)
+        if waiters is not None and waiter in waiters:
+            waiters.discard(waiter)
+            if not waiters:
+                del self._waiters[waiter.key]
             self._release(waiter.partition)
             self._deciding[waiter.run] -= 1
             if self._deciding[waiter.run] <= 0:
@@ -416,19 +431,19 @@ class FanOut(BackgroundReader):
                 self.admitted.put((thread_id, run_id), record.timestamp)
                 if (settled := self._decided.get((thread_id, run_id))) is not None:
                     settled.set()
-        waiter = self._waiters.get(raw.get("requestId"))  # type: ignore[arg-type]
-        if waiter is None:
+        key = (_text(raw.get("threadId")), _text(raw.get("requestId")))
+        waiters = self._waiters.get(key)  # type: ignore[arg-type]
+        if not waiters:
             return
-        fields = run_fields(_text(raw.get("threadId")), _text(raw.get("runId")),
-                            waiter.request_id)
+        fields = run_fields(key[0], _text(raw.get("runId")), key[1])
         try:
             decision = Decision.model_validate(raw)
         except ValidationError as exc:
-            log.warning("invalid decision for request %s: %s", waiter.request_id, exc,
-                        extra=fields)
+            log.warning("invalid decision for request %s: %s", key[1], exc, extra=fields)
             return
-        if not waiter.decisions.put(decision):
-            log.error("decision queue full for request %s", waiter.request_id, extra=fields)
+        for waiter in waiters:
+            if not waiter.decisions.put(decision):
+                log.error("decision queue full for request %s", key[1], extra=fields)
 
     def _on_events(self, partition: int, records: Sequence[ConsumerRecord]) -> None:
         """Route one partition's events, in offset order. The hot path, once per event: a

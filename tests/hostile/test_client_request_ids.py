@@ -7,6 +7,8 @@ Such an id must make the client's own request idempotent and nothing more:
 - it cannot take the expiry policy's request id (``expiry:<interruptedRunId>``, derived
   and predictable): the relay's own namespace is refused ``400 invalid_header``, and the
   thread is cancelled at its deadline as any other;
+- one id on two threads at once is two requests, each answered with its own run (the
+  decision waiters are per thread);
 
 One ``agui-relay up`` of its own (the expiry policy on, a short decision timeout), on
 the session broker; one consumer instance, so it owns every partition and serves a
@@ -105,3 +107,25 @@ async def test_a_client_request_id_cannot_take_the_expiry_policys_request_id(
         "the expiry policy's resume was answered with the junk request's remembered "
         f"rejection (same request id); the thread stays interrupted: {states['squat']}")
     assert (junk.status, (junk.problem or {}).get("code")) == (400, "invalid_header"), junk
+
+
+async def test_one_request_id_on_two_threads_never_runs_a_run_its_client_was_refused(
+        tenant: Tenant) -> None:
+    """Two POSTs at once under one request id, each on a thread of its own. Each run
+    the gatekeeper admits is dispatched and runs; its client must be told so (its
+    stream), not ``504`` or a ``400`` about the other thread."""
+    request_id = f"q-two-threads-{time.time_ns()}"
+    (one, run_one), (two, run_two) = fresh("twin-a"), fresh("twin-b")
+    answers = await asyncio.gather(
+        tenant.run("scripted", run_input(one, run_one, script={"text": "a"}),
+                   headers=as_forwarded(request_id), timeout_s=20),
+        tenant.run("scripted", run_input(two, run_two, script={"text": "b"}),
+                   headers=as_forwarded(request_id), timeout_s=20))
+    await asyncio.sleep(2)
+    ran = {thread: (await status_of(tenant, thread)).get("lastRunId") == run
+           for thread, run in ((one, run_one), (two, run_two))}
+    told = {thread: (answer.status, (answer.problem or {}).get("code"))
+            for thread, answer in zip((one, two), answers, strict=True)}
+    refused_but_ran = [t for t in (one, two) if ran[t] and told[t][0] != 200]
+    assert not refused_but_ran, (
+        f"dispatched under one request id: {ran}; the clients were told {told}")

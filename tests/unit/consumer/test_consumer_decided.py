@@ -25,11 +25,12 @@ def fanout() -> FanOut:
     return FanOut(kafka, ConsumerMetrics(), max_streams=4, stream_queue=16, index_size=16)
 
 
-def decision(verdict: str) -> ConsumerRecord[bytes, bytes]:
-    value = orjson.dumps({"requestId": "q1", "threadId": "t1", "runId": "r1",
-                          "verdict": verdict})
-    return ConsumerRecord("unit.decisions", 0, 7, 1_796_284_800_000, 0, b"t1", value, None,
-                          len(b"t1"), len(value), [])
+def decision(verdict: str, thread: str = "t1", run: str = "r1") -> ConsumerRecord[bytes, bytes]:
+    value = orjson.dumps({"requestId": "q1", "threadId": thread, "runId": run,
+                          "verdict": verdict, "message": verdict,
+                          "decidedAt": "2026-12-01T00:00:00Z"})
+    return ConsumerRecord("unit.decisions", 0, 7, 1_796_284_800_000, 0, thread.encode(),
+                          value, None, len(thread), len(value), [])
 
 
 async def turns(n: int = 5) -> None:
@@ -73,3 +74,20 @@ async def test_the_wait_is_bounded() -> None:
     routes = fanout()
     routes.expect("q1", "t1", "r1")
     assert await routes.decided(KEY, 0.01) is False
+
+
+async def test_one_request_id_on_two_threads_is_two_requests_each_told_its_own() -> None:
+    """A client chooses its request id (``agui-request-id``): the same one on two threads
+    at once must reach each thread's waiter, not the last registered."""
+    routes = fanout()
+    one, two = routes.expect("q1", "t1", "r1"), routes.expect("q1", "t2", "r2")
+    routes._on_decision(decision("admitted", "t2", "r2"))
+    routes._on_decision(decision("rejected", "t1", "r1"))
+    assert [(d.thread_id, d.verdict) for d in (await one.next(1), await two.next(1))] == [
+        ("t1", "rejected"), ("t2", "admitted")]
+    again = routes.expect("q1", "t1", "r1")  # the same request twice at once: both told
+    routes._on_decision(decision("admitted"))
+    assert [(await w.next(1)).verdict for w in (one, again)] == ["admitted", "admitted"]
+    for waiter in (one, two, again, one):
+        routes.forget(waiter)
+    assert routes._waiters == {}
