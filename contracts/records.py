@@ -168,6 +168,9 @@ class Decision(Envelope):
     policy: RequestPolicy | None = None
     """The relay policy that made the request, when not a client (``expiry``)."""
     decided_at: AwareDatetime
+    replayed: bool | None = None
+    """True on a decision made before, answered again for its repeated requestId: an
+    admitted run may have begun, or ended, before this answer was written."""
 
 
 class OpenInterrupt(Envelope):

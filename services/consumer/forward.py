@@ -55,8 +55,10 @@ sending them can only make its own request served as a forwarded one). What
 keeps a chosen request id to the client's own request: one in the relay's own
 namespace (``RELAY_REQUEST_PREFIXES``: the expiry policy's ids are derived,
 so predictable) is refused ``400 invalid_header`` (``arrived_as``), and the
-gatekeeper never answers a policy's request with a client's decision; and a
-request id names a request on one thread (``FanOut.expect``).
+gatekeeper never answers a policy's request with a client's decision; a
+request id names a request on one thread (``FanOut.expect``); and a request
+sent again under its id is answered with its run from the log
+(``Decision.replayed``, ``runs``).
 """
 
 from __future__ import annotations

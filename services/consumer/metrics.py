@@ -84,7 +84,8 @@ class ConsumerMetrics:
         self.log_records_scanned = Counter(
             "agui_consumer_log_records_scanned",
             "Records read from the events topic to answer a replay (replay_full: from the "
-            "partition's beginning) or a retried forward",
+            "partition's beginning), a retried forward or a repeated request (its "
+            "admission replayed)",
             ["reason"], registry=r)
         self.forwards = Counter(
             "agui_consumer_forwards",

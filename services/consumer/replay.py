@@ -27,9 +27,11 @@ A retried forward's POST (``runs.from_log``) scans too: its run cannot have
 begun before its admission, nor before the first attempt was sent, so its
 scan begins at the first record written since then (``since_ms``) whatever
 the partition holds before; the headers that make a POST a retried one can
-come from any client. Records every scan reads are counted
+come from any client. So does a POST whose admission the gatekeeper
+replays (a request sent again under its requestId: its run may be over),
+from that admission. Records every scan reads are counted
 (``agui_consumer_log_records_scanned``, by reason: ``replay``,
-``replay_full``, ``retried_forward``).
+``replay_full``, ``retried_forward``, ``repeated_request``).
 
 A reconnecting client sends the last sequence number it saw
 (``Last-Event-ID``): the scan begins a few hundred numbers before it, where

@@ -22,7 +22,10 @@ The order is the point of this module:
 5. rejected → the problem (409/422/400; 404 for the gatekeeper's ownership
    backstop, and for resume entries on a thread the view never saw run,
    ``tenancy``) with no stream byte, and the subscription is dropped;
-   admitted → the caller streams the subscription.
+   admitted → the caller streams the subscription, after the run's records
+   already on the log when the admission was replayed (``Decision.replayed``:
+   the request was sent again under its requestId, and its run may have ended)
+   or the POST is a retried forward (``from_log``).
 
 A 504 does not withdraw the request: the gatekeeper may still admit it, and
 the run then executes unobserved (``GET /threads/{id}`` shows it).
@@ -208,26 +211,33 @@ class RunService:
             self.fanout.unsubscribe(stream)
             raise
         outcome = StreamOutcome()
-        preface = self.from_log(run_input, decision.decided_at, outcome) \
-            if here.retried else None
+        preface = self.from_log(run_input, decision, outcome) \
+            if here.retried or decision.replayed else None
         # a forwarded request's client is the forwarding instance's (see ``dispatch``)
         return self.respond(stream, requested_by, preface=preface,
                             owns_run=not forwarded(request), outcome=outcome)
 
-    def from_log(self, run_input: RunAgentInput, admitted_at: datetime,
+    def from_log(self, run_input: RunAgentInput, admission: Decision,
                  outcome: StreamOutcome) -> AsyncIterator[Delivery | None]:
         """The run's records already on the topic: a retried forward's run may have
-        started from the first attempt (``forward``). Only records since the run can have
-        begun are read: not before its admission (``admitted_at``, the decision's time,
-        kept when the gatekeeper answers a repeated requestId), nor longer ago than the
-        first attempt can have been sent (``Forwarder.attempt_span_s``), each less
-        ``lookback.CLOCK_SKEW_S`` between those clocks and the worker's."""
+        started from the first attempt (``forward``), and a replayed admission's (a
+        request sent again under its requestId) may have started, or ended, long ago.
+        Only records since the run can have begun are read: not before its admission
+        (the decision's time, kept when the gatekeeper answers a repeated requestId) and,
+        for a retry answered anew, not longer ago than the first attempt can have been
+        sent (``Forwarder.attempt_span_s``), each less ``lookback.CLOCK_SKEW_S`` between
+        those clocks and the worker's."""
         from services.consumer.replay import scan_run  # replay builds on this module
 
-        span = self.forwarder.attempt_span_s if self.forwarder is not None else 0.0
-        since = lookback.since_ms(max(admitted_at.timestamp(), time.time() - span))
+        admitted_at = admission.decided_at.timestamp()
+        if admission.replayed:
+            since, reason = lookback.since_ms(admitted_at), "repeated_request"
+        else:
+            span = self.forwarder.attempt_span_s if self.forwarder is not None else 0.0
+            since = lookback.since_ms(max(admitted_at, time.time() - span))
+            reason = "retried_forward"
         return scan_run(self.kafka, self.fanout, run_input.thread_id, run_input.run_id,
-                        reason="retried_forward", wait=True, since_ms=since, client=outcome)
+                        reason=reason, wait=True, since_ms=since, client=outcome)
 
     async def _decide(self, run_request: RunRequest, value: bytes,
                       headers: list[tuple[str, bytes]], unseen: bool) -> Decision:

@@ -266,7 +266,8 @@ def remembered(d: Decision) -> RememberedDecision:
 
 
 def replayed(past: RememberedDecision, state: ThreadState, request: RunRequest) -> Decision:
-    """The decision already made for this requestId, as it was made."""
+    """The decision already made for this requestId, as it was made, marked replayed (its
+    run may be over: whoever waits for it reads the run from the log)."""
     return Decision(
         request_id=past.request_id,
         thread_id=state.thread_id,
@@ -281,4 +282,5 @@ def replayed(past: RememberedDecision, state: ThreadState, request: RunRequest) 
         key_name=past.key_name,
         policy=past.policy,
         decided_at=past.decided_at,
+        replayed=True,
     )

@@ -38,7 +38,9 @@ record) are dropped, never passed on."""
 
 def decision(d: Decision) -> bytes:
     """``encode(d)``, faster."""
-    return orjson.dumps(_verdict_doc(d, d.thread_id, d.agent), option=OPTIONS)
+    doc = _verdict_doc(d, d.thread_id, d.agent)
+    _put(doc, "replayed", d.replayed)
+    return orjson.dumps(doc, option=OPTIONS)
 
 
 def state(s: ThreadState) -> bytes:

@@ -9,6 +9,8 @@ Such an id must make the client's own request idempotent and nothing more:
   thread is cancelled at its deadline as any other;
 - one id on two threads at once is two requests, each answered with its own run (the
   decision waiters are per thread);
+- a request sent again under its id after its run ended is answered with that run from
+  the log, not left waiting on keep-alives for a run that is over.
 
 One ``agui-relay up`` of its own (the expiry policy on, a short decision timeout), on
 the session broker; one consumer instance, so it owns every partition and serves a
@@ -129,3 +131,24 @@ async def test_one_request_id_on_two_threads_never_runs_a_run_its_client_was_ref
     refused_but_ran = [t for t in (one, two) if ran[t] and told[t][0] != 200]
     assert not refused_but_ran, (
         f"dispatched under one request id: {ran}; the clients were told {told}")
+
+
+async def test_a_request_sent_again_under_its_id_is_answered_not_left_waiting(
+        tenant: Tenant) -> None:
+    """The same body under the same request id, after its run ended: the gatekeeper
+    replays the admission, and the consumer answers with the run from the log, whole and
+    once, rather than keep the stream open for a run that already ended."""
+    thread, run = fresh("again")
+    wire = run_input(thread, run, script={"text": "once"})
+    request_id = f"q-again-{time.time_ns()}"
+    first = await tenant.run("scripted", wire, headers=as_forwarded(request_id))
+    finished(first, "success")
+    started = time.monotonic()
+    again = await tenant.run("scripted", wire, headers=as_forwarded(request_id),
+                             timeout_s=25)
+    took = time.monotonic() - started
+    assert again.error is None, (
+        f"no answer within {took:.0f} s: the replayed admission's stream waits for run "
+        f"{run!r}, which ended before it was asked again (keep-alives only)")
+    finished(again, "success")  # the run, from the log, whole and once
+    assert [e["type"] for e in again.events] == [e["type"] for e in first.events]

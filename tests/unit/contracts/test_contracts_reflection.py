@@ -139,6 +139,8 @@ def for_type(tp: Any) -> st.SearchStrategy[Any]:
         return text
     if tp is int:
         return st.integers(0, 2**31 - 1)
+    if tp is bool:
+        return st.booleans()
     if tp is datetime or tp is AwareDatetime:
         return datetimes
     if tp in AG_UI:

@@ -78,7 +78,7 @@ def test_admitted_once_all_have_expired_saying_it_was_the_policy() -> None:
     assert outcome.state.status == "running"
     again = decide(outcome.state, expiry_request(state, HISTORY, NOW), NOW, REJECT)
     assert again.dispatch is None
-    assert again.decision == outcome.decision
+    assert again.decision == outcome.decision.model_copy(update={"replayed": True})
 
 
 def test_not_before_every_interrupt_has_expired() -> None:
@@ -181,4 +181,5 @@ def test_a_client_decision_under_the_policy_s_request_id_never_answers_the_polic
         "admitted", "expiry", run_id_for("r0"))
     assert due.dispatch is not None
     again = decide(due.state, policy_request, NOW + 3 * SECOND, REJECT)
-    assert (again.decision, again.dispatch) == (due.decision, None)
+    assert (again.decision, again.dispatch) == (due.decision.model_copy(
+        update={"replayed": True}), None)

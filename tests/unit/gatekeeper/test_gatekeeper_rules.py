@@ -397,7 +397,7 @@ def test_a_retried_request_gets_the_same_decision_and_no_dispatch() -> None:
         NOW + timedelta(seconds=3),
         REJECT,
     )
-    assert again.decision == admitted.decision
+    assert again.decision == admitted.decision.model_copy(update={"replayed": True})
     assert again.dispatch is None
     assert again.state is admitted.state
 

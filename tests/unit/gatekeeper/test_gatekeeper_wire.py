@@ -82,6 +82,8 @@ def test_decisions_states_and_dispatches_encode_as_the_contract_does(
     assert wire.state(outcome.state) == encode(outcome.state)
     assert decode(Decision, wire.decision(outcome.decision)) == outcome.decision
     assert decode(ThreadState, wire.state(outcome.state)) == outcome.state
+    again = decide(outcome.state, asked, now, policy).decision  # a replay, when remembered
+    assert wire.decision(again) == encode(again)
     if outcome.dispatch is not None:
         raw = orjson.loads(encode(asked))
         fast = wire.dispatch(outcome.dispatch, raw)
