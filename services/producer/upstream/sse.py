@@ -34,7 +34,8 @@ class SSEBytesDecoder:
 
     def __init__(self) -> None:
         self._line = bytearray()
-        self._trailing_cr = False
+        self._after_cr = False
+        """The last read ended with a CR: a LF that starts the next one belongs to it."""
         self._event = ""
         self._data = bytearray()
         self._data_lines = 0
@@ -42,14 +43,14 @@ class SSEBytesDecoder:
         self._retry: int | None = None
 
     def feed(self, chunk: bytes) -> list[ServerSentEvent]:
-        """The events the lines ended in ``chunk`` complete (a CR at its end is held: a
-        LF may follow in the next read)."""
-        if self._trailing_cr:
-            chunk = b"\r" + chunk
-            self._trailing_cr = False
-        if chunk.endswith(b"\r"):
-            self._trailing_cr = True
-            chunk = chunk[:-1]
+        """The events the lines ended in ``chunk`` complete. A CR ends its line at once
+        (an event whose blank line is a CR at the end of a read is not kept waiting for
+        the upstream's next byte); a LF at the start of the next read is then its CRLF's."""
+        if self._after_cr and chunk.startswith(b"\n"):
+            chunk = chunk[1:]
+            self._after_cr = False
+        if chunk:
+            self._after_cr = chunk.endswith(b"\r")
         if b"\r" in chunk:
             chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         *ended, rest = chunk.split(b"\n")
@@ -66,10 +67,10 @@ class SSEBytesDecoder:
         return out
 
     def flush(self) -> list[ServerSentEvent]:
-        """At the body's end: a CR held or a last line without its end still ends a line
-        (the event it belongs to is not dispatched without a blank line)."""
-        if self._trailing_cr or self._line:
-            line, self._line, self._trailing_cr = self._line, bytearray(), False
+        """At the body's end: a last line without its end still ends a line (the event
+        it belongs to is not dispatched without a blank line)."""
+        if self._line:
+            line, self._line = self._line, bytearray()
             sse = self._decode(line)
             return [sse] if sse is not None else []
         return []

@@ -75,6 +75,36 @@ def test_a_cr_ending_the_body_ends_its_last_line() -> None:
     assert [e.data for e in our_events(b"data: a\n\r", 100)] == ["a"]
 
 
+def test_an_event_ended_by_two_crs_is_dispatched_by_the_read_that_ends_it() -> None:
+    """A CR ending a read had been held until the next read (a LF might follow it), so
+    the event its blank line ended waited for the upstream's next byte."""
+    decoder = SSEBytesDecoder()
+    assert [e.data for e in decoder.feed(b"data: a\r\r")] == ["a"]
+    assert [e.data for e in decoder.feed(b"\ndata: b\r")] == []  # the CRLF's LF: no line
+    assert [e.data for e in decoder.feed(b"\n\r\n")] == ["b"]
+
+
+async def test_an_upstream_writing_cr_line_ends_and_holding_its_stream_open_finishes(
+        ) -> None:
+    """Lines may end at a CR: an upstream that ends its events so and leaves its stream
+    open after ``RUN_FINISHED`` had its run fail ``upstream_timeout``, "sent nothing"."""
+    events = [{"type": "RUN_STARTED", "threadId": "t1", "runId": "r1"},
+              {"type": "RUN_FINISHED", "threadId": "t1", "runId": "r1"}]
+
+    async def body() -> AsyncIterator[bytes]:
+        for event in events:
+            yield b"data: " + orjson.dumps(event) + b"\r\r"
+        await asyncio.sleep(30)  # open after the run's end (the late-error grace covers it)
+
+    up = UpstreamAgent(UpstreamConfig(name="up", url="http://upstream.test/agui",
+                                      idle_timeout_s=2.0))
+    up._client = httpx.AsyncClient(transport=httpx.MockTransport(
+        lambda _: httpx.Response(200, headers={"content-type": "text/event-stream"},
+                                 content=body())))
+    out = [item async for item in up(run_input(), None)]  # type: ignore[arg-type]
+    assert out == events[1:]
+
+
 def run_input() -> RunAgentInput:
     return RunAgentInput(thread_id="t1", run_id="r1", state={}, messages=[], tools=[],
                          context=[], forwarded_props={})
