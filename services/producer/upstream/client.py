@@ -336,8 +336,8 @@ class UpstreamAgent:
                     return
         finally:
             if runs.skipped:
-                log.info("upstream %s replayed runs %s ahead of run %s: skipped", self.where,
-                         ", ".join(runs.skipped), run_input.run_id)
+                log.info("upstream %s replayed %s ahead of run %s: skipped", self.where,
+                         runs.replays(), run_input.run_id)
             await stream.aclose()
 
     async def _late_error(self, stream: AsyncIterator[ServerSentEvent], deadline: float,

@@ -34,6 +34,7 @@ read it as the relay's.
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -43,6 +44,9 @@ LATE_ERROR_GRACE_S = 0.5
 """How long the requested run's ``RUN_FINISHED`` waits for a late ``RUN_ERROR`` on a
 stream the upstream leaves open (most close it at once: no wait)."""
 NO_CODE = "upstream_error"
+SKIPPED_NAMED = 3
+"""Replayed runs a message names, the last ones (the others are counted): an upstream
+may replay thousands, each ``runId`` as long as it likes."""
 
 
 class RunRuleError(Exception):
@@ -69,8 +73,11 @@ class RunSelector:
     phase: Phase = "before"
     replayed: str | None = None
     """The ``runId`` of the replayed run being skipped."""
-    skipped: list[str] = field(default_factory=list)
-    """The replayed runs skipped so far (for the log)."""
+    skipped: int = 0
+    """How many replayed runs were skipped so far."""
+    last_skipped: deque[str] = field(default_factory=lambda: deque(maxlen=SKIPPED_NAMED))
+    """The last ones, each as a message shows it (cut to 80 characters): what is kept is
+    bounded however many runs, of whatever ids, the upstream replays."""
     state: dict[str, Any] | None = None
     """The last ``STATE_SNAPSHOT`` of a replayed run, until the requested run opens."""
 
@@ -87,7 +94,7 @@ class RunSelector:
                 if kind == "RUN_ERROR":
                     return []
                 raise RunRuleError(f"sent {kind} after replayed run "
-                                      f"{_shown(self.skipped[-1])} finished")
+                                      f"{self.last_skipped[-1]} finished")
             self.phase = "requested"
         if kind == "RUN_FINISHED":
             self._own(wire, "RUN_FINISHED")
@@ -117,8 +124,16 @@ class RunSelector:
         """What a stream that ended here left undone (for the failure's message)."""
         if self.phase != "before":
             return f"without the RUN_FINISHED or RUN_ERROR of run {_shown(self.run_id)}"
-        replayed = f" (after replaying {', '.join(map(_shown, self.skipped))})"
+        replayed = f" (after replaying {self.replays()})"
         return f"before run {_shown(self.run_id)} started" + (replayed if self.skipped else "")
+
+    def replays(self) -> str:
+        """The replayed runs skipped, for a message: all named, or how many and the last
+        ``SKIPPED_NAMED``."""
+        named = ", ".join(self.last_skipped)
+        if self.skipped <= len(self.last_skipped):
+            return named
+        return f"{self.skipped} runs, the last {named}"
 
     def _started(self, wire: dict[str, Any]) -> list[dict[str, Any]]:
         if self.phase == "requested":
@@ -145,7 +160,8 @@ class RunSelector:
                                            or wire.get("runId") != self.replayed):
                 raise RunRuleError(f"finished replayed run {_shown(self.replayed)} with "
                                       f"a RUN_FINISHED naming {self._named(wire)}")
-            self.skipped.append(str(self.replayed))
+            self.skipped += 1
+            self.last_skipped.append(_shown(self.replayed))
             self.phase, self.replayed = "before", None
         return []
 
