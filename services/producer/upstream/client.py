@@ -62,7 +62,7 @@ from contracts.exact_json import IntegerOutOfRange, loads_exact
 from services.producer.agent import AgentDefinition, AgentItem
 from services.producer.errors import RunFailedError
 from services.producer.upstream.config import UpstreamConfig
-from services.producer.upstream.credentials import redacted, request_secrets
+from services.producer.upstream.credentials import redacted_head, request_secrets
 from services.producer.upstream.retry import RETRIED_STATUS, backoff, retry_after
 from services.producer.upstream.runs import (
     LATE_ERROR_GRACE_S,
@@ -279,10 +279,11 @@ class UpstreamAgent:
         """A non-2xx answer, quoting the head of its body: only an uncompressed one is
         read (a 32 KiB zstd body inflates to 1 GiB in one call), and the request's
         credentials are taken out of the quote (``credentials``: an error page may echo
-        the request, and the quote reaches every client of the run)."""
+        the request, and the quote reaches every client of the run), one the head's cut
+        runs through too."""
         encoding = response.headers.get("content-encoding", "identity").strip().lower()
         try:
-            said = (quoted(redacted(await self._head(response), self._secrets))
+            said = (quoted(redacted_head(await self._head(response), self._secrets))
                     if encoding in ("", "identity") else f"(a {encoding} body, not read)")
         finally:
             await response.aclose()

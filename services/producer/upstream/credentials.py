@@ -13,6 +13,10 @@ A request carries secrets in three places, each redacted from the quote:
 
 A piece shorter than ``MIN_CHARS`` is left alone: replacing every ``1`` or
 ``en`` of a page would garble the quote, and so short a piece protects nothing.
+
+Only the head of a page is read (``redacted_head``): a secret its cut runs through is not
+whole there, so no replacement finds it, and all but its last bytes were quoted. What
+ends the head and could begin a secret is dropped before the rest is redacted.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from urllib.parse import unquote, unquote_plus
 
 import httpx
 
-__all__ = ["MIN_CHARS", "REDACTED", "redacted", "request_secrets"]
+__all__ = ["MIN_CHARS", "REDACTED", "redacted", "redacted_head", "request_secrets"]
 
 MIN_CHARS = 8
 REDACTED = b"[redacted]"
@@ -55,3 +59,19 @@ def redacted(body: bytes, secrets: tuple[bytes, ...]) -> bytes:
     for secret in secrets:
         body = body.replace(secret, REDACTED)
     return body
+
+
+def redacted_head(head: bytes, secrets: tuple[bytes, ...]) -> bytes:
+    """The first bytes of a body, ``head``, redacted, without the bytes at its end that
+    begin one of ``secrets`` (the cut ran through it: see the module's docstring)."""
+    return redacted(head[:len(head) - _secret_begun(head, secrets)], secrets)
+
+
+def _secret_begun(head: bytes, secrets: tuple[bytes, ...]) -> int:
+    """How many bytes at the end of ``head``, at the most, begin one of ``secrets``."""
+    longest = max(map(len, secrets), default=0)
+    for size in range(min(longest - 1, len(head)), 0, -1):
+        tail = head[-size:]
+        if any(len(secret) > size and secret.startswith(tail) for secret in secrets):
+            return size
+    return 0
