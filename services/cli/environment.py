@@ -9,6 +9,12 @@ classes (``os.environ.get`` in a command, a container health check, the test
 suite's switches) and the families named per agent (``AGUI_UPSTREAM_<NAME>_*``,
 ``AGUI_DEFAULT_INTERRUPT_TTL_<AGENT>``), which are listed here and checked
 against the source by ``tests/unit/cli/test_cli_environment.py``.
+
+Names are compared as they are read: pydantic-settings reads a class's names in
+any case unless its ``case_sensitive`` says otherwise (``AGUI_Stream_Queue=99``
+sets the stream queue), ``os.environ`` reads them as written. Compared as
+written, a setting taking effect was called ignored and a misspelling in lower
+case (``agui_stat_dir``) passed without a word.
 """
 
 from __future__ import annotations
@@ -16,7 +22,9 @@ from __future__ import annotations
 import difflib
 import logging
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from functools import cached_property
 
 from pydantic_settings import BaseSettings
 from rich.console import Console
@@ -55,19 +63,54 @@ FAMILIES = ("AGUI_UPSTREAM_", "AGUI_DEFAULT_INTERRUPT_TTL_")
 """Prefixes of the names made per agent: any name under them may be meant."""
 
 
-def known_names(settings: Iterable[type[BaseSettings]] = SETTINGS) -> frozenset[str]:
-    """The ``AGUI_*`` aliases of ``settings``, and the names read elsewhere."""
-    aliases = {field.alias for cls in settings for field in cls.model_fields.values()
-               if field.alias and field.alias.startswith(PREFIX)}
-    return frozenset(aliases | READ_ELSEWHERE)
+@dataclass(frozen=True)
+class Known:
+    """The ``AGUI_*`` names something reads: ``exact`` only as written (``os.environ``,
+    a class with ``case_sensitive=True``), ``folded`` in any case (pydantic-settings'
+    default)."""
+
+    exact: frozenset[str]
+    folded: frozenset[str]
+
+    @cached_property
+    def _lowered(self) -> frozenset[str]:
+        return frozenset(name.lower() for name in self.folded)  # as pydantic-settings folds
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and (name in self.exact or name.lower() in self._lowered)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sorted(self.exact | self.folded))
 
 
-def unknown_variables(environ: Mapping[str, str], known: frozenset[str]
+def known_names(settings: Iterable[type[BaseSettings]] = SETTINGS) -> Known:
+    """The ``AGUI_*`` aliases of ``settings``, each read as its class reads it, and the
+    names read elsewhere."""
+    exact: set[str] = set(READ_ELSEWHERE)
+    folded: set[str] = set()
+    for cls in settings:
+        aliases = {field.alias for field in cls.model_fields.values()
+                   if field.alias and field.alias.startswith(PREFIX)}
+        (exact if cls.model_config.get("case_sensitive", False) else folded).update(aliases)
+    return Known(frozenset(exact), frozenset(folded))
+
+
+def _closest(name: str, known: Known) -> str | None:
+    """The known name ``name`` most likely means: itself upper-cased when that is read
+    (``agui_api_key``, ``agui_upstream_billing_headers``), else the nearest."""
+    upper = name.upper()
+    if upper in known or upper.startswith(FAMILIES):
+        return upper
+    return next(iter(difflib.get_close_matches(upper, list(known), n=1, cutoff=0.8)), None)
+
+
+def unknown_variables(environ: Mapping[str, str], known: Known
                       ) -> list[tuple[str, str | None]]:
-    """Each ``AGUI_*`` name in ``environ`` nothing reads, with the closest known one."""
-    return [(name, next(iter(difflib.get_close_matches(name, known, n=1, cutoff=0.8)), None))
-            for name in sorted(environ)
-            if name.startswith(PREFIX) and name not in known and not name.startswith(FAMILIES)]
+    """Each ``AGUI_*`` name in ``environ``, in any case, nothing reads, with the closest
+    known one."""
+    return [(name, _closest(name, known)) for name in sorted(environ)
+            if name.upper().startswith(PREFIX) and name not in known
+            and not name.startswith(FAMILIES)]
 
 
 def environment_warnings(environ: Mapping[str, str]) -> list[str]:
