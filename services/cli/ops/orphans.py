@@ -17,7 +17,6 @@ still admits on a child). Pure: the caller reads every thread's state.
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -25,6 +24,7 @@ from ag_ui.core import Interrupt
 
 from contracts import ThreadState
 from contracts.records import CHILD_KEY, parent_thread
+from services.cli.ops.safe import shell_word
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,8 +41,9 @@ class Orphan:
 
     @property
     def command(self) -> str:
-        """What cancels it, the thread id quoted for a shell (it is a client's)."""
-        return f"agui-relay resume {shlex.quote(self.state.thread_id)} --cancel-all"
+        """What cancels it, the thread id one exact shell word (it is a client's), with
+        its invisible characters as escapes."""
+        return f"agui-relay resume {shell_word(self.state.thread_id)} --cancel-all"
 
 
 def child_of(interrupt: Interrupt) -> str | None:

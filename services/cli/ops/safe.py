@@ -8,9 +8,13 @@ prints as ``alpha``). ``safe`` shows every character of
 ``services.runtime.logging.CONTROLS`` (C0, DEL, C1, bidi and the other
 format characters, the spaces but U+0020, the ones drawn as nothing) as an
 escape (``\\x1b``, ``\\u202e``, ``\\u200b``) — rich's ``Text`` strips only a
-few of them and keeps ESC; ``markup`` also escapes rich markup, for the
+few of them and keeps ESC — and the backslash that starts an escape as
+``\\\\``, so a printed form names one text: ``victim\\x20x`` typed by a client
+no longer prints as the id ``victim x`` does, nor ``alpha\\u200b`` as ``alpha``
+followed by U+200B (found by probing); ``markup`` also escapes rich markup, for the
 f-strings printed with markup on; ``safe_id`` also shows a space as
-``\\x20``, so an id is one word wherever it is printed; ``safe_json``
+``\\x20``, so an id is one word wherever it is printed; ``shell_word`` quotes
+an id for a command to paste, exact to a shell and as inert; ``safe_json``
 pretty-prints a JSON value with the same escapes (rich's ``JSON`` escapes
 only C0).
 """
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from typing import Any
 
 from rich.highlighter import JSONHighlighter
@@ -28,19 +33,28 @@ from rich.text import Text
 from services.runtime.logging import CONTROLS
 
 _UNSAFE = re.compile(f"[{CONTROLS}]")
+_SHOWN = re.compile(f"[\\\\{CONTROLS}]")
+"""What ``safe`` escapes: the unsafe characters, and the backslash its escapes start with."""
+_SHELL_SHOWN = re.compile(f"[\\\\'{CONTROLS}]")
 
 
-def _escaped(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    if code < 0x100:
+def _escape_of(char: str, x_below: int = 0x100) -> str:
+    code = ord(char)
+    if code < x_below:
         return f"\\x{code:02x}"
     return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
 
 
+def _escaped(match: re.Match[str]) -> str:
+    char = match.group()
+    return "\\\\" if char == "\\" else _escape_of(char)
+
+
 def safe(value: object) -> str:
-    """``value`` as text with its control, bidi and invisible characters shown as escapes."""
+    """``value`` as text with its control, bidi and invisible characters shown as escapes,
+    and its backslashes doubled: read as Python reads an escape, it gives ``value`` back."""
     text = value if isinstance(value, str) else str(value)
-    return _UNSAFE.sub(_escaped, text) if _UNSAFE.search(text) else text
+    return _SHOWN.sub(_escaped, text) if _SHOWN.search(text) else text
 
 
 def safe_id(value: object) -> str:
@@ -48,6 +62,21 @@ def safe_id(value: object) -> str:
     words or columns, which no id can then pass for several of (``victim   interrupted``)
     or, by a trailing space, for another."""
     return safe(value).replace(" ", "\\x20")
+
+
+def _shell_escaped(match: re.Match[str]) -> str:
+    char = match.group()
+    return "\\" + char if char in "\\'" else _escape_of(char, 0x80)  # \xHH: a byte to bash
+
+
+def shell_word(value: str) -> str:
+    """``value`` as one shell word that a shell reads back exactly and a terminal shows
+    inert: ``shlex.quote``'s, or, when it holds an unsafe character, bash's and zsh's
+    ``$'...'`` with escapes (``$'alpha\\u200b'``); ``safe`` of a command would change
+    its backslashes."""
+    if _UNSAFE.search(value) is None:
+        return shlex.quote(value)
+    return "$'" + _SHELL_SHOWN.sub(_shell_escaped, value) + "'"
 
 
 def markup(value: object) -> str:

@@ -37,7 +37,7 @@ from services.cli.ops.columns import Column, Grid, id_list, print_grid
 from services.cli.ops.kafka_io import EXIT_OK, reading, run_command, stderr, stdout
 from services.cli.ops.orphans import Orphan, orphans
 from services.cli.ops.render import duration
-from services.cli.ops.safe import markup, safe, safe_id
+from services.cli.ops.safe import markup, safe_id
 from services.gatekeeper.census import Counts, Stuck, examine
 from services.kafka.reader import TopicReader
 from services.kafka.records import from_kafka, latest_states
@@ -147,7 +147,7 @@ def orphan_grid(orphaned: list[Orphan]) -> Grid:
         grid.add(orphan.state.thread_id, orphan.parent_thread,
                  orphan.parent.status if orphan.parent else "no state",
                  id_list(o.interrupt.id for o in orphan.state.open_interrupts),
-                 Text(safe(orphan.command)))  # a command: its spaces are its words'
+                 Text(orphan.command))  # its words a shell's, exact and inert (shell_word)
     return grid
 
 
