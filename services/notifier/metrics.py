@@ -3,9 +3,10 @@
 ``agui_webhook_delivered_total`` counts notifications the receiver took (a
 2xx), ``agui_webhook_retried_total`` attempts that failed and were tried
 again, ``agui_webhook_dead_lettered_total`` notifications given up after the
-last attempt (their letters counted in the shared ``agui_dead_letters_total``
-{service="notifier", reason="webhook_failed"}, or ``agui_dead_letters_lost_total``
-when the broker refused one even minimal); each by ``kind``
+last attempt and dead-lettered (their letters counted in the shared
+``agui_dead_letters_total`` {service="notifier", reason="webhook_failed"}; one whose
+letter the broker refused even minimal is on no topic, so it is counted only in
+``agui_dead_letters_lost_total``, not here); each by ``kind``
 (interrupted, answered, expired), so cardinality stays fixed. Created on
 first use, like ``services.runtime.metrics``; ``/metrics`` on the health
 side door renders them.

@@ -73,6 +73,7 @@ from services.notifier.delivery import Outcome, Webhook
 from services.notifier.settings import NotifierSettings
 from services.notifier.signing import DELIVERY_HEADER
 from services.runtime import metrics as shared_metrics
+from services.runtime.logging import run_fields
 from services.runtime.settings import KafkaSettings
 
 __all__ = ["Notifier"]
@@ -411,7 +412,9 @@ class Notifier:
 
     async def _undelivered(self, c: _Clients, event: WebhookEvent, outcome: Outcome,
                            partition: int, offset: int, stop: asyncio.Event) -> bool:
-        """Dead-letter a notification given up; False if stopped first."""
+        """Dead-letter a notification given up; False if stopped first. One whose letter
+        the broker refused even minimal is on no dead-letter topic: ``_dead_letter`` counts
+        it lost and logs its one ERROR, and it is not counted dead-lettered."""
         reason = (f"webhook {event.kind} notification not delivered after {outcome.attempts} "
                   f"attempts; last: {outcome.last}")
         source = Source(self.topic, partition, offset, event.thread_id.encode(), encode(event),
@@ -419,10 +422,11 @@ class Notifier:
         kept = await self._dead_letter(c, source, WEBHOOK_FAILED, reason, stop)
         if kept is None:
             return False
-        metrics.dead_lettered(event.kind)
-        log.error("webhook %s %s for thread %s %s: %s", event.kind, event.delivery_id,
-                  event.thread_id, "dead-lettered" if kept else "given up", reason,
-                  extra={"threadId": event.thread_id})
+        if kept:
+            metrics.dead_lettered(event.kind)
+            log.error("webhook %s %s for thread %s dead-lettered: %s", event.kind,
+                      event.delivery_id, event.thread_id, reason,
+                      extra={"threadId": event.thread_id})
         return True
 
     async def _dead_letter(self, c: _Clients, source: InRecord, code: str, reason: str,
@@ -455,9 +459,10 @@ class Notifier:
             shared_metrics.dead_letter(SERVICE, code)
             return True
         shared_metrics.dead_letter_lost(SERVICE, code)
+        thread = source.key.decode(errors="replace") if source.key else None  # threads' key
         log.error("%s p%d@%d (%s) could not be dead-lettered: the broker refused its letter "
                   "even minimal, so it is kept nowhere: %s", source.topic, source.partition,
-                  source.offset, code, reason)
+                  source.offset, code, reason, extra=run_fields(thread))
         return False
 
     async def _commit(self, c: _Clients, owned: _Owned) -> None:
