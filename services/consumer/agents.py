@@ -7,7 +7,10 @@ is listed once, at start; after that topics are asked about by name
 probe costs more on a cluster holding other teams' topics: a request naming
 an agent not seen yet looks its topic up (each name at most once a second,
 ``MISS_RETRY_S``, and at most ``LOOKUPS_PER_S`` names a second), so an
-agent deployed after this instance started is found without a restart;
+agent deployed after this instance started is found without a restart (a name
+that cannot be looked up now, the second's lookups spent or the broker not
+answering, is ``LookupDeferred``: a 503 to ask again, never a 404 for an agent
+that may exist);
 every ``refresh_s`` seconds the known agents are asked about again, so one
 whose topic was deleted is dropped; ``/readyz`` asks for the required
 topics only.
@@ -33,8 +36,12 @@ MAX_MISSES = 4096
 """Names remembered as missing; the memory is forgotten whole when it fills."""
 LOOKUPS_PER_S = 50
 """Lookups of unknown names per second at most: a flood of made-up agent names costs
-the broker no more; past it a name is answered from what is known (404)."""
+the broker no more; past it a name not known is ``LookupDeferred``."""
 PROBE_TIMEOUT_S = 3.0
+
+
+class LookupDeferred(Exception):  # noqa: N818 - an answer: not now
+    """An agent name not known here could not be looked up now: ask again later."""
 
 
 class AgentDirectory:
@@ -85,7 +92,8 @@ class AgentDirectory:
         return self.configured | self._from_topics
 
     async def knows(self, agent: str) -> bool:
-        """True when ``agent`` is served; an unknown name is looked up first."""
+        """True when ``agent`` is served; an unknown name is looked up first
+        (``LookupDeferred`` when it cannot be now)."""
         if agent in self.configured or agent in self._from_topics:
             return True
         now = time.monotonic()
@@ -95,13 +103,14 @@ class AgentDirectory:
         if now - began >= 1.0:
             began, made = now, 0
         if made >= LOOKUPS_PER_S:
-            return False
+            raise LookupDeferred(f"{LOOKUPS_PER_S} agent names not known here were looked "
+                                 "up this second already")
         self._window = (began, made + 1)
         try:
             found = await self._ask([agent])
         except (KafkaError, TimeoutError) as exc:
             log.warning("could not look up agent %r: %s", agent, exc)
-            return False
+            raise LookupDeferred(f"the broker did not answer a lookup: {exc}") from exc
         if not found:
             if len(self._missed) >= MAX_MISSES:
                 self._missed.clear()

@@ -54,7 +54,7 @@ from contracts.headers import AGENT, TRACEPARENT, ascii_int
 from contracts.limits import InputLimits, bracket_count, check_run_input
 from contracts.records import identity
 from services.consumer import lookback
-from services.consumer.agents import AgentDirectory
+from services.consumer.agents import AgentDirectory, LookupDeferred
 from services.consumer.forward import Forwarder, Here, forwarded
 from services.consumer.headers import require_json
 from services.consumer.limits import EdgeLimits, check_counts, check_ids, too_deep_to_parse
@@ -65,6 +65,7 @@ from services.consumer.problems import (
     NotFound,
     PayloadTooLarge,
     RequestTimeout,
+    RetryLater,
     Unavailable,
     UnsupportedMediaType,
     limit_problem,
@@ -163,11 +164,17 @@ class RunService:
         except (InvalidInput, UnsupportedMediaType) as problem:
             self.metrics.requests.labels(problem.code).inc()
             raise
-        if not await self.agents.knows(agent):
+        try:
+            known = await self.agents.knows(agent)
+        except LookupDeferred as exc:
+            self.metrics.requests.labels("agent_lookup_deferred").inc()
+            raise RetryLater("agent_lookup_deferred", f"agent {agent!r} is not known here "
+                             f"yet and could not be looked up now ({exc})") from None
+        if not known:
             self.metrics.requests.labels("unknown_agent").inc()
             raise NotFound("unknown_agent", f"no agent named {agent!r} is served here")
         if not self.fanout.ready.is_set():
-            raise Unavailable("not_ready", "the service is still connecting to Kafka")
+            raise RetryLater("not_ready", "the service is still connecting to Kafka")
         try:
             body = await read_body(request, self.settings.max_body_bytes)
             run_input = parse_input(body, self.settings, self.limits.input)

@@ -56,7 +56,7 @@ from services.consumer.metrics import ConsumerMetrics
 from services.consumer.ordering import TERMINAL_TYPES
 from services.consumer.overflow import StreamLag
 from services.consumer.ownership import Ownership
-from services.consumer.problems import Unavailable
+from services.consumer.problems import RetryLater
 from services.consumer.reading import BackgroundReader, Progress, wait_for_partitions
 from services.kafka.assignor import OwnersAssignor
 from services.kafka.clients import (
@@ -81,6 +81,8 @@ state for it is in the view, a few tens of milliseconds: thousands of runs endin
 POSITION_POLL_S = 0.01
 """``reach_end`` looks at the reader's position at least this often (it can pass a
 transaction marker without handing over a batch)."""
+STREAMS_RETRY_AFTER_S = 5
+"""``Retry-After`` of a ``too_many_streams`` refusal (the inbox feed's too)."""
 SESSION_TIMEOUT_MS = 6_000
 """How long the group waits for a silent instance before handing its partitions on (the
 broker's lowest default; a killed instance's threads wait this long for a new owner)."""
@@ -265,11 +267,12 @@ class FanOut(BackgroundReader):
         return self._stream_count
 
     def subscribe(self, thread_id: str, run_id: str) -> RunStream:
-        """Start buffering the run's events; raises ``Unavailable`` when full."""
+        """Start buffering the run's events; raises ``RetryLater`` when full."""
         if self._stream_count >= self.max_streams:
             self.metrics.streams_dropped.labels("too_many_streams").inc()
-            raise Unavailable("too_many_streams",
-                              f"this instance already serves {self.max_streams} streams")
+            raise RetryLater("too_many_streams",
+                             f"this instance already serves {self.max_streams} streams",
+                             STREAMS_RETRY_AFTER_S)
         stream = RunStream((thread_id, run_id),
                            Mailbox(self.stream_queue, self.stream_bytes, delivery_bytes),
                            tail=self.tail, partition=self._hold(thread_id))

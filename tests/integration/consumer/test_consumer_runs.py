@@ -7,7 +7,9 @@ RunRequest the service published and writes the Decision and the events.
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Awaitable, Callable
+from types import SimpleNamespace
 
 import httpx
 import orjson
@@ -25,6 +27,9 @@ from consumer_harness import (
 )
 
 from contracts import ThreadState
+from services.consumer import agents as agents_module
+from services.consumer.agents import LOOKUPS_PER_S
+from services.kafka.admin import ensure_topics
 from services.runtime.settings import KafkaSettings
 
 pytestmark = pytest.mark.integration
@@ -237,6 +242,7 @@ async def test_too_many_streams_is_a_503_before_anything_is_published(
         second = await post(app.http, run_input())
         assert second.status_code == 503
         assert second.json()["code"] == "too_many_streams"
+        assert second.headers["retry-after"] == "5"  # when to come back, as every such 503
         await backstage.decide(request)
         await backstage.emit(thread, run, [started(thread, run), finished(thread, run)])
         assert (await first).status_code == 200
@@ -260,3 +266,24 @@ async def test_thread_state_changes_do_not_disturb_streams(
         events = [orjson.loads(v) for v in data_values(response.content)]
         assert len(events) == 5
         assert {e.get("runId") for e in events} - {None} == {body["runId"]}
+
+
+async def test_an_agent_not_looked_up_for_a_flood_is_a_503_to_retry_not_a_404(
+        kafka: KafkaSettings, backstage: Backstage, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Made-up agent names spend the instance's lookups for the second: an agent
+    deployed after the instance started, asked for then, was answered ``404
+    unknown_agent`` (it exists); now ``503 agent_lookup_deferred`` with Retry-After."""
+    now = [1_000.0]  # the directory's clock, held within one second
+    monkeypatch.setattr(agents_module, "time", SimpleNamespace(monotonic=lambda: now[0]))
+    async with serving(kafka) as app:
+        late = f"late{uuid.uuid4().hex[:8]}"
+        await ensure_topics(kafka, (late,))  # deployed after the instance started
+        for i in range(LOOKUPS_PER_S):  # each looked up, each missing: 404
+            made_up = await post(app.http, run_input(), agent=f"made-up-{i}")
+            assert made_up.status_code == 404, made_up.text
+        answer = await post(app.http, run_input(), agent=late)
+        assert answer.status_code == 503, answer.text
+        assert answer.json()["code"] == "agent_lookup_deferred"
+        assert answer.headers["retry-after"] == "1"
+        now[0] += 1.0
+        assert await app.relay.agents.knows(late)  # the next second: looked up, found

@@ -52,11 +52,14 @@ def problem(response: httpx.Response) -> dict[str, object]:
 
 
 async def test_the_route_renders_its_problems(http: httpx.AsyncClient) -> None:
+    # no broker answers the lookup: not "no such agent", but ask again
     unknown = await http.post("/agents/nobody", content=b"{}", headers=JSON)
-    assert unknown.status_code == 404
-    assert problem(unknown)["code"] == "unknown_agent"
+    assert unknown.status_code == 503
+    assert problem(unknown)["code"] == "agent_lookup_deferred"
+    assert unknown.headers["retry-after"] == "1"
     decoded = await http.post("/agents/a%20b", content=b"{}", headers=JSON)
-    assert problem(decoded)["detail"] == "no agent named 'a b' is served here"
+    assert str(problem(decoded)["detail"]).startswith(
+        "agent 'a b' is not known here yet and could not be looked up now")
     not_ready = await http.post("/agents/scripted", content=b"{}", headers=JSON)
     assert not_ready.status_code == 503
     assert problem(not_ready)["code"] == "not_ready"
@@ -107,7 +110,7 @@ async def test_authentication_runs_before_the_route(caplog: pytest.LogCaptureFix
                                      headers={**JSON, "Authorization": f"Bearer {TOKEN}"})
     assert refused.status_code == 401
     assert problem(refused)["code"] == "unauthorized"
-    assert problem(admitted)["code"] == "unknown_agent"
+    assert problem(admitted)["code"] == "agent_lookup_deferred"  # past authentication
 
 
 def test_the_route_stays_in_the_openapi_document() -> None:
