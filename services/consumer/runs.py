@@ -305,7 +305,7 @@ class RunService:
         state = outcome or StreamOutcome()
 
         def on_close() -> None:
-            if owns_run and not (state.terminal or state.dropped or state.broken):
+            if owns_run and not state.terminal and not state.dropped:
                 self._disconnected(stream.thread_id, stream.run_id, requested_by)
             self.fanout.unsubscribe(stream)
 

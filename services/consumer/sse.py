@@ -100,7 +100,7 @@ async def run_body(
         async for chunk in _relayed(preface, sequencer, outcome, keepalive_s, with_ids,
                                     check, stop=False):
             yield chunk
-        if outcome.terminal or outcome.broken:
+        if outcome.terminal:
             return
     buffer = stream.buffer
     while True:
@@ -118,7 +118,7 @@ async def run_body(
                             stream.run_id, exc)
                 outcome.dropped = True
                 return
-            if outcome.terminal or outcome.broken:
+            if outcome.terminal:
                 return
             continue
         if await buffer.wait(GAP_WAIT_S if sequencer.waiting else keepalive_s):
@@ -134,7 +134,7 @@ async def run_body(
         if chunk:
             outcome.last_chunk = outcome.terminal
             yield chunk
-        if outcome.terminal or outcome.broken:
+        if outcome.terminal:
             return
 
 
@@ -157,7 +157,7 @@ async def _relayed(items: AsyncIterator[Delivery | None], sequencer: Sequencer[D
         if chunk:
             last_write = time.monotonic()
             yield chunk
-        if (stop and outcome.terminal) or outcome.broken:
+        if stop and outcome.terminal:
             return
 
 
@@ -204,16 +204,12 @@ class _Usable:
         return delivery if line is delivery.value else delivery._replace(value=line)
 
     def _unusable(self, delivery: Delivery, why: str) -> None:
-        """Skip it, saying why; an unusable terminal event breaks the stream off (marked
-        ``broken``: the connection is aborted), as nothing would ever end it otherwise."""
+        """Skip it, saying why. A terminal event too: another writer's junk may carry the
+        run's own terminal number, and the run's real end, the producer's, still comes."""
         key = self.key
-        ends = delivery.event_type in TERMINAL_TYPES
-        log.warning("event record at offset %d (seq %d) of run %s %s; not sent%s",
+        log.warning("event record at offset %d (seq %d) of run %s %s; not sent",
                     delivery.offset, delivery.seq, key[1], why,
-                    ": the run's end cannot be sent, its stream is broken off" if ends else "",
                     extra={"threadId": key[0], "runId": key[1]})
-        if ends:
-            self.outcome.broken = True
 
 
 def _frames(ready: list[tuple[int, Delivery]], outcome: StreamOutcome, with_ids: bool,
