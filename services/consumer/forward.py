@@ -337,7 +337,9 @@ async def passed_on(upstream: owner_http.OwnerResponse,
 
         def on_close() -> None:
             upstream.close()
-            if on_left is not None and not outcome.terminal and not outcome.dropped:
+            # broken: the owner broke off, not the client (it continues, Last-Event-ID)
+            if on_left is not None and not (outcome.terminal or outcome.dropped
+                                            or outcome.broken):
                 on_left()
 
         response = EventStreamResponse(_whole(upstream, outcome, silence_s), on_close, outcome)

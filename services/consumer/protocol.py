@@ -170,8 +170,17 @@ class ConsumerHttpProtocol(BoundedHttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         super().on_headers_complete()
-        offer_connection(cast("dict[str, Any]", self.scope), self.transport.abort,
+        offer_connection(cast("dict[str, Any]", self.scope), self._abort,
                          self._write_watch.unsent)
+
+    def _abort(self) -> None:
+        """Abort the connection as its client's: the response's cycle is marked
+        disconnected first, or uvicorn, seeing the app return before the transport's
+        loss is reported, logs an ERROR for every response broken off on purpose."""
+        cycle = self.cycle
+        if cycle is not None:
+            cycle.disconnected = True
+        self.transport.abort()
 
 
 def bounded_protocol(limits: HttpLimits, on_write_idle: Callable[[], None] | None = None

@@ -659,6 +659,29 @@ async def test_an_owner_that_breaks_off_or_falls_silent_mid_stream_breaks_the_cl
     assert b"".join(pieces) == FIRST
 
 
+async def test_a_forwarded_run_whose_owner_broke_off_is_not_cancelled(
+        kafka: KafkaSettings, backstage: Backstage, caplog: pytest.LogCaptureFixture) -> None:
+    """With ``AGUI_CANCEL_ON_DISCONNECT``, a forwarded POST whose owner died mid-stream
+    was taken for its client leaving: this instance published a cancel of a run the
+    client was about to continue with ``Last-Event-ID``. Its client did not leave. And
+    the break-off, made on purpose, logged uvicorn's ERROR "ASGI callable returned
+    without completing response" (an alert for every stream of a dead owner)."""
+    async with silent_owner(kafka, breaks_off, keepalive_s=0.5,
+                            cancel_on_disconnect=True) as (here, gone, _):
+        body = run_input(thread_of(gone))
+        async with here.http.stream("POST", f"/agents/{AGENT}", json=body) as response:
+            assert response.status_code == 200
+            pieces: list[bytes] = []
+            with pytest.raises(httpx.RemoteProtocolError):
+                await read_into(response, pieces)
+        await asyncio.sleep(1.0)  # a cancel would be published by now
+        cancels = await backstage.control_count()
+    assert b"".join(pieces) == FIRST
+    assert cancels == 0, "a cancel was published for a run whose owner broke off"
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert errors == [], errors
+
+
 async def read_into(response: httpx.Response, pieces: list[bytes]) -> None:
     async for piece in response.aiter_raw():
         pieces.append(piece)
