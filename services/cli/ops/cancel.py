@@ -18,9 +18,11 @@ from datetime import UTC, datetime
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from contracts import ControlCommand, encode
 from contracts.codec import to_wire
+from services.cli.ops.command_line import UNTYPABLE, command_line
 from services.cli.ops.kafka_io import (
     EXIT_ERROR,
     EXIT_INTERRUPTED,
@@ -50,16 +52,22 @@ def requested_by() -> str:
     return f"agui-relay:{user}@{socket.gethostname()}"
 
 
+def _pasted(line: str | None, more: str = "") -> str:
+    """A command to paste, as markup: its words a shell's already, exact and inert."""
+    return escape(line + more) if line else f"none ({UNTYPABLE})"
+
+
 async def _current_run(settings: KafkaSettings, thread_id: str) -> str | None:
     state = await read_state(settings, thread_id)
     if state is None:
         stderr().print(f"[red]refused:[/] thread {markup(thread_id)} has no state on "
-                       f"{markup(settings.topics.threads)}; name the run: cancel "
-                       f"{markup(thread_id)} RUN")
+                       f"{markup(settings.topics.threads)}; name the run: "
+                       f"{_pasted(command_line('cancel', thread_id), ' RUN')}")
         return None
     if state.status != "running" or state.run_id is None:
-        hint = ("; to move past its open interrupts: agui-relay resume "
-                f"{markup(thread_id)} --cancel-all" if state.status == "interrupted" else "")
+        resume = command_line("resume", thread_id, options=["--cancel-all"])
+        hint = (f"; to move past its open interrupts: {_pasted(resume)}"
+                if state.status == "interrupted" else "")
         stderr().print(f"[red]refused:[/] thread {markup(thread_id)} is {state.status}, no run to "
                        f"cancel{hint}")
         return None

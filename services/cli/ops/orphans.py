@@ -11,8 +11,10 @@ are offered nowhere and answered never: an *orphan*. The parent waits on a
 child while it is interrupted on an interrupt naming the child's thread, and
 may while it is running (it is carrying the question up, or routing the
 answers down, right now). An orphan is cancelled with ``agui-relay resume
-CHILD --cancel-all`` (a resume that only cancels is what the gatekeeper
-still admits on a child). Pure: the caller reads every thread's state.
+--cancel-all -- CHILD`` (a resume that only cancels is what the gatekeeper
+still admits on a child), or, when no argument can carry its id (a NUL),
+by a resume cancelling each of its interrupts sent over HTTP. Pure: the
+caller reads every thread's state.
 """
 
 from __future__ import annotations
@@ -24,7 +26,11 @@ from ag_ui.core import Interrupt
 
 from contracts import ThreadState
 from contracts.records import CHILD_KEY, parent_thread
-from services.cli.ops.safe import shell_word
+from services.cli.ops.command_line import command_line
+
+BY_HTTP = ("cancel it with a resume over HTTP: POST /agents/AGENT, its threadId as JSON "
+           "escapes it, resume: each open interrupt cancelled")
+"""How an orphan no command can name is cancelled: JSON carries a NUL."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,10 +46,10 @@ class Orphan:
         return parent_thread(self.state.thread_id)
 
     @property
-    def command(self) -> str:
+    def command(self) -> str | None:
         """What cancels it, the thread id one exact shell word (it is a client's), with
-        its invisible characters as escapes."""
-        return f"agui-relay resume {shell_word(self.state.thread_id)} --cancel-all"
+        its invisible characters as escapes; None when no command can name it."""
+        return command_line("resume", self.state.thread_id, options=["--cancel-all"])
 
 
 def child_of(interrupt: Interrupt) -> str | None:

@@ -17,12 +17,14 @@ from __future__ import annotations
 import asyncio
 import sys
 import uuid
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import typer
 from ag_ui.core import RunAgentInput
 from pydantic import ValidationError
+from rich.markup import escape
 
 from contracts import RunRequest, encode
 from contracts.codec import to_wire, validation_detail
@@ -40,7 +42,13 @@ from services.cli.ops.kafka_io import (
     stderr,
     stdout,
 )
-from services.cli.ops.resume_plan import Plan, ResumeOptions, parse_resolve, plan_resume
+from services.cli.ops.resume_plan import (
+    Plan,
+    Problem,
+    ResumeOptions,
+    parse_resolve,
+    plan_resume,
+)
 from services.cli.ops.safe import markup
 from services.cli.ops.tail import emit
 from services.cli.ops.watch import Watcher
@@ -52,6 +60,20 @@ from services.runtime.settings import KafkaSettings
 
 class RefusedError(Exception):
     """The resume cannot be sent; the message says why and what to do."""
+
+    def __init__(self, message: str, shown: str | None = None) -> None:
+        super().__init__(message)
+        self.shown = markup(message) if shown is None else shown
+        """The message as rich markup, inert: ``markup``'s, but for the commands in it."""
+
+
+def refused(problems: Sequence[Problem]) -> RefusedError:
+    """Every problem, one a line, each hint's commands printed as they are: already
+    a shell's exact and inert words, which ``safe`` would change (a doubled backslash)."""
+    def line(p: Problem, text: Callable[[str], str], hint: Callable[[str], str]) -> str:
+        return f"  {text(p.code)}: {text(p.message)}" + (f"; {hint(p.hint)}" if p.hint else "")
+    return RefusedError("\n".join(line(p, str, str) for p in problems),
+                        "\n".join(line(p, markup, escape) for p in problems))
 
 
 def build_request(found: ThreadRecords, plan: Plan, agent: str | None, *,
@@ -99,7 +121,7 @@ def plan_for(found: ThreadRecords, options: ResumeOptions) -> Plan:
     for warning in plan.warnings:
         stderr().print(f"[yellow]warning:[/] {markup(warning)}")
     if not plan.ok:
-        raise RefusedError("\n".join(f"  {p.code}: {p.message}" for p in plan.problems))
+        raise refused(plan.problems)
     return plan
 
 
@@ -197,7 +219,7 @@ def resume(
                                     transcript=replayer.done())
         except RefusedError as exc:
             stderr().print(f"[bold red]refused, nothing sent[/] — thread {markup(thread_id)}:\n"
-                           f"{markup(exc)}")
+                           f"{exc.shown}")
             return EXIT_REFUSED
         if dry_run:
             sys.stdout.write(encode(request).decode() + "\n")

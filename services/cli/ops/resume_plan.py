@@ -39,6 +39,7 @@ from jsonschema.exceptions import ValidationError
 from contracts import Decision, RejectionCode, RunRequest, ThreadState
 from contracts.records import parent_thread
 from services.agui.expiry import read_expiry
+from services.cli.ops.command_line import UNTYPABLE, command_line, option
 from services.gatekeeper.rules import Policy, decide
 from services.gatekeeper.thread import knows_run
 
@@ -63,6 +64,9 @@ class Problem:
     code: str
     message: str
     interrupt_ids: tuple[str, ...] = ()
+    hint: str = ""
+    """What to do instead, its commands and flags a shell's words (``command_line``): exact
+    and inert as they are, never to be escaped again."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,13 +258,21 @@ SET_ASIDE: dict[RejectionCode, SetAside] = {
 
 
 def _flags(ids: Sequence[str]) -> str:
-    return " ".join(f"--cancel {i}" for i in ids)
+    flags = [option("--cancel", i) for i in ids]
+    typed = " ".join(f for f in flags if f)
+    if None not in flags:
+        return typed
+    return f"{typed} (an id holding a NUL cannot be typed)".lstrip()
+
+
+def _command(line: str | None) -> str:
+    return f"`{line}`" if line else f"agui-relay ({UNTYPABLE})"
 
 
 def _hint(state: ThreadState, code: RejectionCode | None, ids: Sequence[str]) -> str:
     """Which flags answer a refusal, in the operator's terms."""
     if code == "thread_busy":
-        return f"or stop it first with `agui-relay cancel {state.thread_id}`"
+        return f"or stop it first with {_command(command_line('cancel', state.thread_id))}"
     if code == "uncovered_interrupts":
         return f"add --resolve ID=JSON, {_flags(ids)}, or --cancel-all"
     if code == "interrupt_expired":
@@ -268,16 +280,16 @@ def _hint(state: ThreadState, code: RejectionCode | None, ids: Sequence[str]) ->
     if code == "duplicate_entry":
         return "give each id in one --resolve or one --cancel"
     if code == "answer_at_parent":
-        return (f"answer at the parent with `agui-relay resume {parent_thread(state.thread_id)}`, "
-                "or abandon this child with --cancel-all")
+        parent = command_line("resume", parent_thread(state.thread_id))
+        return (f"answer at the parent with {_command(parent)}, or abandon this child with "
+                "--cancel-all")
     return ""
 
 
 def _problem(state: ThreadState, decision: Decision) -> Problem:
     ids = tuple(decision.interrupt_ids or ())
-    hint = _hint(state, decision.code, ids)
-    return Problem(decision.code or decision.verdict, decision.message + (f"; {hint}" if hint
-                                                                          else ""), ids)
+    return Problem(decision.code or decision.verdict, decision.message, ids,
+                   _hint(state, decision.code, ids))
 
 
 def ask_gatekeeper(state: ThreadState, entries: list[ResumeEntry], now: datetime

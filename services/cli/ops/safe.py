@@ -14,7 +14,8 @@ no longer prints as the id ``victim x`` does, nor ``alpha\\u200b`` as ``alpha``
 followed by U+200B (found by probing); ``markup`` also escapes rich markup, for the
 f-strings printed with markup on; ``safe_id`` also shows a space as
 ``\\x20``, so an id is one word wherever it is printed; ``shell_word`` quotes
-an id for a command to paste, exact to a shell and as inert; ``safe_json``
+an id for a command to paste, exact to a shell in any locale and as inert (and
+``typable`` says whether any command can be given it); ``safe_json``
 pretty-prints a JSON value with the same escapes (rich's ``JSON`` escapes
 only C0).
 """
@@ -38,9 +39,9 @@ _SHOWN = re.compile(f"[\\\\{CONTROLS}]")
 _SHELL_SHOWN = re.compile(f"[\\\\'{CONTROLS}]")
 
 
-def _escape_of(char: str, x_below: int = 0x100) -> str:
+def _escape_of(char: str) -> str:
     code = ord(char)
-    if code < x_below:
+    if code < 0x100:
         return f"\\x{code:02x}"
     return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
 
@@ -64,16 +65,40 @@ def safe_id(value: object) -> str:
     return safe(value).replace(" ", "\\x20")
 
 
+def _argument_bytes(value: str) -> bytes:
+    """``value`` as the bytes of a command's argument; Python reads argv's undecodable
+    bytes back as the lone surrogates ``surrogateescape`` makes of them."""
+    return value.encode("utf-8", "surrogateescape")
+
+
+def typable(value: str) -> bool:
+    """True when a command's argument can carry ``value``: not when it holds a NUL (an
+    argument ends there) or a lone surrogate no byte reads back as."""
+    if "\x00" in value:
+        return False
+    try:
+        _argument_bytes(value)
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _shell_escaped(match: re.Match[str]) -> str:
     char = match.group()
-    return "\\" + char if char in "\\'" else _escape_of(char, 0x80)  # \xHH: a byte to bash
+    if char in "\\'":
+        return "\\" + char
+    return "".join(f"\\x{byte:02x}" for byte in _argument_bytes(char))
 
 
 def shell_word(value: str) -> str:
     """``value`` as one shell word that a shell reads back exactly and a terminal shows
     inert: ``shlex.quote``'s, or, when it holds an unsafe character, bash's and zsh's
-    ``$'...'`` with escapes (``$'alpha\\u200b'``); ``safe`` of a command would change
-    its backslashes."""
+    ``$'...'`` with each such character as its UTF-8 bytes (``$'alpha\\xe2\\x80\\x8b'``:
+    bash decodes ``\\u200b`` in its locale, and leaves it as it is in the POSIX one);
+    ``safe`` of a command would change its backslashes. ``ValueError`` for a value no
+    argument can carry (``typable``)."""
+    if not typable(value):
+        raise ValueError(f"{safe(value)} cannot be typed: no command argument holds it")
     if _UNSAFE.search(value) is None:
         return shlex.quote(value)
     return "$'" + _SHELL_SHOWN.sub(_shell_escaped, value) + "'"

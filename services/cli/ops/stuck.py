@@ -34,8 +34,9 @@ from rich.text import Text
 
 from contracts import ThreadState
 from services.cli.ops.columns import Column, Grid, id_list, print_grid
+from services.cli.ops.command_line import UNTYPABLE
 from services.cli.ops.kafka_io import EXIT_OK, reading, run_command, stderr, stdout
-from services.cli.ops.orphans import Orphan, orphans
+from services.cli.ops.orphans import BY_HTTP, Orphan, orphans
 from services.cli.ops.render import duration
 from services.cli.ops.safe import markup, safe_id
 from services.gatekeeper.census import Counts, Stuck, examine
@@ -147,7 +148,8 @@ def orphan_grid(orphaned: list[Orphan]) -> Grid:
         grid.add(orphan.state.thread_id, orphan.parent_thread,
                  orphan.parent.status if orphan.parent else "no state",
                  id_list(o.interrupt.id for o in orphan.state.open_interrupts),
-                 Text(orphan.command))  # its words a shell's, exact and inert (shell_word)
+                 Text(orphan.command) if orphan.command  # a shell's words, exact and inert
+                 else Text(f"none: {UNTYPABLE}; {BY_HTTP}", style="yellow"))
     return grid
 
 

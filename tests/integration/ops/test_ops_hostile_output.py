@@ -86,5 +86,5 @@ async def test_stuck_prints_ids_and_the_orphans_cancel_command_whole(
     assert shown.code == 0, shown.stderr
     flat = " ".join(shown.stdout.replace("│", " ").split())
     for whole in (RUNNING, "run-5e4d3c2b1a0f9e8d", CHILD, "approve:call-763ee3076216f6f2",
-                  f"agui-relay resume {CHILD} --cancel-all"):
+                  f"agui-relay resume --cancel-all -- {CHILD}"):
         assert whole in flat, f"{whole!r} cut in stuck's output:\n{shown.stdout}"

@@ -107,7 +107,7 @@ async def test_a_pipeline_question_is_offered_once_and_answered_at_the_parent(
                             'sign-off={"approved": true}')
     assert refused.code != 0
     assert "answer_at_parent" in refused.stderr
-    assert f"agui-relay resume {thread}" in refused.stderr
+    assert f"agui-relay resume -- {thread}" in refused.stderr
 
     top = await run_cli(pipeline.settings, "resume", thread, "--resolve",
                         'review/sign-off={"approved": true}', "--json")
@@ -145,7 +145,7 @@ async def test_an_orphaned_child_is_listed_by_stuck_and_its_command_cancels_it(
     assert await offered(pipeline.url, parent) == []
 
     (orphan,) = orphans
-    command = f"agui-relay resume {child_thread} --cancel-all"
+    command = f"agui-relay resume --cancel-all -- {child_thread}"
     assert orphan == {"threadId": child_thread, "agent": "pipeline_child",
                       "runId": f"{parent}-c1", "parentThreadId": parent,
                       "parentRunId": f"{parent}-run-1", "parentStatus": None,
@@ -153,7 +153,8 @@ async def test_an_orphaned_child_is_listed_by_stuck_and_its_command_cancels_it(
     table = await run_cli(pipeline.settings, "stuck")
     assert command in " ".join(table.stdout.split())
 
-    cancelled = await run_cli(pipeline.settings, *command.split()[1:], "--json")
+    words = command.split()[1:]  # the command as pasted, --json among its options
+    cancelled = await run_cli(pipeline.settings, *words[:1], "--json", *words[1:])
     assert cancelled.code == 0, cancelled.stderr
     assert cancelled.json_lines()[-1]["value"]["type"] == "RUN_FINISHED"
     after = await stuck(pipeline.settings)

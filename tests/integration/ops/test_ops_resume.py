@@ -121,7 +121,7 @@ async def test_what_the_gatekeeper_would_refuse_is_refused_locally_and_nothing_s
     await interrupted_thread(writer, "t-e", expired=True)
     cases = [
         (("t-l", "--resolve", 'approve-1={"approved": true}'),
-         ["uncovered_interrupts", "note-2", "--cancel note-2"]),
+         ["uncovered_interrupts", "note-2", "--cancel=note-2"]),
         (("t-l", "--resolve", 'approve-1={"approved": "yes"}', "--cancel", "note-2"),
          ["invalid_payload", "approve-1", "'yes' is not of type 'boolean'"]),
         (("t-l", "--cancel", "approve-1", "--cancel", "ghost", "--cancel", "note-2"),

@@ -82,7 +82,7 @@ def test_a_parent_waits_on_a_child_it_carried_up_or_while_it_runs(
         (orphan,) = found
         assert orphan.parent_thread == "t-top"
         assert orphan.parent == parent
-        assert orphan.command == f"agui-relay resume {CHILD} --cancel-all"
+        assert orphan.command == f"agui-relay resume --cancel-all -- {CHILD}"
 
 
 def test_only_interrupted_children_are_orphans() -> None:
@@ -119,10 +119,10 @@ def test_stuck_counts_a_pipeline_question_once_and_lists_the_orphans() -> None:
         "threadId": "t-lost/review-1", "agent": "pipeline_child", "runId": "r1",
         "parentThreadId": "t-lost", "parentRunId": "lost-r1", "parentStatus": "idle",
         "openInterrupts": ["sign-off"],
-        "command": "agui-relay resume t-lost/review-1 --cancel-all"}]
+        "command": "agui-relay resume --cancel-all -- t-lost/review-1"}]
     console = Console(width=250, record=True)
     print_report(console, counts, stuck, limit, orphans(states))
     text = " ".join(console.export_text().split())
     assert "1 of 1 open interrupts past their expiry; 2 more open on child threads" in text
     assert "1 child threads their parent no longer waits on" in text
-    assert "agui-relay resume t-lost/review-1 --cancel-all" in text
+    assert "agui-relay resume --cancel-all -- t-lost/review-1" in text

@@ -90,7 +90,7 @@ def test_uncovered_is_refused_with_the_flags_to_add() -> None:
     (problem,) = plan.problems
     assert problem.code == "uncovered_interrupts"
     assert problem.interrupt_ids == ("b",)
-    assert "--cancel b" in problem.message
+    assert "--cancel=b" in problem.hint
     assert not plan.entries
 
 
@@ -136,7 +136,7 @@ def can(iid: str) -> ResumeEntry:
 
 @pytest.mark.parametrize(("state", "options", "sent", "hint"), [
     (thread(intr("a"), intr("b")), ResumeOptions(resolve=[("a", 1)]), [res("a")],
-     "--cancel b"),
+     "--cancel=b"),
     (thread(intr("a", STALE)), ResumeOptions(resolve=[("a", 1)]), [res("a")],
      "--cancel-expired"),
     (thread(intr("a")), ResumeOptions(resolve=[("a", 1)], cancel=["zz"]),
@@ -144,7 +144,7 @@ def can(iid: str) -> ResumeEntry:
     (thread(intr("a")), ResumeOptions(resolve=[("a", 1)], cancel=["a"]),
      [res("a"), can("a")], "one --resolve or one --cancel"),
     (thread(intr("a"), status="running"), ResumeOptions(cancel_all=True), [can("a")],
-     "agui-relay cancel t1"),
+     "`agui-relay cancel -- t1`"),
     (thread(status="idle"), ResumeOptions(cancel=["a"]), [can("a")], ""),
 ])
 def test_each_refusal_is_the_gatekeepers_own_with_the_flags_to_change(
@@ -156,7 +156,7 @@ def test_each_refusal_is_the_gatekeepers_own_with_the_flags_to_change(
     assert problem.code == said.code
     assert problem.interrupt_ids == tuple(said.interrupt_ids or ())
     assert problem.message.startswith(said.message)
-    assert hint in problem.message
+    assert hint in f"{problem.message}; {problem.hint}"
 
 
 def test_unknown_and_duplicate_ids() -> None:
@@ -202,8 +202,8 @@ def test_a_child_thread_is_answered_at_its_parent_and_may_only_be_cancelled_here
     plan = plan_resume(child, ResumeOptions(resolve=[("sign-off", 1)]), NOW)
     (problem,) = plan.problems
     assert problem.code == "answer_at_parent"
-    assert "`agui-relay resume t1`" in problem.message
-    assert "--cancel-all" in problem.message
+    assert "`agui-relay resume -- t1`" in problem.hint
+    assert "--cancel-all" in problem.hint
     assert plan_resume(child, ResumeOptions(cancel_all=True), NOW).ok
 
 

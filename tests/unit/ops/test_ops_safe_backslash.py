@@ -75,7 +75,7 @@ def test_the_command_that_cancels_an_orphan_pastes_as_its_id() -> None:
                         updated_at=NOW, open_interrupts=[OpenInterrupt(run_id="r1",
                                                                        interrupt=late)])
     orphan = Orphan(child, None)
-    assert orphan.command == "agui-relay resume 't\\top/review-1' --cancel-all"
+    assert orphan.command == "agui-relay resume --cancel-all -- 't\\top/review-1'"
     console = Console(width=250, record=True)
     print_report(console, Counts(), [], timedelta(minutes=5), [orphan])
     assert orphan.command in console.export_text()
