@@ -32,6 +32,7 @@ from rich.text import Text
 
 from deploy.kafka import launcher
 from services.cli import childlog
+from services.cli.settings_read import setting, with_settings
 from services.consumer.settings import ConsumerSettings
 from services.gatekeeper.settings import GatekeeperSettings
 from services.kafka.admin import ensure_topics
@@ -55,6 +56,8 @@ DEFAULT_STATE_DIR = ".run/state"
 COLOURS = {"gatekeeper": "magenta", "producer": "cyan", "consumer": "green",
            "notifier": "yellow"}
 GRACE_S = 15.0
+WEBHOOK = "AGUI_WEBHOOK_URL"
+"""Set, in any case, the webhook notifier runs too."""
 
 
 @dataclass
@@ -80,14 +83,14 @@ def check_settings(agents: str) -> None:
     ProducerSettings(agents=agents)
     ConsumerSettings()
     LogSettings()
-    if os.environ.get("AGUI_WEBHOOK_URL"):
+    if setting(NotifierSettings, WEBHOOK):
         NotifierSettings()
     health_ports()
 
 
 def ensure_broker() -> tuple[str, launcher.Broker | None]:
     """The bootstrap to use, and the broker this command started (if any)."""
-    given = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    given = setting(KafkaSettings, "KAFKA_BOOTSTRAP_SERVERS")
     if given:
         console.print(f"[bold]Kafka[/]: using KAFKA_BOOTSTRAP_SERVERS={escape(given)}")
         return given, None
@@ -195,6 +198,36 @@ async def stop_children(children: list[Child], hurry: asyncio.Event | None = Non
     await asyncio.gather(*waits)
 
 
+def children_settings(bootstrap: str, agents: str) -> dict[str, str]:
+    """What ``up`` sets for its children: the broker and agents it uses, and the user's
+    log format, state directory and gatekeeper identity (read as the services read them,
+    in any case) or ``up``'s own defaults."""
+    return {"KAFKA_BOOTSTRAP_SERVERS": bootstrap, "AGUI_AGENTS": agents,
+            "AGUI_LOG_FORMAT": setting(LogSettings, "AGUI_LOG_FORMAT") or "text",
+            "AGUI_STATE_DIR": setting(GatekeeperSettings, "AGUI_STATE_DIR") or DEFAULT_STATE_DIR,
+            # the one gatekeeper's static identity: restarted, it takes its partitions back
+            # at once instead of after the session of the process it replaces
+            "AGUI_GATEKEEPER_INSTANCE_ID": setting(GatekeeperSettings,
+                                                   "AGUI_GATEKEEPER_INSTANCE_ID") or "gatekeeper-0",
+            "PYTHONUNBUFFERED": "1"}
+
+
+def services() -> list[tuple[str, str]]:
+    """The services ``up`` runs, by name and module: the notifier too when a webhook URL
+    is set (in any case, as the notifier reads it)."""
+    started = [("gatekeeper", "services.gatekeeper"), ("producer", "services.producer"),
+               ("consumer", "services.consumer")]
+    if setting(NotifierSettings, WEBHOOK):
+        started.append(("notifier", "services.notifier"))
+    return started
+
+
+def chosen_agents(given: str | None) -> str:
+    """``--agents``, else ``AGUI_AGENTS`` (in any case, as the workers read it), else the
+    sample agents."""
+    return given or setting(ProducerSettings, "AGUI_AGENTS") or SAMPLE_AGENTS
+
+
 async def supervise(bootstrap: str, agents: str) -> int:
     """Create topics, run the three services, stop them on a signal or a crash."""
     settings = KafkaSettings(bootstrap_servers=bootstrap)
@@ -203,14 +236,7 @@ async def supervise(bootstrap: str, agents: str) -> int:
     created = sum(r.created for r in reports)
     console.print(f"[bold]Topics[/]: {created} created, {len(reports) - created} found "
                   f"under prefix '{settings.topic_prefix}'")
-    env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": bootstrap, "AGUI_AGENTS": agents,
-           "AGUI_LOG_FORMAT": os.environ.get("AGUI_LOG_FORMAT", "text"),
-           "AGUI_STATE_DIR": os.environ.get("AGUI_STATE_DIR", DEFAULT_STATE_DIR),
-           # the one gatekeeper's static identity: restarted, it takes its partitions back
-           # at once instead of after the session of the process it replaces
-           "AGUI_GATEKEEPER_INSTANCE_ID": os.environ.get("AGUI_GATEKEEPER_INSTANCE_ID",
-                                                         "gatekeeper-0"),
-           "PYTHONUNBUFFERED": "1"}
+    env = with_settings(os.environ, children_settings(bootstrap, agents))
     stop, hurry = asyncio.Event(), asyncio.Event()
 
     def signalled() -> None:
@@ -223,21 +249,17 @@ async def supervise(bootstrap: str, agents: str) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, signalled)
-    services = [("gatekeeper", "services.gatekeeper"), ("producer", "services.producer"),
-                ("consumer", "services.consumer")]
-    if os.environ.get("AGUI_WEBHOOK_URL"):
-        services.append(("notifier", "services.notifier"))
     children: list[Child] = []
     relays: list[asyncio.Task[None]] = []
     crashed: list[str] = []
     try:  # whatever ends this (a terminal gone, a cancel), the children are stopped
-        for name, module in services:
+        for name, module in services():
             if stop.is_set():
                 break
             children.append(await spawn(name, module, env))
         relays = [asyncio.create_task(relay_output(c)) for c in children]
-        host = os.environ.get("AGUI_HTTP_HOST", "127.0.0.1")
-        url = f"http://{host}:{os.environ.get('AGUI_HTTP_PORT', '8000')}"
+        http = ConsumerSettings()
+        url = f"http://{http.http_host}:{http.http_port}"
         if not stop.is_set() and await wait_ready(url, children, stop):
             say(f"\n[bold green]agui-relay is up[/]: {url}  (agents: "
                 f"{', '.join(agent_names(agents))}; logs in {log_dir()}; Ctrl-C stops)\n")
@@ -264,8 +286,9 @@ def say(message: str) -> None:
 
 
 def up(
-    agents: str = typer.Option(SAMPLE_AGENTS, envvar="AGUI_AGENTS",
-                               help="Agents to host: name=module:object, comma separated."),
+    agents: str | None = typer.Option(
+        None, help="Agents to host: name=module:object, comma separated (default: "
+        "AGUI_AGENTS, else the sample agents)."),
 ) -> None:
     """Run the whole system in the foreground until Ctrl-C.
 
@@ -273,6 +296,7 @@ def up(
     Runs the gatekeeper, a producer worker hosting the sample agents and the HTTP service.
     The HTTP service listens on AGUI_HTTP_HOST:AGUI_HTTP_PORT (127.0.0.1:8000).
     """
+    agents = chosen_agents(agents)
     check_settings(agents)
     try:
         bootstrap, broker = ensure_broker()

@@ -1,10 +1,10 @@
 """``agui-relay state``: each partition's on-disk store against its changelog's end.
 
-Reads the stores under ``AGUI_STATE_DIR`` (``.run/state`` as ``agui-relay
-up`` uses it, or ``--dir``) on this machine, read-only, so it works while
-the gatekeeper holds them open, and sets each store's checkpoint (the
-changelog offset it reflects) against the end of that partition of the
-changelog topic (the last stable offset). ``behind`` is what a restore
+Reads the stores under ``AGUI_STATE_DIR``, named in any case as the services
+read it (``.run/state`` as ``agui-relay up`` uses it, or ``--dir``) on this
+machine, read-only, so it works while the gatekeeper holds them open, and
+sets each store's checkpoint (the changelog offset it reflects) against the
+end of that partition of the changelog topic (the last stable offset). ``behind`` is what a restore
 would read now; an open store is normally a few records behind between
 commits. A store the owner cannot use is listed with why (it will be
 rebuilt on its next assignment). ``--json`` prints NDJSON rows.
@@ -12,7 +12,6 @@ rebuilt on its next assignment). ``--json`` prints NDJSON rows.
 
 from __future__ import annotations
 
-import os
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -26,6 +25,8 @@ from rich.text import Text
 from contracts.topics import TopicCatalog
 from services.cli.ops.kafka_io import EXIT_OK, run_command, stdout
 from services.cli.ops.safe import safe
+from services.cli.settings_read import setting
+from services.gatekeeper.settings import GatekeeperSettings
 from services.kafka.clients import TopicPartition
 from services.kafka.metadata import partition_counts
 from services.kafka.reader import TopicReader, unread_records
@@ -158,5 +159,5 @@ def state(
 ) -> None:
     """This machine's state stores: each partition's offset against its changelog's end."""
     settings = KafkaSettings()
-    root = directory or Path(os.environ.get("AGUI_STATE_DIR") or DEFAULT_DIR)
+    root = directory or Path(setting(GatekeeperSettings, "AGUI_STATE_DIR") or DEFAULT_DIR)
     raise typer.Exit(run_command(lambda _stop: _state(settings, root, as_json)))
