@@ -13,7 +13,10 @@ answering, is ``LookupDeferred``: a 503 to ask again, never a 404 for an agent
 that may exist);
 every ``refresh_s`` seconds the known agents are asked about again, so one
 whose topic was deleted is dropped; ``/readyz`` asks for the required
-topics only.
+topics only. An admin client that could not start (the broker unreachable at
+that moment) is made again when next needed, at most once every
+``ADMIN_RETRY_S``: it never bootstraps by itself, and every lookup had been
+deferred for ever once the broker was back.
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ LOOKUPS_PER_S = 50
 """Lookups of unknown names per second at most: a flood of made-up agent names costs
 the broker no more; past it a name not known is ``LookupDeferred``."""
 PROBE_TIMEOUT_S = 3.0
+ADMIN_RETRY_S = 1.0
+"""How soon an admin client that could not start is made and started again."""
 
 
 class LookupDeferred(Exception):  # noqa: N818 - an answer: not now
@@ -58,12 +63,14 @@ class AgentDirectory:
         self._window = (float("-inf"), 0)
         """The current second's start and the lookups made in it."""
         self._admin: AIOKafkaAdminClient | None = None
+        """The started admin client; None until one starts."""
+        self._admin_tried_at = float("-inf")
+        self._admin_starting = asyncio.Lock()
+        """Callers meanwhile wait for the one start under way, not start more."""
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        self._admin = new_admin(self.kafka, "agui-consumer-admin")
         try:
-            await self._admin.start()
             await self._list()
         except (KafkaError, TimeoutError) as exc:
             log.warning("agent directory cannot reach the broker yet: %s", exc)
@@ -139,7 +146,7 @@ class AgentDirectory:
 
     async def _list(self) -> frozenset[str]:
         """List every topic once: the agents deployed before this instance started."""
-        admin = self._require_admin()
+        admin = await self._started_admin()
         async with asyncio.timeout(PROBE_TIMEOUT_S):
             topics = await admin.list_topics()
         prefix = self.kafka.topics.dispatch("")
@@ -155,11 +162,26 @@ class AgentDirectory:
         return frozenset(t[len(prefix):] for t in topics)
 
     async def _existing(self, topics: Iterable[str]) -> frozenset[str]:
-        admin = self._require_admin()
+        admin = await self._started_admin()
         async with asyncio.timeout(PROBE_TIMEOUT_S):
             return await existing(client_of(admin), topics)
 
-    def _require_admin(self) -> AIOKafkaAdminClient:
-        if self._admin is None:
-            raise KafkaError("admin client not started")
-        return self._admin
+    async def _started_admin(self) -> AIOKafkaAdminClient:
+        """The admin client, made and started now if none has started (raises when it
+        cannot start, or when one failed to less than ``ADMIN_RETRY_S`` ago)."""
+        async with self._admin_starting:
+            if self._admin is not None:
+                return self._admin
+            now = time.monotonic()
+            if now - self._admin_tried_at < ADMIN_RETRY_S:
+                raise KafkaError("the broker could not be reached a moment ago")
+            self._admin_tried_at = now
+            admin = new_admin(self.kafka, "agui-consumer-admin")
+            try:
+                async with asyncio.timeout(PROBE_TIMEOUT_S):
+                    await admin.start()
+            except BaseException:
+                await admin.close()
+                raise
+            self._admin = admin
+            return admin

@@ -4,11 +4,14 @@ A flood of made-up agent names costs at most ``LOOKUPS_PER_S`` lookups a
 second, each name at most one a second; within a flooded second even a real
 agent's topic is not asked about (a 404 the client may retry), and the next
 second it is found. The readiness probe asks for the required topics by
-name.
+name. A directory whose broker could not be reached when it started finds
+its agents once the broker is back.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Iterable
 from types import SimpleNamespace
 
@@ -94,3 +97,50 @@ async def test_readiness_asks_for_the_required_topics_by_name(
         assert len(await other.missing_topics()) == 5
     finally:
         await other.stop()
+
+
+async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        while data := await reader.read(65_536):
+            writer.write(data)
+            await writer.drain()
+    except OSError:
+        pass
+    finally:
+        writer.close()
+
+
+async def test_the_agent_directory_recovers_from_a_broker_it_could_not_reach_at_start(
+        kafka: KafkaSettings) -> None:
+    """The broker unreachable when the directory starts (its admin client cannot
+    bootstrap), reachable again later: the agent is found, not deferred for ever."""
+    await ensure_topics(kafka, ("known",))
+    host, port = kafka.bootstrap_servers.split(",")[0].rsplit(":", 1)
+    holder = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", 0)
+    proxy_port = holder.sockets[0].getsockname()[1]
+    holder.close()  # a closed port: the broker unreachable, for now
+    await holder.wait_closed()
+    through = KafkaSettings(bootstrap_servers=f"127.0.0.1:{proxy_port}",
+                            topic_prefix=kafka.topic_prefix, partitions=1)
+    directory = AgentDirectory(through, (), refresh_s=0.5)
+    await directory.start()
+    assert await _answer(directory, "known") == "deferred"
+
+    async def relay(client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
+        broker_r, broker_w = await asyncio.open_connection(host, int(port))
+        await asyncio.gather(_pipe(client_r, broker_w), _pipe(broker_r, client_w))
+
+    server = await asyncio.start_server(relay, "127.0.0.1", proxy_port)  # the broker is back
+    answers: list[bool | str] = []
+    try:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(10.0):
+                while True not in answers:
+                    answers.append(await _answer(directory, "known"))
+                    await asyncio.sleep(0.5)
+        assert answers[-1] is True, (
+            f"the broker is reachable again and the directory still answers {answers}")
+        assert await directory.missing_topics() == []  # /readyz: the broker answers again
+    finally:
+        await directory.stop()
+        server.close()
