@@ -47,7 +47,12 @@ wait for events that will not come.
 the ids are checked: the ``Last-Event-ID``, readiness, the tenant's right
 to the thread, then the stream — subscribed *before* the scan, so nothing
 written between the scan's end and the live part is lost — or the 204 of a
-finished run, or the 404 of a run neither the view nor the fan-out knows.
+finished run, or the 404 of a run that has nothing on the log and is not
+running: neither the view nor the fan-out knows it, or it is over (the view
+is past it, or the fan-out read its end) and its records are gone with
+retention (the fan-out's memory of its admission had made such a replay
+wait live for ever). ``opening`` is that choice, for a POST whose admission
+was replayed too (``runs``).
 """
 
 from __future__ import annotations
@@ -60,7 +65,9 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from prometheus_client import Counter
 from starlette.responses import Response
 
+from contracts import ThreadState
 from services.consumer import lookback
+from services.consumer.catchup import passed
 from services.consumer.log_tail import BATCH, Turn, run_delivery
 from services.consumer.ordering import TERMINAL_TYPES, parse_last_event_id
 from services.consumer.problems import InvalidInput, NotFound, Unavailable
@@ -236,6 +243,40 @@ async def prefixed(first: Delivery, rest: AsyncGenerator[Delivery | None, None]
         await rest.aclose()
 
 
+class NothingLeft(Exception):  # noqa: N818 - an answer: 204
+    """The run ended at or before what the client has: nothing is left to send."""
+
+
+def over(fanout: FanOut, state: ThreadState | None, thread_id: str, run_id: str) -> bool:
+    """Whether the run is not running any more: this instance read its end, or the thread
+    view is past it (``catchup.passed``). Asked before a scan, it means every record the
+    run wrote is before the scan's end: a scan that finds none finds what the log has."""
+    return (thread_id, run_id) in fanout.ended or passed(state, run_id)
+
+
+async def opening(scan: AsyncGenerator[Delivery | None, None], after: int | None, *,
+                  live: bool, thread_id: str, run_id: str) -> AsyncIterator[Delivery | None] | None:
+    """What the log has of the run past ``after``, as its stream's preface; None when it
+    has nothing and the run may still write (``live``: the stream waits for it). Nothing
+    left but an end the client has seen raises ``NothingLeft`` (``204``); nothing of a run
+    not live (over, its records gone with retention, or never known) the 404: a stream
+    would wait for events that will not come. The scan is closed unless returned."""
+    try:
+        first, ended = await first_after(scan, after)
+    except BaseException:
+        await scan.aclose()
+        raise
+    if first is not None:
+        return prefixed(first, scan)
+    await scan.aclose()
+    if ended:
+        raise NothingLeft
+    if not live:
+        raise NotFound("unknown_run", f"thread {thread_id!r} has no run {run_id!r} on the "
+                       "log: it is not running, and any records it had are gone")
+    return None
+
+
 async def replay(relay: Relay, thread_id: str, run_id: str, principal: str,
                  last_event_id: str | None) -> Response:
     """The replay route's response (its problems raised, for ``direct`` to render)."""
@@ -252,26 +293,21 @@ async def replay(relay: Relay, thread_id: str, run_id: str, principal: str,
     routed = relay.fanout.admitted.get((thread_id, run_id))
     admitted_ms = lookback.admitted_ms(state, run_id, routed)
     since = None if admitted_ms is None else lookback.since_ms(admitted_ms / 1000)
+    # a run admitted here but over (its records gone) is not waited for live
+    live = not over(relay.fanout, state, thread_id, run_id) and (
+        admitted or (state is not None and state.status == "running"
+                     and state.run_id == run_id))
     stream = relay.fanout.subscribe(thread_id, run_id)
     outcome = StreamOutcome()
     scan = scan_run(relay.kafka, relay.fanout, thread_id, run_id, since_ms=since,
                     full_scans=relay.full_scans, client=outcome, after=after)
     try:
-        first, ended = await first_after(scan, after)
-        if first is None:
-            await scan.aclose()
-            if ended:
-                relay.fanout.unsubscribe(stream)
-                return Response(status_code=204)
-            live = admitted or (state is not None and state.status == "running"
-                                and state.run_id == run_id)
-            if not live:
-                raise NotFound("unknown_run", f"thread {thread_id!r} has no run {run_id!r}")
-            return relay.runs.respond(stream, "replay", after=after, owns_run=False,
-                                      outcome=outcome)
+        preface = await opening(scan, after, live=live, thread_id=thread_id, run_id=run_id)
+    except NothingLeft:
+        relay.fanout.unsubscribe(stream)
+        return Response(status_code=204)
     except BaseException:
         relay.fanout.unsubscribe(stream)
-        await scan.aclose()
         raise
-    return relay.runs.respond(stream, "replay", after=after, preface=prefixed(first, scan),
+    return relay.runs.respond(stream, "replay", after=after, preface=preface,
                               owns_run=False, outcome=outcome)

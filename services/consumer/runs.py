@@ -25,7 +25,9 @@ The order is the point of this module:
    admitted → the caller streams the subscription, after the run's records
    already on the log when the admission was replayed (``Decision.replayed``:
    the request was sent again under its requestId, and its run may have ended)
-   or the POST is a retried forward (``from_log``).
+   or the POST is a retried forward (``from_log``); such a run found over
+   with nothing on the log (retention took its records) is the replay
+   route's ``404 unknown_run``, not a stream waiting for it for ever.
 
 A 504 does not withdraw the request: the gatekeeper may still admit it, and
 the run then executes unobserved (``GET /threads/{id}`` shows it).
@@ -37,7 +39,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine
 from datetime import UTC, datetime
 from typing import Any
 
@@ -218,14 +220,33 @@ class RunService:
             self.fanout.unsubscribe(stream)
             raise
         outcome = StreamOutcome()
-        preface = self.from_log(run_input, decision, outcome) \
+        preface = await self.opening(stream, run_input, decision, outcome) \
             if here.retried or decision.replayed else None
         # a forwarded request's client is the forwarding instance's (see ``dispatch``)
         return self.respond(stream, requested_by, preface=preface,
                             owns_run=not forwarded(request), outcome=outcome)
 
+    async def opening(self, stream: RunStream, run_input: RunAgentInput, admission: Decision,
+                      outcome: StreamOutcome) -> AsyncIterator[Delivery | None] | None:
+        """The preface of the stream of a run that may have begun already: its records on
+        the log (``from_log``), None when there are none and it may still write. One over
+        before the scan began with none on the log (a request sent again once retention
+        took its records, the gatekeeper still remembering its admission) is answered as
+        the replay route answers it, ``404 unknown_run``, never streamed: a stream would
+        wait live for ever for a run that ended long ago (``replay.opening``)."""
+        from services.consumer.replay import opening, over  # replay builds on this module
+
+        thread_id, run_id = run_input.thread_id, run_input.run_id
+        done = over(self.fanout, self.tenancy.threads.get(thread_id), thread_id, run_id)
+        try:
+            return await opening(self.from_log(run_input, admission, outcome), None,
+                                 live=not done, thread_id=thread_id, run_id=run_id)
+        except BaseException:
+            self.fanout.unsubscribe(stream)
+            raise
+
     def from_log(self, run_input: RunAgentInput, admission: Decision,
-                 outcome: StreamOutcome) -> AsyncIterator[Delivery | None]:
+                 outcome: StreamOutcome) -> AsyncGenerator[Delivery | None, None]:
         """The run's records already on the topic: a retried forward's run may have
         started from the first attempt (``forward``), and a replayed admission's (a
         request sent again under its requestId) may have started, or ended, long ago.
