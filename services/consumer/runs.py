@@ -229,18 +229,20 @@ class RunService:
     async def opening(self, stream: RunStream, run_input: RunAgentInput, admission: Decision,
                       outcome: StreamOutcome) -> AsyncIterator[Delivery | None] | None:
         """The preface of the stream of a run that may have begun already: its records on
-        the log (``from_log``), None when there are none and it may still write. One over
-        before the scan began with none on the log (a request sent again once retention
-        took its records, the gatekeeper still remembering its admission) is answered as
-        the replay route answers it, ``404 unknown_run``, never streamed: a stream would
-        wait live for ever for a run that ended long ago (``replay.opening``)."""
+        the log (``from_log``), streamed as they are read, keep-alives meanwhile. A run
+        over before the scan began is read before the response starts: with nothing on the
+        log (a request sent again once retention took its records, the gatekeeper still
+        remembering its admission) it is answered as the replay route answers it, ``404
+        unknown_run`` (``replay.opening``), where a stream had waited live for ever."""
         from services.consumer.replay import opening, over  # replay builds on this module
 
         thread_id, run_id = run_input.thread_id, run_input.run_id
         done = over(self.fanout, self.tenancy.threads.get(thread_id), thread_id, run_id)
+        scan = self.from_log(run_input, admission, outcome)
+        if not done:
+            return scan
         try:
-            return await opening(self.from_log(run_input, admission, outcome), None,
-                                 live=not done, thread_id=thread_id, run_id=run_id)
+            return await opening(scan, None, live=False, thread_id=thread_id, run_id=run_id)
         except BaseException:
             self.fanout.unsubscribe(stream)
             raise
