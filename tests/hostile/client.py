@@ -21,8 +21,16 @@ import orjson
 from faults.load import HttpRun, pool_limits, resume_all, run_input
 from faults.sse import read_stream
 
+from services.consumer.forward import FORWARDED_BY, REQUEST_ID
+
 JSON = "application/json"
 PROBLEM = "application/problem+json"
+
+
+def as_forwarded(request_id: str) -> dict[str, str]:
+    """What makes a client's POST publish under a request id it chose (an instance
+    forwarding a request sends these; without a proxy stripping them, a client can too)."""
+    return {FORWARDED_BY: "http://127.0.0.1:1", REQUEST_ID: request_id}
 
 
 def body_of(wire: dict[str, Any] | bytes) -> bytes:

@@ -28,9 +28,8 @@ from typing import Any
 import pytest
 from faults.load import run_input
 
-from hostile.client import Tenant, finished, fresh
+from hostile.client import Tenant, as_forwarded, finished, fresh
 from hostile.stack import TENANTS, UpStack
-from services.consumer.forward import FORWARDED_BY, REQUEST_ID
 from services.gatekeeper.expiry_policy import request_id_for
 
 pytestmark = pytest.mark.hostile
@@ -57,10 +56,6 @@ def expiring(kafka_bootstrap: str,
 async def tenant(expiring: ExpiringStack) -> AsyncIterator[Tenant]:
     async with Tenant(expiring.url, TENANTS["tenant-a"]) as client:
         yield client
-
-
-def as_forwarded(request_id: str) -> dict[str, str]:
-    return {FORWARDED_BY: "http://127.0.0.1:1", REQUEST_ID: request_id}
 
 
 def iso(moment: datetime) -> str:

@@ -31,10 +31,10 @@ from consumer_harness import (
     serving,
     started,
 )
+from hostile.client import as_forwarded
 
 from contracts import Decision, RunRequest, ThreadState, encode
 from contracts.records import RememberedDecision
-from services.consumer.forward import FORWARDED_BY, REQUEST_ID
 from services.consumer.relay import Relay
 from services.kafka.clients import AIOKafkaAdminClient, TopicPartition, new_consumer
 from services.kafka.partitioning import partition_for
@@ -44,11 +44,6 @@ pytestmark = pytest.mark.integration
 
 ANSWER_S = 8.0
 """Long enough for a scan of a few records; the defect kept the stream open for ever."""
-
-
-def as_forwarded(request_id: str) -> dict[str, str]:
-    """What makes a client's POST publish under a request id it chose."""
-    return {FORWARDED_BY: "http://127.0.0.1:1", REQUEST_ID: request_id}
 
 
 async def delete_thread_records(kafka: KafkaSettings, thread_id: str) -> None:
