@@ -7,7 +7,9 @@ Security (SASL PLAIN/SCRAM, TLS) comes from ``KafkaSettings`` so every
 service and the CLI connect the same way; SASL clients get aiokafka's debug
 trace of the authentication exchange redacted (``services.kafka.redaction``).
 Consumers read a record whose header names are not UTF-8 instead of stopping
-at it for ever (``services.kafka.lenient_records``).
+at it for ever (``services.kafka.lenient_records``), and find a partition's
+new leader when a former one refuses an offset lookup
+(``services.kafka.stale_leaders``).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from aiokafka.errors import KafkaError, KafkaTimeoutError, MessageSizeTooLargeError
 from aiokafka.helpers import create_ssl_context
 
-from services.kafka import lenient_records
+from services.kafka import lenient_records, stale_leaders
 from services.kafka.redaction import redact_sasl_logging
 from services.runtime.settings import KafkaSettings
 
@@ -112,6 +114,7 @@ def new_consumer(
     (``assignors``: the group's partition assignment strategies, range by default;
     ``group_instance_id``: a static member, ``services.kafka.fencing.leave_group``)."""
     lenient_records.install()
+    stale_leaders.install()
     return AIOKafkaConsumer(
         *topics,
         **connection_options(settings, client_id),
