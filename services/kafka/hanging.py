@@ -41,6 +41,7 @@ have no public call for either.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -70,6 +71,8 @@ TRANSACTIONAL_ID_NOT_FOUND = 105
 TRIES = 10
 RETRY_S = 0.3
 """A coordinator still loading (a broker just started) is asked again, for about 3 s."""
+ADD_GROUP_LIMIT_S = 30.0
+"""How long the group's offsets are asked to join a closing transaction before giving up."""
 COMMITTED = frozenset({"CompleteCommit", "PrepareCommit"})
 """States whose transaction is, or is about to be, committed."""
 ABORTED = frozenset({"CompleteAbort", "PrepareAbort", "PrepareEpochFence", "Ongoing"})
@@ -144,17 +147,42 @@ async def close_hanging(
     """
     manager = producer._txn_manager
     await producer.begin_transaction()
-    for tp in partitions:
-        manager.maybe_add_partition_to_txn(tp)
-    if group_id is not None:
-        sender = producer._sender
-        node = await sender._find_coordinator(CoordinationType.TRANSACTION,
-                                              manager.transactional_id)
-        await AddOffsetsToTxnHandler(sender, group_id).do(node)  # the group joins the txn
+    try:
+        for tp in partitions:
+            manager.maybe_add_partition_to_txn(tp)
+        if group_id is not None:
+            await _add_group(producer, group_id)
+    except BaseException:
+        with contextlib.suppress(KafkaError):
+            await producer.abort_transaction()
+        raise
     if commit:
         await producer.commit_transaction()
     else:
         await producer.abort_transaction()
+
+
+async def _add_group(producer: AIOKafkaProducer, group_id: str) -> None:
+    """The group's offsets partition joins the open transaction (``AddOffsetsToTxn``).
+
+    aiokafka's handler answers one attempt: False when the coordinator
+    moved, is loading, or still completes the previous transaction
+    (``CONCURRENT_TRANSACTIONS``, usual right after one), after its
+    backoff. Taken once, such an answer left the group out and the commit
+    closed the partitions but not the offsets, which stayed unstable until
+    the takeover gave up on them. So it is asked again, the coordinator
+    found anew each time, until it joins or ``ADD_GROUP_LIMIT_S`` passed.
+    """
+    manager, sender = producer._txn_manager, producer._sender
+    deadline = asyncio.get_running_loop().time() + ADD_GROUP_LIMIT_S
+    while True:
+        node = await sender._find_coordinator(CoordinationType.TRANSACTION,
+                                              manager.transactional_id)
+        if await AddOffsetsToTxnHandler(sender, group_id).do(node):
+            return
+        if asyncio.get_running_loop().time() > deadline:
+            raise KafkaError(f"the offsets of group {group_id} could not join the "
+                             f"transaction within {ADD_GROUP_LIMIT_S:.0f} s")
 
 
 # -- the request, on aiokafka's protocol types ---------------------------------
