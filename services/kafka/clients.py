@@ -9,7 +9,9 @@ trace of the authentication exchange redacted (``services.kafka.redaction``).
 Consumers read a record whose header names are not UTF-8 instead of stopping
 at it for ever (``services.kafka.lenient_records``), and find a partition's
 new leader when a former one refuses an offset lookup
-(``services.kafka.stale_leaders``).
+(``services.kafka.stale_leaders``). Consumers and admins take a committed-offset
+lookup refused for the whole group for an error, not for "nothing committed"
+(``services.kafka.offset_fetch_refusals``).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from aiokafka.errors import KafkaError, KafkaTimeoutError, MessageSizeTooLargeError
 from aiokafka.helpers import create_ssl_context
 
-from services.kafka import lenient_records, stale_leaders
+from services.kafka import lenient_records, offset_fetch_refusals, stale_leaders
 from services.kafka.redaction import redact_sasl_logging
 from services.runtime.settings import KafkaSettings
 
@@ -115,6 +117,7 @@ def new_consumer(
     ``group_instance_id``: a static member, ``services.kafka.fencing.leave_group``)."""
     lenient_records.install()
     stale_leaders.install()
+    offset_fetch_refusals.install()
     return AIOKafkaConsumer(
         *topics,
         **connection_options(settings, client_id),
@@ -140,4 +143,5 @@ def partition_fetch_bytes(settings: KafkaSettings) -> int:
 
 def new_admin(settings: KafkaSettings, client_id: str = "agui-relay-admin") -> AIOKafkaAdminClient:
     """An admin client with the shared connection options."""
+    offset_fetch_refusals.install()
     return AIOKafkaAdminClient(**connection_options(settings, client_id))
