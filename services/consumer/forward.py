@@ -189,11 +189,13 @@ class Forwarder:
         if route.url is None:
             raise self._unavailable("no instance owns this thread's partition now")
         if route.url == self.ownership.url:  # would come back here, and be refused
-            log.error("partition %d is owned by an instance that advertises this "
-                      "instance's own URL %s: two instances share one AGUI_ADVERTISED_URL",
+            log.error("partition %d is assigned to this instance's URL %s but not read "
+                      "here: a topic it reads is missing (see /readyz and agui-relay topics "
+                      "describe), or two instances share one AGUI_ADVERTISED_URL",
                       partition, route.url)
-            raise self._unavailable("the owner of this thread advertises this instance's "
-                                    "address (AGUI_ADVERTISED_URL is shared by two instances)")
+            raise self._unavailable("this thread's partition is assigned to this instance's "
+                                    "address but not read here: a topic is missing, or "
+                                    "AGUI_ADVERTISED_URL is shared by two instances")
         request_id = str(uuid.uuid4()) if run else None
         generation = self.ownership.generation
         try:

@@ -47,12 +47,22 @@ __all__ = [
 ]
 
 
+METADATA_MAX_AGE_MS = 30_000
+"""How often every client reads the cluster's metadata again even when nothing asked it to.
+
+aiokafka's default is five minutes, and some changes are noticed only then: a
+topic deleted and created again under a running service (its group's members
+owned nothing of it until then: every request was refused or timed out) or
+grown by an operator. One small Metadata request per client every 30 s."""
+
+
 def connection_options(settings: KafkaSettings, client_id: str) -> dict[str, Any]:
-    """Bootstrap, client id and security options shared by every client."""
+    """Bootstrap, client id, metadata age and security options shared by every client."""
     opts: dict[str, Any] = {
         "bootstrap_servers": settings.bootstrap_servers,
         "client_id": client_id,
         "security_protocol": settings.security_protocol,
+        "metadata_max_age_ms": METADATA_MAX_AGE_MS,
     }
     if settings.security_protocol in ("SSL", "SASL_SSL"):
         key_password = settings.ssl_key_password

@@ -17,7 +17,10 @@ control characters are escaped (``\\n`` stays two characters) and a traceback's
 lines are indented, so an id that holds a newline and a fake ``CRITICAL``
 line stays inside its own line; JSON escapes them by itself. One line is
 therefore bounded whatever a client sends, and a reader of the pipe
-(``agui-relay up``) never meets a line it must buffer without end.
+(``agui-relay up``) never meets a line it must buffer without end. A
+library's line repeated in a loop (aiokafka's, while a topic is missing or a
+broker down) is let through once per 10 s with a count
+(``services.runtime.log_repeats``).
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ from typing import Annotated, Any, Literal
 import orjson
 from pydantic import BeforeValidator, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from services.runtime.log_repeats import RepeatFilter
 
 RUN_KEYS = ("threadId", "runId", "requestId", "traceId", "agent", "service")
 _STD = set(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
@@ -247,6 +252,7 @@ def configure(service: str, level: str | None = None, fmt: str | None = None) ->
     handler.setFormatter(JsonFormatter(service, field_max) if fmt == "json"
                          else TextFormatter(service, field_max))
     handler.addFilter(RunContextFilter())
+    handler.addFilter(RepeatFilter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
