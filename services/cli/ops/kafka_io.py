@@ -17,6 +17,18 @@ import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 
+from aiokafka.errors import (
+    GroupCoordinatorNotAvailableError,
+    GroupLoadInProgressError,
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    LeaderNotAvailableError,
+    NodeNotReadyError,
+    NotCoordinatorForGroupError,
+    NotEnoughReplicasAfterAppendError,
+    NotEnoughReplicasError,
+    RequestTimedOutError,
+)
 from rich.console import Console
 
 from services.cli.ops.safe import markup
@@ -100,6 +112,29 @@ async def select_partitions(reader: TopicReader, wanted: Sequence[tuple[str, str
     return partitions
 
 
+_UNREACHED = (NodeNotReadyError, KafkaConnectionError, RequestTimedOutError, KafkaTimeoutError,
+              LeaderNotAvailableError, NotEnoughReplicasError,
+              NotEnoughReplicasAfterAppendError)
+_COORDINATOR_MOVING = (NotCoordinatorForGroupError, GroupCoordinatorNotAvailableError,
+                       GroupLoadInProgressError)
+
+
+def kafka_hint(exc: KafkaError) -> str:
+    """What an operator should check after ``exc``, by what it says of the cluster.
+
+    A command reads every partition's leader and asks each group's
+    coordinator: one node down out of three fails it with the node it could
+    not reach, while the others answer. "Is the broker running?" then sent
+    the operator to the one address that did answer.
+    """
+    if isinstance(exc, _COORDINATOR_MOVING):
+        return "a consumer group's coordinator is moving (a broker restarting); try again"
+    if isinstance(exc, _UNREACHED):
+        return ("a broker did not answer: the command needs the leader of every partition "
+                "it reads; are all of the cluster's brokers running?")
+    return "is the broker at KAFKA_BOOTSTRAP_SERVERS running?"
+
+
 def run_command(body: Callable[[asyncio.Event], Awaitable[int]]) -> int:
     """Run ``body(stop)``; Ctrl-C sets ``stop`` (twice cancels). Returns the exit code."""
     result = EXIT_INTERRUPTED
@@ -116,8 +151,7 @@ def run_command(body: Callable[[asyncio.Event], Awaitable[int]]) -> int:
             stderr().print(f"[red]error:[/] {markup(exc)}")
             result = EXIT_ERROR
         except KafkaError as exc:
-            stderr().print(f"[red]Kafka error:[/] {markup(exc)} (is the broker at "
-                           "KAFKA_BOOTSTRAP_SERVERS running?)")
+            stderr().print(f"[red]Kafka error:[/] {markup(exc)} ({markup(kafka_hint(exc))})")
             result = EXIT_ERROR
 
     run_until_signalled(main)
