@@ -11,7 +11,9 @@ at it for ever (``services.kafka.lenient_records``), and find a partition's
 new leader when a former one refuses an offset lookup
 (``services.kafka.stale_leaders``). Consumers and admins take a committed-offset
 lookup refused for the whole group for an error, not for "nothing committed"
-(``services.kafka.offset_fetch_refusals``).
+(``services.kafka.offset_fetch_refusals``). Producers reuse the sequence numbers of a
+batch the broker refused for its size, so the partition's next batch is taken
+(``services.kafka.refused_sequences``).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from aiokafka.errors import KafkaError, KafkaTimeoutError, MessageSizeTooLargeError
 from aiokafka.helpers import create_ssl_context
 
-from services.kafka import lenient_records, offset_fetch_refusals, stale_leaders
+from services.kafka import lenient_records, offset_fetch_refusals, refused_sequences, stale_leaders
 from services.kafka.redaction import redact_sasl_logging
 from services.runtime.settings import KafkaSettings
 
@@ -95,6 +97,7 @@ def new_producer(
     transaction_timeout_ms: int = 60_000,
 ) -> AIOKafkaProducer:
     """An idempotent producer (transactional when ``transactional_id`` is given)."""
+    refused_sequences.install()
     return AIOKafkaProducer(
         **connection_options(settings, client_id),
         acks="all",
