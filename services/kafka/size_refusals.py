@@ -24,7 +24,7 @@ from contracts import DeadLetter
 from services.kafka.deadletters import InRecord, Service, fitting
 from services.kafka.sizing import Headers, RecordLimit, record_size
 
-__all__ = ["LETTER_REFUSALS", "TOO_LARGE", "letter_after", "refused_reason"]
+__all__ = ["LETTER_REFUSALS", "TOO_LARGE", "broker_refusal", "letter_after", "refused_reason"]
 
 TOO_LARGE = (MessageSizeTooLargeError, RecordListTooLargeError)
 """What the broker answers a record batch too large for a topic (``max.message.bytes``)."""
@@ -37,6 +37,17 @@ def refused_reason(topic: str, key: bytes | None, value: bytes | None,
     """Why a record was set aside: its record on ``topic`` of so many bytes was refused."""
     size = record_size(key, value, headers)
     return f"its {topic} record of {size} bytes was refused by the broker as too large"
+
+
+def broker_refusal(what: str, topic: str, size: int, max_record_bytes: int) -> str:
+    """Why ``what``, a record of ``size`` bytes every check let through, is not on
+    ``topic``: the topic takes less than ``AGUI_MAX_RECORD_BYTES`` (an operator lowered
+    its ``max.message.bytes`` after the services started), and how to fix it."""
+    return (f"{what}, a {size}-byte record, was refused by the broker as too large for "
+            f"{topic}: the topic's max.message.bytes is under AGUI_MAX_RECORD_BYTES "
+            f"({max_record_bytes}), which every record is held to; raise it to at least "
+            f"{max_record_bytes} (kafka-configs --alter --entity-type topics), or lower "
+            "AGUI_MAX_RECORD_BYTES")
 
 
 def letter_after(record: InRecord, code: str, reason: str, now: datetime, *,

@@ -33,7 +33,12 @@ client may have written it) is opened and ended with RUN_ERROR
 even that RUN_STARTED would not fit; a start marker that would not fit ends
 the run the same way (``checkpoint_too_large``); an end whose terminal
 event or end marker would not fit ends with RUN_ERROR instead (the sink's
-``refusal``); an end marker that cannot be sent is left to recovery.
+``refusal``); an end marker that cannot be sent is left to recovery. A
+record the broker refuses for its size all the same (a topic's
+``max.message.bytes`` lowered under ``AGUI_MAX_RECORD_BYTES`` while the
+worker runs) ends its run the same way: an event or the run's end with
+RUN_ERROR ``event_too_large`` (``KafkaRunSink``, then the runner), a start
+marker with ``checkpoint_too_large``.
 """
 
 from __future__ import annotations
@@ -52,11 +57,18 @@ from contracts import Dispatch
 from contracts.codec import to_wire
 from contracts.limits import InputLimits, check_run_input
 from services.kafka.clients import AIOKafkaProducer
+from services.kafka.size_refusals import TOO_LARGE
 from services.producer import checkpoint as cp
 from services.producer.agent import AgentDefinition
 from services.producer.bookkeeping import Failed
 from services.producer.errors import RecordTooLargeError
-from services.producer.publish import Destination, RunWriter, event_bytes, event_partitions
+from services.producer.publish import (
+    EVENT_CODE,
+    Destination,
+    RunWriter,
+    event_bytes,
+    event_partitions,
+)
 from services.producer.resume import plan_resume
 from services.producer.runner import EventRecord, Runner, RunOptions, RunReport
 from services.producer.settings import ProducerSettings
@@ -72,12 +84,18 @@ log = logging.getLogger(__name__)
 class KafkaRunSink:
     """A run's records to the ``events`` topic, its boundaries to ``runs`` as well.
 
-    Delivery futures are kept in send order and dropped from the front as they
-    resolve (a run's records share a partition, so they resolve in order): a
-    failure is raised at the next send, and only the few still in flight are
-    held — no callback, no wait per record. The run's end is written in the
-    order ``publish`` explains: everything before it acknowledged, then the
-    terminal record on ``runs``, then on ``events``.
+    Delivery futures are kept in send order, each with its record, and dropped from
+    the front as they resolve (a run's records share a partition, so they resolve in
+    order): a failure is raised at the next send, and only the few still in flight are
+    held — no callback, no wait per record. The run's end is written in the order
+    ``publish`` explains: everything before it acknowledged, then the terminal record
+    on ``runs``, then on ``events``.
+
+    A record the broker refused for its size (a topic's ``max.message.bytes`` lowered
+    under ``AGUI_MAX_RECORD_BYTES`` while the worker runs) is raised as the
+    ``RecordTooLargeError`` naming it (``event_too_large``), so the runner ends the run
+    with a RUN_ERROR saying so instead of the worker stopping; the records still in
+    flight are let go (what reached the broker is not known record by record).
     """
 
     def __init__(self, writer: RunWriter,
@@ -85,8 +103,8 @@ class KafkaRunSink:
         self.writer = writer
         self.closing = closing
         """The size of the end marker a report would write when it would not fit."""
-        self._pending: deque[asyncio.Future[Any]] = deque()
-        self._started: asyncio.Future[Any] | None = None
+        self._pending: deque[tuple[asyncio.Future[Any], EventRecord, str]] = deque()
+        self._started: tuple[asyncio.Future[Any], EventRecord, str] | None = None
         """The ``RUN_STARTED`` boundary on ``runs``, until the end waits for it."""
 
     def refusal(self, report: RunReport) -> Failed | None:
@@ -97,21 +115,33 @@ class KafkaRunSink:
                       "checkpoint_too_large")
 
     async def send(self, record: EventRecord) -> None:
-        pending = self._pending
-        pending.append(await self.writer.send(record.event_type, record.seq, record.value))
+        pending, writer = self._pending, self.writer
         if record.event_type == "RUN_STARTED":
-            self._started = await self.writer.send_boundary("RUN_STARTED", record.seq,
-                                                            record.value)
-        while pending[0].done():
-            pending.popleft().result()  # raises a delivery failure
+            pending.append((await self._sent(writer.send, writer.topic, record), record,
+                            writer.topic))
+            self._started = (await self._sent(writer.send_boundary, writer.boundaries, record),
+                             record, writer.boundaries)
+        else:  # the hot path: the producer's own coroutine, not wrapped in one more
+            try:
+                future = await writer.send(record.event_type, record.seq, record.value)
+            except TOO_LARGE as exc:  # the client's own check (max_request_size)
+                raise self._refused(record, writer.topic) from exc
+            pending.append((future, record, writer.topic))
+        while pending[0][0].done():
+            self._delivered(pending.popleft())  # raises a delivery failure
             if not pending:
                 return
 
     async def send_terminal(self, record: EventRecord, report: RunReport) -> None:
+        """Write the end; a ``RecordTooLargeError`` when a record of the run, or this one,
+        was refused for its size (this one is then on neither topic, or on ``runs`` only
+        when ``events`` alone refused it)."""
         writer = self.writer
         await self._acknowledged()
-        await (await writer.send_boundary(record.event_type, record.seq, record.value))
-        await (await writer.send(record.event_type, record.seq, record.value))
+        for send, topic in ((writer.send_boundary, writer.boundaries),
+                            (writer.send, writer.topic)):
+            self._pending.append((await self._sent(send, topic, record), record, topic))
+            await self._acknowledged()
 
     async def _acknowledged(self) -> None:
         """Wait until every record sent so far is acknowledged (a failure raises)."""
@@ -120,10 +150,60 @@ class KafkaRunSink:
             pending.append(self._started)
             self._started = None
         while pending:
-            future = pending.popleft()
+            future = pending[0][0]
             if not future.done():
                 await asyncio.wait([future])
-            future.result()
+            self._delivered(pending.popleft())
+
+    async def _sent(self, send: Callable[[str, int, bytes], Any], topic: str,
+                    record: EventRecord) -> asyncio.Future[Any]:
+        try:
+            future: asyncio.Future[Any] = await send(record.event_type, record.seq,
+                                                     record.value)
+        except TOO_LARGE as exc:  # the client's own check (max_request_size)
+            raise self._refused(record, topic) from exc
+        return future
+
+    def _delivered(self, sent: tuple[asyncio.Future[Any], EventRecord, str]) -> None:
+        """Raise ``sent``'s delivery failure, if any (letting the rest go)."""
+        future, record, topic = sent
+        exc = future.exception()
+        if exc is None:
+            return
+        if isinstance(exc, TOO_LARGE):  # the broker refuses a batch: name its largest record
+            batch = [(r, t) for f, r, t in self._pending
+                     if t == topic and f.done() and isinstance(_failure(f), TOO_LARGE)]
+            largest, _ = max([(record, topic), *batch], key=lambda rt: len(rt[0].value))
+            self._let_go()
+            raise self._refused(largest, topic, len(batch) + 1) from exc
+        self._let_go()
+        raise exc
+
+    def _let_go(self) -> None:
+        """Drop the records still in flight after a failure, their outcome unread."""
+        for future, _, _ in self._pending:
+            future.add_done_callback(_retrieved)
+        self._pending.clear()
+        if self._started is not None:
+            self._started[0].add_done_callback(_retrieved)
+            self._started = None
+
+    def _refused(self, record: EventRecord, topic: str, batched: int = 1) -> RecordTooLargeError:
+        writer = self.writer
+        what = f"the run's {record.event_type} #{record.seq}"
+        if batched > 1:
+            what += f" (in a batch of {batched} of its records)"
+        return writer.guard.refused_by_broker(
+            what, topic, EVENT_CODE, writer.key, record.value,
+            writer.headers(record.event_type, record.seq))
+
+
+def _failure(future: asyncio.Future[Any]) -> BaseException | None:
+    return None if future.cancelled() else future.exception()
+
+
+def _retrieved(future: asyncio.Future[Any]) -> None:
+    _failure(future)
 
 
 @dataclass

@@ -12,10 +12,11 @@ before a dispatch is read; on revocation (and on shutdown) queued
 dispatches are dropped — the next owner gets them again — running ones may
 finish within ``AGUI_PRODUCER_DRAIN_S`` and are then stopped with RUN_ERROR
 ``worker_stopped``, and the positions reached are committed. A run that
-fails in a way the runtime cannot report (the broker refusing its records)
-is fatal to the worker: its offset is not committed, and whoever takes the
-partition over closes the run. A record the broker would refuse is not such
-a failure (``execution``: the run ends with a RUN_ERROR saying so); a
+fails in a way the runtime cannot report (the broker failing its records,
+even the RUN_ERROR that would say so) is fatal to the worker: its offset is
+not committed, and whoever takes the partition over closes the run. A record
+the broker would refuse, or refused, for its size is not such a failure
+(``execution``: the run ends with a RUN_ERROR saying so); a
 dispatch that cannot be read, or whose refusal cannot even be written, is
 dead-lettered (``deadletter``) and skipped.
 """

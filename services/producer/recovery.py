@@ -19,7 +19,9 @@ still marked active by a worker that died. For each such run of its agent:
    worker had) when nothing of the run was published at all, so every run's
    stream opens the same way — written to ``runs`` first, then ``events``
    (nothing, when those records would not fit: ids an older version let
-   through; the run is ``unclosable``, logged);
+   through; nor when the broker refuses one for its size, a topic's
+   ``max.message.bytes`` lowered under ``AGUI_MAX_RECORD_BYTES``: the run is
+   ``unclosable``, logged);
 3. the checkpoint records the run as closed; what stays open is what the
    terminal event found asked for (an interrupt outcome), else what the
    start marker kept open — interrupts a run never delivered were never
@@ -47,6 +49,7 @@ from contracts import EventHeaders
 from contracts.headers import EVENT_TYPE, RUN_ID, SEQ, ascii_int, header_value
 from services.kafka.clients import AIOKafkaProducer
 from services.kafka.reader import Start, TopicReader
+from services.kafka.size_refusals import TOO_LARGE
 from services.producer import checkpoint as cp
 from services.producer.errors import RecordTooLargeError
 from services.producer.publish import event_bytes, send_event
@@ -181,4 +184,10 @@ async def _write(store: CheckpointStore, producer: AIOKafkaProducer, thread_id: 
                            (topics.events, [*plan.to_events, *lost])):
         sent = [await send_event(producer, topic, thread_id, f.headers, f.value, store.guard)
                 for f in records]
-        await asyncio.gather(*sent)
+        try:
+            await asyncio.gather(*sent)
+        except TOO_LARGE as exc:  # the topic takes less than AGUI_MAX_RECORD_BYTES
+            big = max(records, key=lambda f: len(f.value))
+            raise store.guard.refused_by_broker(
+                f"the run's {big.event_type} #{big.seq}", topic, "event_too_large",
+                thread_id.encode(), big.value, list(big.headers)) from exc

@@ -58,7 +58,12 @@ from services.producer.agent import AgentDefinition, AgentItem
 from services.producer.bookkeeping import Cancelled, Completed, Ending, Failed, RunBook, Terminal
 from services.producer.context import WARNING_EVENT, RunContext
 from services.producer.effects import EffectLedger
-from services.producer.errors import AgentProtocolError, RunAborted, RunFailedError
+from services.producer.errors import (
+    AgentProtocolError,
+    RecordTooLargeError,
+    RunAborted,
+    RunFailedError,
+)
 from services.producer.port import EFFECT_EVENT, AgentPort
 from services.producer.records import RunRecords, checked
 from services.producer.resume import ResumePlan
@@ -309,12 +314,15 @@ class Runner:
                 raise AgentProtocolError(refused.message, refused.code or "event_too_large")
         except AgentProtocolError as exc:  # e.g. a result that is not JSON
             log.error("terminal event refused: %s", exc.message, extra=self._log)
-            terminal = Terminal((), RunErrorEvent(message=exc.message, code=exc.code), "error",
-                                tuple(self.plan.uncovered))
-            records.seq = seq
-            record = records.record(terminal.event)
-            report = RunReport(terminal.outcome, record, terminal.open_interrupts, records.seq)
-        await self.sink.send_terminal(record, report)
+            terminal, record, report = self._error_end(exc.message, exc.code, seq)
+        try:
+            await self.sink.send_terminal(record, report)
+        except RecordTooLargeError as exc:  # the broker refused a record of the run: say
+            # so in a RUN_ERROR (if the broker refuses that too, the worker cannot report it)
+            log.error("run %s cannot end as it would: %s", self._input.run_id, exc.message,
+                      extra=self._log)
+            terminal, record, report = self._error_end(exc.message, exc.code, seq)
+            await self.sink.send_terminal(record, report)
         if isinstance(terminal.event, RunErrorEvent):  # the log says why, not only the stream
             log.info("run %s ended error after %d events: %s: %s", self._input.run_id,
                      records.seq, terminal.event.code, terminal.event.message, extra=self._log)
@@ -322,6 +330,17 @@ class Runner:
             log.info("run %s ended %s after %d events", self._input.run_id, terminal.outcome,
                      records.seq, extra=self._log)
         return report
+
+    def _error_end(self, message: str, code: str | None,
+                   seq: int) -> tuple[Terminal, EventRecord, RunReport]:
+        """A RUN_ERROR ending the run instead of a terminal event it cannot end with,
+        numbered as that one was (``seq``: the records before it)."""
+        terminal = Terminal((), RunErrorEvent(message=message, code=code), "error",
+                            tuple(self.plan.uncovered))
+        self.records.seq = seq
+        record = self.records.record(terminal.event)
+        return terminal, record, RunReport(terminal.outcome, record, terminal.open_interrupts,
+                                           self.records.seq)
 
     def _refusal(self, record: EventRecord, report: RunReport) -> Failed | None:
         """Why the run cannot end with ``record``: a record too large; a ``RUN_FINISHED``

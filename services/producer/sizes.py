@@ -12,6 +12,9 @@ of being sent:
   (``publish.RunWriter``, ``publish.send_event``), checkpoint records
   (``store.CheckpointStore``), dead letters; it raises
   ``RecordTooLargeError`` carrying the ``RUN_ERROR`` code;
+  ``RecordGuard.refused_by_broker`` is the same error for a record the check
+  passed and the broker refused anyway (a topic's ``max.message.bytes``
+  lowered under ``AGUI_MAX_RECORD_BYTES`` while the services run);
 * ``RunLimits.event_room`` — how many value bytes an event of one run may
   have, computed once per run with the largest headers the run's records
   carry, so the runner refuses an agent's oversized event (``event_too_large``)
@@ -40,6 +43,7 @@ from ag_ui.core import Interrupt
 from contracts.codec import to_wire
 from contracts.headers import AGENT, EVENT_TYPE, RUN_ID, SCHEMA, SEQ, TRACEPARENT
 from contracts.limits import InputLimits, check_id, interrupt_ids
+from services.kafka.size_refusals import TOO_LARGE, broker_refusal
 from services.kafka.sizing import Headers, RecordLimit, record_size
 from services.producer.bookkeeping import Completed, Ending, Failed, RunBook
 from services.producer.errors import RecordTooLargeError
@@ -82,6 +86,15 @@ class RecordGuard:
     def refused(self, what: str, code: str, size: int) -> RecordTooLargeError:
         """The error for ``what``, a record of ``size`` bytes, not fitting."""
         return RecordTooLargeError(self.limit.why(what, size), code, size)
+
+    def refused_by_broker(self, what: str, topic: str, code: str, key: bytes | None,
+                          value: bytes | None,
+                          headers: Headers | None = None) -> RecordTooLargeError:
+        """The error for ``what``, a record this guard let through, refused by the broker
+        for its size (``topic`` takes less than the limit): the run ends with ``code``."""
+        size = record_size(key, value, headers)
+        return RecordTooLargeError(broker_refusal(what, topic, size, self.limit.max_bytes),
+                                   code, size)
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,7 +167,7 @@ def send_failure(exc: Exception) -> Failed:
     """How a run ends when one of its sends failed (nothing it left open is closed)."""
     if isinstance(exc, RecordTooLargeError):
         return Failed(exc.message, exc.code)
-    if getattr(exc, "errno", None) == MESSAGE_TOO_LARGE:
+    if isinstance(exc, TOO_LARGE) or getattr(exc, "errno", None) == MESSAGE_TOO_LARGE:
         return Failed(f"the broker refused a record of this run as too large: {exc}",
                       "event_too_large")
     return Failed(f"a record of this run could not be published: {type(exc).__name__}"

@@ -38,6 +38,7 @@ from contracts import DecodeError
 from services.kafka.clients import AIOKafkaProducer, ConsumerRecord
 from services.kafka.partitioning import partition_for
 from services.kafka.reader import Start, TopicReader
+from services.kafka.size_refusals import TOO_LARGE
 from services.producer import checkpoint as cp
 from services.producer.checkpoint_disk import CheckpointDisk
 from services.producer.effects import Effect
@@ -246,8 +247,17 @@ class CheckpointStore:
             self._offset_of.pop(thread_id, None)
 
     async def update(self, thread_id: str, change: Change) -> cp.ThreadCheckpoint:
-        """Apply ``change`` to the thread's checkpoint and write it; returns once durable."""
-        metadata = await (await self.write(thread_id, change))
+        """Apply ``change`` to the thread's checkpoint and write it; returns once durable.
+
+        ``RecordTooLargeError`` when the record would not fit, or the broker refused it
+        for its size (``checkpoints`` takes less than ``AGUI_MAX_RECORD_BYTES``)."""
+        written = await self.write(thread_id, change)
+        try:
+            metadata = await written
+        except TOO_LARGE as exc:
+            raise self.guard.refused_by_broker(
+                f"the checkpoint of thread {thread_id[:64]!r}", self.topic, CHECKPOINT_CODE,
+                thread_id.encode(), cp.to_bytes(self.get(thread_id))) from exc
         if self.disk is None:
             self._partition_of[thread_id] = metadata.partition
         return self.get(thread_id)

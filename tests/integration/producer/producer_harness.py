@@ -195,6 +195,16 @@ class Relay:
         return await self.finished(run_input.run_id, within_s)
 
 
+async def still_serves(relay: Relay, worker: Worker, thread_id: str) -> None:
+    """A normal run on ``thread_id`` is served: the worker went on after a hostile one."""
+    normal = await relay.run("scripted", first_input(thread_id, script={"text": "still here"}))
+    normal.assert_conformant()
+    assert normal.text() == "still here"
+    assert normal.outcome == {"type": "success"}
+    assert worker.failure is None
+    assert worker.ready
+
+
 async def checkpointed(worker: Worker, thread_id: str, run_id: str) -> cp.ThreadCheckpoint:
     """The worker's checkpoint of ``thread_id`` once it has closed ``run_id``."""
     deadline = time.monotonic() + 10

@@ -15,13 +15,19 @@ from typing import Any
 
 import pytest
 from ag_ui.core import RunAgentInput
-from producer_harness import Relay, RunView, WorkerProcess, first_input, in_process_worker
+from producer_harness import (
+    Relay,
+    RunView,
+    WorkerProcess,
+    first_input,
+    in_process_worker,
+    still_serves,
+)
 
 from contracts import DeadLetter, decode
 from services.cli.settings_errors import USAGE_ERROR
 from services.kafka.clients import ConsumerRecord
 from services.kafka.reader import TopicReader
-from services.producer.worker import Worker
 from services.runtime.settings import KafkaSettings
 
 pytestmark = pytest.mark.integration
@@ -34,15 +40,6 @@ def one_error(view: RunView, code: str) -> dict[str, Any]:
     assert error["type"] == "RUN_ERROR", error
     assert error["code"] == code, error
     return error
-
-
-async def still_serves(relay: Relay, worker: Worker, thread_id: str) -> None:
-    normal = await relay.run("scripted", first_input(thread_id, script={"text": "still here"}))
-    normal.assert_conformant()
-    assert normal.text() == "still here"
-    assert normal.outcome == {"type": "success"}
-    assert worker.failure is None
-    assert worker.ready
 
 
 def asking(count: int) -> dict[str, Any]:

@@ -8,7 +8,12 @@ import pytest
 
 from contracts import DeadLetter
 from services.kafka.deadletters import Source
-from services.kafka.size_refusals import LETTER_REFUSALS, letter_after, refused_reason
+from services.kafka.size_refusals import (
+    LETTER_REFUSALS,
+    broker_refusal,
+    letter_after,
+    refused_reason,
+)
 from services.kafka.sizing import RecordLimit, record_size
 
 pytestmark = pytest.mark.unit
@@ -39,3 +44,11 @@ def test_the_reason_names_the_topic_and_the_size_the_broker_refused() -> None:
     size = record_size(b"k", b"v" * 9000)
     assert refused_reason("p.deadletter", b"k", b"v" * 9000) == (
         f"its p.deadletter record of {size} bytes was refused by the broker as too large")
+
+
+def test_a_broker_refusal_names_the_record_the_topic_and_the_settings() -> None:
+    why = broker_refusal("the run's TEXT_MESSAGE_CONTENT #2", "p.events", 10_123, 1_048_576)
+    assert why.startswith("the run's TEXT_MESSAGE_CONTENT #2, a 10123-byte record, was "
+                          "refused by the broker as too large for p.events")
+    assert "max.message.bytes" in why
+    assert "AGUI_MAX_RECORD_BYTES (1048576)" in why
