@@ -13,7 +13,8 @@ new leader when a former one refuses an offset lookup
 lookup refused for the whole group for an error, not for "nothing committed"
 (``services.kafka.offset_fetch_refusals``). Producers reuse the sequence numbers of a
 batch the broker refused for its size, so the partition's next batch is taken
-(``services.kafka.refused_sequences``).
+(``services.kafka.refused_sequences``). A group's consumer logs an ERROR and counts
+the records retention removed before it read them (``services.kafka.retention_losses``).
 """
 
 from __future__ import annotations
@@ -27,7 +28,13 @@ from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from aiokafka.errors import KafkaError, KafkaTimeoutError, MessageSizeTooLargeError
 from aiokafka.helpers import create_ssl_context
 
-from services.kafka import lenient_records, offset_fetch_refusals, refused_sequences, stale_leaders
+from services.kafka import (
+    lenient_records,
+    offset_fetch_refusals,
+    refused_sequences,
+    retention_losses,
+    stale_leaders,
+)
 from services.kafka.redaction import redact_sasl_logging
 from services.runtime.settings import KafkaSettings
 
@@ -131,7 +138,8 @@ def new_consumer(
     lenient_records.install()
     stale_leaders.install()
     offset_fetch_refusals.install()
-    return AIOKafkaConsumer(
+    retention_losses.install()
+    consumer = AIOKafkaConsumer(
         *topics,
         **connection_options(settings, client_id),
         group_id=group_id,
@@ -147,6 +155,9 @@ def new_consumer(
         fetch_min_bytes=fetch_min_bytes,
         fetch_max_wait_ms=fetch_max_wait_ms,
     )
+    if group_id is not None:
+        retention_losses.watch(consumer, group_id)
+    return consumer
 
 
 def partition_fetch_bytes(settings: KafkaSettings) -> int:

@@ -21,8 +21,11 @@ Who records what (each in exactly one place):
 - every service: ``agui_dead_letters_total`` {service, reason} for each dead
   letter it writes, ``agui_dead_letters_lost_total`` {service, reason} for each
   one the broker refused even cut to its origin and reason (the record is
-  skipped, an ERROR log naming it), and ``agui_consumer_lag`` {group, topic, partition} of
-  its own consumers (end offset minus position);
+  skipped, an ERROR log naming it), ``agui_records_lost_to_retention_total``
+  {group, topic} for the offsets a group's reader found removed by retention
+  before it read them (``services.kafka.retention_losses``), and
+  ``agui_consumer_lag`` {group, topic, partition} of its own consumers (end
+  offset minus position);
 - consumer service (its per-app registry, ``services.consumer.metrics``):
   ``agui_consumer_sse_streams_open`` and its request counters.
 
@@ -57,6 +60,7 @@ __all__ = [
     "dead_letter_lost",
     "decision",
     "instruments",
+    "records_lost",
     "run_finished",
     "running",
     "set_lag",
@@ -123,6 +127,7 @@ class Instruments:
     running_too_long: Gauge
     dead_letters: Counter
     dead_letters_lost: Counter
+    records_lost: Counter
     consumer_lag: Gauge
 
 
@@ -165,6 +170,10 @@ def instruments() -> Instruments:
             "agui_dead_letters_lost",
             "Dead letters the broker refused even minimal: the record skipped, logged as ERROR",
             ["service", "reason"], registry=r),
+        records_lost=Counter(
+            "agui_records_lost_to_retention",
+            "Offsets a consumer group found removed by retention before it read them",
+            ["group", "topic"], registry=r),
         consumer_lag=Gauge(
             "agui_consumer_lag",
             "Records behind the end of each partition this process consumes (end - position)",
@@ -231,6 +240,11 @@ def dead_letter(service: str, reason: str) -> None:
 def dead_letter_lost(service: str, reason: str) -> None:
     """Count one dead letter ``service`` could not write (refused even minimal)."""
     instruments().dead_letters_lost.labels(service, reason).inc()
+
+
+def records_lost(group: str, topic: str, count: int) -> None:
+    """Count ``count`` offsets of ``topic`` that ``group`` lost to retention unread."""
+    instruments().records_lost.labels(group, topic).inc(count)
 
 
 @dataclass(frozen=True, slots=True)
