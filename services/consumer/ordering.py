@@ -27,6 +27,8 @@ import orjson
 T = TypeVar("T")
 
 TERMINAL_TYPES = frozenset({"RUN_FINISHED", "RUN_ERROR"})
+FIRST_SEQ = 0
+"""A run's first sequence number: its ``RUN_STARTED``."""
 KEEPALIVE = b": keep-alive\n\n"
 DEFAULT_WINDOW = 256
 
@@ -133,3 +135,14 @@ def parse_last_event_id(raw: str | None) -> int | None:
     if value < -1:
         raise ValueError("Last-Event-ID is a sequence number")
     return value
+
+
+def missing_before(after: int | None, seq: int) -> range | None:
+    """The sequence numbers gone before ``seq``, the first one read on the log past
+    ``after`` (a client's ``Last-Event-ID``; None: from the run's start), or None.
+
+    A run's records are written in order without a gap (``producer.publish``), so
+    a first record past the one expected means the ones between were removed from
+    the log (retention, delete-records) before this read."""
+    expected = FIRST_SEQ if after is None else after + 1
+    return range(expected, seq) if seq > expected else None

@@ -17,6 +17,7 @@ answers itself (431, 421, 408, 400) in the same shape and with the same titles
     ├── NotFound                  404 unknown_agent / unknown_thread / unknown_run
     ├── RequestTimeout            408 request_timeout (head or body too slow)
     ├── MethodNotAllowed          405 method_not_allowed (with ``Allow``)
+    ├── Gone                      410 events_expired (a replay's next events removed by retention)
     ├── Rejected                  the gatekeeper's rejection: status by code, ``REJECTIONS``
     ├── PayloadTooLarge           413 payload_too_large
     ├── UnsupportedMediaType      415 unsupported_media_type
@@ -160,6 +161,11 @@ class NotFound(Problem):
 class RequestTimeout(Problem):
     status = 408
     title = "Request timeout"
+
+
+class Gone(Problem):
+    status = 410
+    title = "Gone"
 
 
 class PayloadTooLarge(Problem):

@@ -41,7 +41,11 @@ million events had the instance read the million each time); ``first_after``
 skips what the client has, and tells the route when the scan found nothing
 after it but the run's terminal event at or before it — a finished run with
 nothing left to send, answered ``204`` rather than a stream that could only
-wait for events that will not come.
+wait for events that will not come. A first record past what the client has
+that is not the next one (``ordering.missing_before``: retention removed the
+run's first records, or those right after ``Last-Event-ID``) is answered
+``410 events_expired`` before any byte, naming what is gone and the first id
+still there, never a 200 stream with a hole or one starting mid-run.
 
 ``replay`` is the whole of ``GET /threads/{id}/runs/{runId}/events`` once
 the ids are checked: the ``Last-Event-ID``, readiness, the tenant's right
@@ -69,8 +73,8 @@ from contracts import ThreadState
 from services.consumer import lookback
 from services.consumer.catchup import passed
 from services.consumer.log_tail import BATCH, Turn, run_delivery
-from services.consumer.ordering import TERMINAL_TYPES, parse_last_event_id
-from services.consumer.problems import InvalidInput, NotFound, Unavailable
+from services.consumer.ordering import TERMINAL_TYPES, missing_before, parse_last_event_id
+from services.consumer.problems import Gone, InvalidInput, NotFound, Unavailable
 from services.consumer.relay import Relay
 from services.consumer.seek import Seek
 from services.consumer.sse import StreamOutcome
@@ -260,21 +264,34 @@ async def opening(scan: AsyncGenerator[Delivery | None, None], after: int | None
     has nothing and the run may still write (``live``: the stream waits for it). Nothing
     left but an end the client has seen raises ``NothingLeft`` (``204``); nothing of a run
     not live (over, its records gone with retention, or never known) the 404: a stream
-    would wait for events that will not come. The scan is closed unless returned."""
+    would wait for events that will not come. A first record that is not the next one
+    raises the 410 (``expired``). The scan is closed unless returned."""
     try:
         first, ended = await first_after(scan, after)
     except BaseException:
         await scan.aclose()
         raise
-    if first is not None:
+    gone = None if first is None else missing_before(after, first.seq)
+    if first is not None and gone is None:
         return prefixed(first, scan)
     await scan.aclose()
+    if gone is not None:
+        raise expired(thread_id, run_id, gone)
     if ended:
         raise NothingLeft
     if not live:
         raise NotFound("unknown_run", f"thread {thread_id!r} has no run {run_id!r} on the "
                        "log: it is not running, and any records it had are gone")
     return None
+
+
+def expired(thread_id: str, run_id: str, gone: range) -> Gone:
+    """The 410 of a replay whose next events (``gone``) retention removed from the log."""
+    return Gone("events_expired",
+                f"events {gone.start}..{gone.stop - 1} of run {run_id!r} of thread "
+                f"{thread_id!r} are no longer on the log (retention removed them); "
+                f"{gone.stop} onwards remain: Last-Event-ID {gone.stop - 1} reads them",
+                extra={"firstAvailableId": gone.stop})
 
 
 async def replay(relay: Relay, thread_id: str, run_id: str, principal: str,

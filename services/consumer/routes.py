@@ -91,7 +91,7 @@ def _json(model: ThreadView | CancelAccepted, status: int = 200) -> Response:
     summary="Run an agent (AG-UI over HTTP + SSE)",
     response_class=EventStreamResponse,
     status_code=200,
-    responses={200: _SSE, **_problems(400, 404, 409, 413, 415, 422, 503, 504)},
+    responses={200: _SSE, **_problems(400, 404, 409, 410, 413, 415, 422, 503, 504)},
     openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
         "schema": {"$ref": "#/components/schemas/RunAgentInput"}}}}},
 )
@@ -120,7 +120,7 @@ async def get_thread(thread_id: str, request: Request) -> Response:
     response_class=EventStreamResponse,
     status_code=200,
     responses={200: _SSE, 204: {"description": "Nothing after Last-Event-ID: the run ended"},
-               **_problems(400, 404, 503)},
+               **_problems(400, 404, 410, 503)},
     openapi_extra={"parameters": [{
         "name": "Last-Event-ID", "in": "header", "required": False,
         "schema": {"type": "string"},
@@ -132,6 +132,7 @@ async def replay_run(thread_id: str, run_id: str, request: Request) -> Response:
     With ``Last-Event-ID`` at or past a finished run's terminal event there
     is nothing to send: ``204`` at once, which also tells a browser's
     ``EventSource`` to stop reconnecting (a reconnect sends exactly that).
+    Events after it that retention removed from the log: ``410 events_expired``.
     """
     relay = _ids(request, thread_id, run_id)
     if (owner := await _at_owner(relay, request, thread_id)) is not None:

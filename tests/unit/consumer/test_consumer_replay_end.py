@@ -1,4 +1,5 @@
-"""Where a replay starts after ``Last-Event-ID``, and when there is nothing left (204)."""
+"""Where a replay starts after ``Last-Event-ID``, when there is nothing left (204), and
+when what comes next is gone from the log (410)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from services.consumer.replay import first_after
+from services.consumer.ordering import missing_before
+from services.consumer.problems import Gone
+from services.consumer.replay import first_after, opening
 from services.consumer.streams import Delivery
 
 pytestmark = pytest.mark.unit
@@ -43,3 +46,30 @@ async def test_a_late_error_after_the_end_is_still_sent() -> None:
 
 async def test_a_run_without_its_end_on_the_topic_has_not_ended() -> None:
     assert await first_after(scan(RUN[:3]), 5) == (None, False)
+
+
+@pytest.mark.parametrize(("after", "seq", "gone"), [
+    (None, 0, None), (None, 5, range(0, 5)), (-1, 0, None), (-1, 2, range(0, 2)),
+    (2, 3, None), (2, 5, range(3, 5)), (4, 5, None)])
+def test_a_first_record_past_the_next_one_means_the_ones_between_are_gone(
+        after: int | None, seq: int, gone: range | None) -> None:
+    assert missing_before(after, seq) == gone
+
+
+@pytest.mark.parametrize("after", [None, 2])
+async def test_a_replay_whose_next_events_are_gone_is_answered_410(after: int | None) -> None:
+    cut = [Delivery(5, "TOOL_CALL_ARGS", b"5"), Delivery(6, "RUN_FINISHED", b"6")]
+    with pytest.raises(Gone) as raised:
+        await opening(scan(cut), after, live=False, thread_id="t", run_id="r")
+    assert raised.value.code == "events_expired"
+    assert raised.value.status == 410
+    assert "'r'" in raised.value.detail
+    assert "5 onwards" in raised.value.detail
+    assert raised.value.extra == {"firstAvailableId": 5}
+
+
+async def test_a_replay_from_what_is_left_streams_it() -> None:
+    cut = [Delivery(5, "TOOL_CALL_ARGS", b"5"), Delivery(6, "RUN_FINISHED", b"6")]
+    preface = await opening(scan(cut), 4, live=False, thread_id="t", run_id="r")
+    assert preface is not None
+    assert [d async for d in preface] == cut
