@@ -30,6 +30,13 @@ consumer stopped, the rest of its fetch let go); when its client reads
 again it waits in line from the record after the last one it was handed. So
 a wait lasts at most about two slices per holder ahead of it, whatever the
 holders' clients do.
+
+A reader finding the offset it resumes from removed from the log (retention,
+delete-records: the records the stream did not buffer are gone) raises
+``EventsGone`` instead of going on from the partition's first offset (its
+consumer resets nothing, ``auto_offset_reset="none"``): the body breaks the
+connection off, and the client, seeing no end, asks again with
+``Last-Event-ID`` and is answered ``410 events_expired`` (``replay``).
 """
 
 from __future__ import annotations
@@ -48,6 +55,7 @@ from services.consumer.streams import Delivery, RunStream
 from services.kafka.clients import (
     AIOKafkaConsumer,
     ConsumerRecord,
+    OffsetOutOfRangeError,
     TopicPartition,
     new_consumer,
 )
@@ -69,6 +77,10 @@ SLICE_S = 5.0
 """How long a reader is held before it goes to the next in line, when one waits: a
 client reading steadily but slowly (4 KiB/s) held its reader until its run was read and
 stalled every other stream behind the fan-out for as long (found by probing)."""
+
+
+class EventsGone(Exception):  # noqa: N818 - what happened, as ``NothingLeft``
+    """The records a stream behind the fan-out was to read next are no longer on the log."""
 
 
 def run_delivery(record: ConsumerRecord, key: bytes, run_id: str) -> Delivery | None:
@@ -283,15 +295,21 @@ class LogTail:
         topic = self.kafka.topics.events
         tp = TopicPartition(topic, partition_for(stream.thread_id, await self._count(topic)))
         consumer = turn.consumer = new_consumer(self.kafka, "agui-consumer-catchup",
-                                                group_id=None, max_poll_records=BATCH)
+                                                group_id=None, auto_offset_reset="none",
+                                                max_poll_records=BATCH)
         try:
             await consumer.start()  # in the try: a client leaving now stops it too
             consumer.assign([tp])
             consumer.seek(tp, lag.resume_at)
             key = stream.thread_id.encode("utf-8")
             while True:
-                batch = await consumer.getmany(tp, timeout_ms=int(TICK_S * 1000),
-                                               max_records=BATCH)
+                try:
+                    batch = await consumer.getmany(tp, timeout_ms=int(TICK_S * 1000),
+                                                   max_records=BATCH)
+                except OffsetOutOfRangeError:
+                    raise EventsGone(f"{tp.topic} partition {tp.partition} no longer holds "
+                                     f"offset {lag.resume_at} of run {stream.run_id!r} "
+                                     "(retention removed it)") from None
                 records = turn.records = batch.get(tp, [])
                 for record in records:
                     delivery = run_delivery(record, key, stream.run_id)

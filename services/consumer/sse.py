@@ -14,7 +14,9 @@ lets a run report one, but holding every stream open for a grace period
 would delay every client for a rare case; the late error is on the events
 topic, and the replay route shows it. The body never writes an event of
 its own: a stream that ends early (client gone or idle, shutdown, the log
-unreadable) is truncated, never finished; and it never sends a record whose
+unreadable) is truncated, never finished; one whose records the log no longer
+holds (``log_tail.EventsGone``) has its connection broken off, so the client
+sees an error and not an end; and it never sends a record whose
 value is not a JSON object (another writer's), which is skipped with a
 warning before it can take a sequence number from the run's own record, as is
 one whose value is longer than ``AGUI_MAX_RECORD_BYTES`` (``max_event_bytes``:
@@ -43,6 +45,7 @@ from dataclasses import dataclass
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
+from services.consumer.log_tail import EventsGone
 from services.consumer.ordering import (
     KEEPALIVE,
     TERMINAL_TYPES,
@@ -113,6 +116,10 @@ async def run_body(
                     async for chunk in _relayed(items, sequencer, outcome, keepalive_s,
                                                 with_ids, check, stop=True):
                         yield chunk
+            except EventsGone as exc:
+                log.warning("stream of run %s broken off: %s", stream.run_id, exc)
+                outcome.dropped = outcome.broken = True
+                return
             except KafkaError as exc:
                 log.warning("stream of run %s ends: its log cannot be read: %s",
                             stream.run_id, exc)

@@ -25,7 +25,12 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPa
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.consumer.subscription_state import ConsumerRebalanceListener
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
-from aiokafka.errors import KafkaError, KafkaTimeoutError, MessageSizeTooLargeError
+from aiokafka.errors import (
+    KafkaError,
+    KafkaTimeoutError,
+    MessageSizeTooLargeError,
+    OffsetOutOfRangeError,
+)
 from aiokafka.helpers import create_ssl_context
 
 from services.kafka import (
@@ -48,6 +53,7 @@ __all__ = [
     "KafkaTimeoutError",
     "MessageSizeTooLargeError",
     "NewTopic",
+    "OffsetOutOfRangeError",
     "TopicPartition",
     "connection_options",
     "new_admin",

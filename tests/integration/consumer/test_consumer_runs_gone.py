@@ -46,8 +46,9 @@ ANSWER_S = 8.0
 """Long enough for a scan of a few records; the defect kept the stream open for ever."""
 
 
-async def delete_thread_records(kafka: KafkaSettings, thread_id: str) -> None:
-    """Delete every record of the thread's events partition, as retention would."""
+async def delete_thread_records(kafka: KafkaSettings, thread_id: str, keep: int = 0) -> None:
+    """Delete every record of the thread's events partition but the last ``keep``, as
+    retention would."""
     tp = TopicPartition(kafka.topics.events, partition_for(thread_id, kafka.partitions))
     reader = new_consumer(kafka, "runs-gone-ends", group_id=None)
     await reader.start()
@@ -58,7 +59,7 @@ async def delete_thread_records(kafka: KafkaSettings, thread_id: str) -> None:
     admin = AIOKafkaAdminClient(bootstrap_servers=kafka.bootstrap_servers)
     await admin.start()
     try:
-        await admin.delete_records({tp: RecordsToDelete(end)})
+        await admin.delete_records({tp: RecordsToDelete(end - keep)})
     finally:
         await admin.close()
 
