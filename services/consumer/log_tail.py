@@ -60,7 +60,7 @@ from services.kafka.clients import (
     new_consumer,
 )
 from services.kafka.metadata import partition_counts
-from services.kafka.partitioning import partition_for
+from services.kafka.partitioning import hashed_among, partition_for
 from services.runtime.logging import run_fields
 from services.runtime.settings import KafkaSettings
 
@@ -346,5 +346,6 @@ class LogTail:
 
     async def _count(self, topic: str) -> int:
         if self._partitions is None:
-            self._partitions = (await partition_counts(self.kafka, (topic,)))[topic]
+            count = (await partition_counts(self.kafka, (topic,)))[topic]
+            self._partitions = hashed_among(self.kafka.partitions, count)
         return self._partitions

@@ -80,7 +80,7 @@ from services.consumer.seek import Seek
 from services.consumer.sse import StreamOutcome
 from services.consumer.streams import Delivery, FanOut
 from services.kafka.clients import AIOKafkaConsumer, TopicPartition, new_consumer
-from services.kafka.partitioning import partition_for
+from services.kafka.partitioning import hashed_among, partition_for
 from services.runtime.settings import KafkaSettings
 
 log = logging.getLogger(__name__)
@@ -112,7 +112,7 @@ async def scan_run(kafka: KafkaSettings, fanout: FanOut, thread_id: str, run_id:
     counts as scanned too.
     """
     topic = kafka.topics.events
-    count = fanout.partitions.get(topic) or kafka.partitions
+    count = hashed_among(kafka.partitions, fanout.partitions.get(topic) or kafka.partitions)
     tp = TopicPartition(topic, partition_for(thread_id, count))
     start = fanout.run_starts.get((thread_id, run_id))
     if start is not None and start[0] != tp.partition:

@@ -65,7 +65,7 @@ from services.kafka.clients import (
     TopicPartition,
     new_consumer,
 )
-from services.kafka.partitioning import partition_for
+from services.kafka.partitioning import hashed_among, partition_for
 from services.runtime.logging import run_fields
 from services.runtime.settings import KafkaSettings
 
@@ -329,7 +329,7 @@ class FanOut(BackgroundReader):
     def partition_of(self, thread_id: str) -> int:
         """The thread's partition of ``events`` (and of ``decisions``: co-partitioned)."""
         count = self.partitions.get(self.kafka.topics.events) or self.kafka.partitions
-        return partition_for(thread_id, count)
+        return partition_for(thread_id, hashed_among(self.kafka.partitions, count))
 
     def busy(self) -> set[int]:
         """The partitions on which something on this instance waits (``handover``)."""
@@ -404,7 +404,7 @@ class FanOut(BackgroundReader):
         topic = self.kafka.topics.events
         if consumer is None or not self.ready.is_set():
             return False
-        tp = TopicPartition(topic, partition_for(thread_id, self.partitions[topic]))
+        tp = TopicPartition(topic, self.partition_of(thread_id))
         if tp not in self.positions:
             return False  # not this instance's partition (any more)
         end = (await consumer.end_offsets([tp]))[tp]

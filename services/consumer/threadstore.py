@@ -47,7 +47,7 @@ from typing import Any
 import orjson
 
 from contracts import DecodeError, ThreadState, decode
-from services.kafka.partitioning import partition_for
+from services.kafka.partitioning import hashed_among, partition_for
 from services.runtime.settings import KafkaSettings
 from services.state import metrics
 from services.state.cache import ByteLRU
@@ -112,6 +112,9 @@ class ThreadStore:
         self.dir = StateDir(root / STORE_NAME / changelog, instance, grace_s)
         self.cache: ByteLRU[ThreadState] = ByteLRU(cache_mb << 20)
         self.stores: dict[int, PartitionStore] = {}
+        self.among: int | None = None
+        """AGUI_PARTITIONS (known once ``restore`` ran): a thread's state is among so many
+        of the stores; None: among all of them."""
         self.restored: dict[int, Restored] = {}
         self.pending: dict[int, dict[str, bytes | None]] = {}
         """Per partition: states read from the topic that its store could not take yet."""
@@ -125,6 +128,7 @@ class ThreadStore:
     async def restore(self, kafka: KafkaSettings, partitions: Sequence[int]) -> dict[int, int]:
         """Open and catch up each partition's store; the offset to read each one from."""
         self.dir.start()
+        self.among = kafka.partitions
         opened: dict[int, tuple[PartitionStore, str | None]] = {}
         try:
             for p in partitions:
@@ -171,7 +175,9 @@ class ThreadStore:
         looked up in every store."""
         if not self.stores:
             return None
-        p = partition_for(thread_id, len(self.stores))
+        count = len(self.stores)
+        among = count if self.among is None else hashed_among(self.among, count)
+        p = partition_for(thread_id, among)
         waiting = self.pending.get(p, {})
         if thread_id in waiting:
             return decoded(thread_id, waiting[thread_id])

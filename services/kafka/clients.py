@@ -15,6 +15,8 @@ lookup refused for the whole group for an error, not for "nothing committed"
 batch the broker refused for its size, so the partition's next batch is taken
 (``services.kafka.refused_sequences``). A group's consumer logs an ERROR and counts
 the records retention removed before it read them (``services.kafka.retention_losses``).
+Producers place a thread's records among ``AGUI_PARTITIONS`` partitions
+(``services.kafka.partitioning``).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from services.kafka import (
     retention_losses,
     stale_leaders,
 )
+from services.kafka.partitioning import ThreadPartitioner
 from services.kafka.redaction import redact_sasl_logging
 from services.runtime.settings import KafkaSettings
 
@@ -109,10 +112,13 @@ def new_producer(
     retry_backoff_ms: int = 100,
     transaction_timeout_ms: int = 60_000,
 ) -> AIOKafkaProducer:
-    """An idempotent producer (transactional when ``transactional_id`` is given)."""
+    """An idempotent producer (transactional when ``transactional_id`` is given) that puts
+    a thread's records among the first ``AGUI_PARTITIONS`` partitions of a topic
+    (``ThreadPartitioner``), however many the topic has grown to."""
     refused_sequences.install()
     return AIOKafkaProducer(
         **connection_options(settings, client_id),
+        partitioner=ThreadPartitioner(settings.partitions),
         acks="all",
         enable_idempotence=True,
         transactional_id=transactional_id,

@@ -25,7 +25,7 @@ from services.kafka.clients import (
     new_admin,
     new_consumer,
 )
-from services.kafka.partitioning import partition_for
+from services.kafka.partitioning import hashed_among, partition_for
 from services.runtime.settings import KafkaSettings
 
 T = TypeVar("T")
@@ -81,6 +81,7 @@ class TopicReader:
         self._admin_started = False
         self._assigned: list[TopicPartition] = []
         self._counts: dict[str, int] = {}
+        self._hashed = settings.partitions
 
     async def __aenter__(self) -> TopicReader:
         try:
@@ -115,8 +116,10 @@ class TopicReader:
         return [TopicPartition(topic, p) for p in range(await self.partition_count(topic))]
 
     async def key_partition(self, topic: str, key: str) -> TopicPartition:
-        """The partition the default partitioner gives ``key`` in ``topic``."""
-        return TopicPartition(topic, partition_for(key, await self.partition_count(topic)))
+        """The partition the relay's producers give ``key`` in ``topic`` (among
+        AGUI_PARTITIONS of its partitions: ``partitioning``)."""
+        count = hashed_among(self._hashed, await self.partition_count(topic))
+        return TopicPartition(topic, partition_for(key, count))
 
     async def assign(
         self, partitions: Sequence[TopicPartition], start: Start

@@ -76,7 +76,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 PARTITIONER = DefaultPartitioner()
-"""How ``send`` chooses a partition for a key (stateless: one for every call)."""
+"""How ``send`` chooses a partition for a key, for a producer that names none of its own
+(the relay's place a thread among AGUI_PARTITIONS: ``partitioning.ThreadPartitioner``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,7 +181,7 @@ async def _send_batched(producer: AIOKafkaProducer, records: Sequence[OutRecord]
             if r.topic not in partitions:
                 partitions[r.topic] = sorted(await producer.partitions_for(r.topic))
             every = partitions[r.topic]
-            partition = PARTITIONER(r.key, every, every)
+            partition = getattr(producer, "_partitioner", PARTITIONER)(r.key, every, every)
         where = (r.topic, partition)
         if where not in batches:
             batches[where] = (producer.create_batch(), [])

@@ -38,7 +38,7 @@ from typing import Any
 import orjson
 
 from contracts import DecodeError
-from services.kafka.partitioning import partition_for
+from services.kafka.partitioning import hashed_among, partition_for
 from services.producer import checkpoint as cp
 from services.runtime.settings import KafkaSettings
 from services.state import metrics
@@ -104,7 +104,8 @@ class CheckpointDisk:
         """Per partition, acknowledged records the store could not take yet."""
         self.restored: dict[int, Restored] = {}
         self.partitions = 0
-        """The checkpoints topic's partition count (known once a restore ran)."""
+        """How many of the checkpoints topic's partitions a thread is hashed among (known
+        once a restore ran: ``partitioning.hashed_among``)."""
         self.failures: dict[int, str] = {}
         """Partitions whose store could not be written, and why (``failing``)."""
         self.lost: set[int] = set()
@@ -118,7 +119,7 @@ class CheckpointDisk:
     async def restore(self, settings: KafkaSettings, topic: str, todo: list[int],
                       count: int) -> int:
         """Bring the stores of ``todo`` up to ``topic``; returns records read."""
-        self.partitions = count
+        self.partitions = hashed_among(settings.partitions, count)
         if not self._started:
             self.dir.start()
             self._started = True

@@ -259,16 +259,17 @@ class Executor:
     async def start(self) -> None:
         """Learn the events and runs topics' partition counts (runs then name partitions
         themselves)."""
-        self.partitions = await event_partitions(self.producer, self.topic)
-        runs = await event_partitions(self.producer, self.boundaries.topic)
+        configured = self.store.settings.partitions
+        self.partitions = await event_partitions(self.producer, self.topic, configured)
+        runs = await event_partitions(self.producer, self.boundaries.topic, configured)
         self.boundaries = Destination(self.boundaries.topic, runs)
         if runs != self.partitions:
             log.error("%s has %d partitions and %s %d: they must be co-partitioned (the "
                       "gatekeeper reads partition p of requests with p of runs); see "
                       "agui-relay topics describe", self.boundaries.topic, runs, self.topic,
                       self.partitions)
-        self._same_count = (await event_partitions(self.producer, self.store.topic)
-                            == self.partitions)
+        self._same_count = (await event_partitions(self.producer, self.store.topic,
+                                                   configured) == self.partitions)
 
     def prepare(self, agent: str, definition: AgentDefinition, dispatch: Dispatch,
                 traceparent: str | None = None, *, input_wire: Any = None,

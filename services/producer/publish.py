@@ -5,11 +5,12 @@ agent, per-run sequence number) so consumers restore order and drop
 duplicates without decoding the value; a run's records share the thread's
 key, and so its partition, and one idempotent producer keeps them in the
 order they were sent. ``RunWriter`` is the hot path of a worker: it names
-the partition itself (the one Kafka's default partitioner gives the key, so
-nothing changes for readers) and reuses the header bytes that do not change
-within a run, instead of hashing the key and encoding five headers for each
-streamed delta. Every record of a run carries the run's ``traceparent``
-(the worker's hop of the trace its dispatch carried) when it has one.
+the partition itself (the one the relay's producers give the key: among
+``AGUI_PARTITIONS``, ``services.kafka.partitioning``) and reuses the header
+bytes that do not change within a run, instead of hashing the key and
+encoding five headers for each streamed delta. Every record of a run
+carries the run's ``traceparent`` (the worker's hop of the trace its
+dispatch carried) when it has one.
 Every record is measured before it is sent (``sizes.RecordGuard``): one
 the broker would refuse raises ``RecordTooLargeError`` (``event_too_large``)
 and nothing is sent.
@@ -55,7 +56,7 @@ from contracts.codec import EVENT_DECODER, to_wire
 from contracts.headers import AGENT, EVENT_TYPE, RUN_ID, SCHEMA, SEQ, TRACEPARENT, header_value
 from contracts.topics import BOUNDARY_TYPES
 from services.kafka.clients import AIOKafkaProducer
-from services.kafka.partitioning import partition_for
+from services.kafka.partitioning import hashed_among, partition_for
 from services.producer.sizes import RecordGuard
 
 EVENT_CODE = "event_too_large"
@@ -124,15 +125,17 @@ class Destination:
     partitions: int | None = None
 
 
-async def event_partitions(producer: AIOKafkaProducer, topic: str) -> int:
-    """How many partitions ``topic`` has, from the producer's metadata."""
-    return len(await producer.partitions_for(topic))
+async def event_partitions(producer: AIOKafkaProducer, topic: str, configured: int) -> int:
+    """How many of ``topic``'s partitions a thread is hashed among (``configured``:
+    AGUI_PARTITIONS, fewer when the topic has fewer), from the producer's metadata."""
+    return hashed_among(configured, len(await producer.partitions_for(topic)))
 
 
 async def send_event(producer: AIOKafkaProducer, topic: str, thread_id: str,
                      headers: EventHeaders | Sequence[tuple[str, bytes]],
                      value: bytes, guard: RecordGuard) -> asyncio.Future[Any]:
-    """Enqueue one event record (default partitioner); resolves once the broker has it.
+    """Enqueue one event record (the producer's partitioner); resolves once the broker
+    has it.
 
     ``headers``: the record's ``EventHeaders``, or the headers of a record being copied
     as they were read. ``RecordTooLargeError`` when the record would not fit (nothing

@@ -36,7 +36,7 @@ from typing import Any
 
 from contracts import DecodeError
 from services.kafka.clients import AIOKafkaProducer, ConsumerRecord
-from services.kafka.partitioning import partition_for
+from services.kafka.partitioning import hashed_among, partition_for
 from services.kafka.reader import Start, TopicReader
 from services.kafka.size_refusals import TOO_LARGE
 from services.producer import checkpoint as cp
@@ -154,7 +154,8 @@ class CheckpointStore:
         current = self.known(thread_id)
         if current is not None and cp.has_closed(current, run_id):
             return True  # this store wrote that end itself (one worker hosts both agents)
-        partition = partition_for(thread_id, len(await self.producer.partitions_for(self.topic)))
+        count = len(await self.producer.partitions_for(self.topic))
+        partition = partition_for(thread_id, hashed_among(self.settings.partitions, count))
         deadline = asyncio.get_running_loop().time() + within_s
         while True:
             await self._catch_up([partition], f"run {run_id} of agent {agent}")
