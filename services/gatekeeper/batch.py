@@ -34,7 +34,9 @@ cannot be used (no key, a key that is not UTF-8, missing headers, a value
 that is not that event, or names another thread or run than its key and
 header) is dead-lettered ``invalid_event`` rather than guessed at: the thread
 stays as it was, which never admits anything early, and a start no worker
-wrote never holds the thread running.
+wrote never holds the thread running. A request found on another partition
+than its thread's (``placement``) is dead-lettered ``misrouted``: this
+partition holds none of that thread's state.
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ from services.gatekeeper.intake import (
     read_request,
     refusal,
 )
+from services.gatekeeper.placement import MISROUTED, misrouted
 from services.gatekeeper.rules import Outcome, Policy, decide, on_boundary
 from services.gatekeeper.thread import BOUNDARY_TYPES, Boundary, fresh, read_boundary
 from services.kafka.deadletters import InRecord, fitting
@@ -88,6 +91,9 @@ class Limits:
     input: InputLimits = DEFAULT_LIMITS
     agents: frozenset[str] | None = None
     """The agents that have a dispatch topic (None: any)."""
+    partitions: int | None = None
+    """How many partitions a thread is hashed among (``partitioning.hashed_among``): a
+    request on another partition than its thread's is ``misrouted``; None: not checked."""
 
     @property
     def max_bytes(self) -> int:
@@ -96,6 +102,11 @@ class Limits:
     def with_agents(self, agents: frozenset[str] | None) -> Limits:
         """These limits for ``agents`` (the same object when they are the same)."""
         return self if agents == self.agents else replace(self, agents=agents)
+
+    def with_partitions(self, partitions: int | None) -> Limits:
+        """These limits for threads hashed among ``partitions`` (the same object when
+        unchanged)."""
+        return self if partitions == self.partitions else replace(self, partitions=partitions)
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,6 +262,11 @@ class Batch:
             return
         request = read.request
         thread_id = request.input.thread_id
+        astray = (misrouted(thread_id, record.partition, self.limits.partitions)
+                  if self.limits.partitions is not None else None)
+        if astray is not None:
+            self._dead(record, MISROUTED, astray)
+            return
         self.traces.setdefault((thread_id, request.request_id), trace)
         before = self.state(thread_id)
         outcome = decide(before, request, self.now, self.policy)

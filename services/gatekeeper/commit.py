@@ -73,6 +73,7 @@ from services.kafka.fencing import (
     is_member,
     request_rejoin,
 )
+from services.kafka.partitioning import hashed_among
 from services.kafka.transactions import (
     RecordsRefusedError,
     TransactionStalledError,
@@ -122,7 +123,7 @@ def prepare(st: Instance, owned: Owned) -> None:
     if _lingering(st, owned):
         return
     owned.waiting_since = None
-    st.limits = limits = st.limits.with_agents(st.agents.names)
+    st.limits = limits = st.limits.with_agents(st.agents.names).with_partitions(_among(st))
     batch = Batch(owned.states, st.clock(), st.settings.policy, limits,
                   poison=owned.poison, entropy=st.entropy)
     for record in owned.inbox:
@@ -138,6 +139,14 @@ def prepare(st: Instance, owned: Owned) -> None:
         owned.inflight = asyncio.get_running_loop().create_future()
         share = Share(owned, batch if batch.has_output else None, owned.offsets(), polled_at)
         st.shares.append(share)
+
+
+def _among(st: Instance) -> int | None:
+    """How many partitions a thread is hashed among on ``requests`` (AGUI_PARTITIONS, or
+    fewer when the topic has fewer), from the consumer's metadata; None before it has any."""
+    count = len(st.consumer.partitions_for_topic(st.kafka.topics.requests) or ()) \
+        if st.consumer is not None else 0
+    return hashed_among(st.kafka.partitions, count) if count else None
 
 
 def start_transaction(st: Instance) -> None:

@@ -3,8 +3,11 @@
 The relay places a thread among ``AGUI_PARTITIONS`` partitions of every topic
 (``services.kafka.partitioning``), so growing one topic changes nothing for
 the records it writes itself: a thread whose hash among the new count differs
-is still answerable. HTTP ports come from ``GROWN_TOPICS_PORT_BASE`` when it
-is set (three of them), else free ones.
+is still answerable. What an outside client writes with Kafka's default
+partitioner (hashing among the topic's current count) can now land on
+another thread's partition, where the gatekeeper dead-letters it as
+``misrouted`` instead of deciding it against no state. HTTP ports come from
+``GROWN_TOPICS_PORT_BASE`` when it is set (three of them), else free ones.
 """
 
 from __future__ import annotations
@@ -20,12 +23,15 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
+import orjson
 import pytest
+from aiokafka import AIOKafkaProducer
 from aiokafka.admin import NewPartitions
 from faults.load import resume_all, run_input
 
 from hostile.client import Tenant, finished
 from hostile.stack import TENANTS, UpStack
+from hostile.topics import dead_letter, envelope
 from services.cli.up import SAMPLE_AGENTS, agent_names
 from services.kafka.admin import ensure_topics
 from services.kafka.clients import new_admin
@@ -76,6 +82,19 @@ async def add_partitions(settings: KafkaSettings, topic: str, total: int) -> Non
         await admin.create_partitions({topic: NewPartitions(total_count=total)})
     finally:
         await admin.close()
+
+
+async def publish_as_outsider(settings: KafkaSettings, topic: str, key: str,
+                              value: bytes) -> tuple[int, int]:
+    """Write one record as another client would: aiokafka's default partitioner, which
+    hashes the key among the topic's partitions now. Its (partition, offset)."""
+    producer = AIOKafkaProducer(bootstrap_servers=settings.bootstrap_servers, acks="all")
+    await producer.start()
+    try:
+        sent = await producer.send_and_wait(topic, value, key=key.encode())
+    finally:
+        await producer.stop()
+    return int(sent.partition), int(sent.offset)
 
 
 def thread_where(tag: str, wanted: Callable[[int, int], bool]) -> str:
@@ -139,3 +158,22 @@ async def test_requests_grown_thread_past_the_old_count_is_decided(
                                timeout_s=20)
     assert run.status == 200, (run.status, run.problem, run.events[-1:])
     finished(run, "success")
+
+
+async def test_requests_grown_misrouted_request_is_dead_lettered(
+        requests_grown: UpStack) -> None:
+    """A request another client wrote with the default partitioner onto a partition the
+    gatekeeper decides (below 8) but not its thread's is dead-lettered ``misrouted``,
+    naming both partitions and the likely cause. Before, it was decided against the
+    wrong partition's (empty) state: a second copy of the thread."""
+    settings, topic = requests_grown.settings, requests_grown.settings.topics.requests
+    tid = thread_where("astray", moved)
+    doc = envelope(run_input(tid, f"{tid}-r1", script={"text": "x"}))
+    where = await publish_as_outsider(settings, topic, tid, orjson.dumps(doc))
+    assert where[0] == partition_for(tid, GROWN) != partition_for(tid, PARTITIONS)
+    letter = await dead_letter(settings, topic, *where, within_s=30.0)
+    assert letter is not None, f"no dead letter for the misrouted request at {topic} {where}"
+    assert letter.code == "misrouted", letter
+    assert f"partition {where[0]}" in letter.reason, letter.reason
+    assert f"partition {partition_for(tid, PARTITIONS)}" in letter.reason, letter.reason
+    assert "AGUI_PARTITIONS" in letter.reason, letter.reason
