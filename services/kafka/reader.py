@@ -160,6 +160,13 @@ class TopicReader:
         ends: dict[TopicPartition, int] = await self._consumer.end_offsets(wanted)
         return ends
 
+    async def start_offsets(self, partitions: Sequence[TopicPartition]
+                            ) -> dict[TopicPartition, int]:
+        """Each partition's first offset now (its log start: what retention left)."""
+        starts: dict[TopicPartition, int] = await self._consumer.beginning_offsets(
+            list(partitions))
+        return starts
+
     async def _reached(self, ends: Mapping[TopicPartition, int]) -> bool:
         for tp in self._assigned:
             if await self._consumer.position(tp) < ends.get(tp, 0):

@@ -4,8 +4,10 @@ The relay places a thread among ``AGUI_PARTITIONS`` partitions of every topic
 (``services.kafka.partitioning``), so growing one topic changes nothing for
 the records it writes itself: a thread whose hash among the new count differs
 is still answerable. What an outside client writes with Kafka's default
-partitioner (hashing among the topic's current count) can now land on
-another thread's partition, where the gatekeeper dead-letters it as
+partitioner (hashing among the topic's current count) can now land where
+the relay does not hold its thread: on a partition past AGUI_PARTITIONS,
+where it waits undecided and ``agui-relay lag`` must show it; or on another
+thread's partition below, where the gatekeeper dead-letters it as
 ``misrouted`` instead of deciding it against no state. HTTP ports come from
 ``GROWN_TOPICS_PORT_BASE`` when it is set (three of them), else free ones.
 """
@@ -110,6 +112,13 @@ def moved(old: int, new: int) -> bool:
     return new < PARTITIONS and new != old
 
 
+def lag_rows(stack: UpStack) -> list[dict[str, object]]:
+    done = subprocess.run([str(Path(sys.executable).parent / "agui-relay"), "lag", "--json"],
+                          env={**stack.env(), "PYTHONPATH": str(ROOT)},
+                          capture_output=True, timeout=60, check=False)
+    return [orjson.loads(line) for line in done.stdout.splitlines() if line.strip()]
+
+
 @pytest.fixture(scope="module")
 def requests_grown(kafka_bootstrap: str,
                    tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpStack]:
@@ -158,6 +167,33 @@ async def test_requests_grown_thread_past_the_old_count_is_decided(
                                timeout_s=20)
     assert run.status == 200, (run.status, run.problem, run.events[-1:])
     finished(run, "success")
+
+
+async def test_requests_grown_undecided_request_shows_in_lag(requests_grown: UpStack) -> None:
+    """A request another client wrote onto a new requests partition (8-11) is never
+    decided (its partition is paused); ``agui-relay lag`` is where an operator looks for
+    it. Before, lag listed only partitions with a committed offset, so the gatekeeper's
+    group showed a lag of 0 there while the request waited."""
+    settings, topic = requests_grown.settings, requests_grown.settings.topics.requests
+    async with Tenant(requests_grown.url, TENANTS["tenant-a"]) as tenant:  # commits requests
+        seed = thread_where("seed", lambda old, new: new == old)
+        finished(await tenant.run("scripted", run_input(seed, f"{seed}-r1",
+                                                        script={"text": "x"})))
+    tid = thread_where("outside", lambda old, new: new >= PARTITIONS)
+    doc = envelope(run_input(tid, f"{tid}-r1", script={"text": "x"}))
+    p, _ = await publish_as_outsider(settings, topic, tid, orjson.dumps(doc))
+    assert p == partition_for(tid, GROWN) >= PARTITIONS
+    group = f"{requests_grown.prefix}.gatekeeper"
+    gatekeeper: list[dict[str, object]] = []
+    for _ in range(10):  # the gatekeeper commits its offsets in the background
+        gatekeeper = [r for r in lag_rows(requests_grown)
+                      if r["group"] == group and r["topic"] == topic]
+        if any(r["partition"] == p and int(str(r["lag"])) >= 1 for r in gatekeeper):
+            return
+        await asyncio.sleep(1.0)
+    raise AssertionError(f"request of thread {tid} sits undecided on {topic} p{p}, but "
+                         f"'agui-relay lag' shows for the gatekeeper on {topic}: "
+                         f"{[(r['partition'], r['lag']) for r in gatekeeper]}")
 
 
 async def test_requests_grown_misrouted_request_is_dead_lettered(

@@ -15,12 +15,20 @@ single broker restarted mid-commit can leave one). ``--group`` keeps the
 named groups only; ``--json`` prints NDJSON rows. Group ids and topics
 print whole at any width (``columns``): any client may commit under any
 group id, and it is what an operator copies into ``--group``.
+
+A partition of a topic the group reads (it committed an offset on another
+partition of it) that holds records but has no committed offset of the
+group is listed too, its lag counted from the partition's first offset
+(``committed`` shows ``-``): records there are read by nobody yet. Requests
+on partitions of ``requests`` past ``AGUI_PARTITIONS`` (a topic grown with
+``kafka-topics --alter``) wait so, undecided, and a lag of 0 would hide them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -33,7 +41,7 @@ from services.cli.ops.kafka_io import EXIT_OK, run_command, stdout
 from services.cli.ops.safe import safe, safe_id
 from services.kafka.clients import TopicPartition
 from services.kafka.groups import committed_offsets
-from services.kafka.reader import TopicReader, unread_records
+from services.kafka.reader import TopicReader, UnknownTopicError, unread_records
 from services.runtime.settings import KafkaSettings
 
 
@@ -44,7 +52,8 @@ class LagRow:
     group: str
     topic: str
     partition: int
-    committed: int
+    committed: int | None
+    """None: the group committed nothing here (its lag counts from ``start``)."""
     end: int
     high: int
     """The high watermark: ``end`` plus what an open transaction holds back."""
@@ -52,10 +61,17 @@ class LagRow:
     """The records a reader would still read up to ``end``, when a short gap was read:
     a group that has read everything commits the offset of the transaction marker that
     follows, one short of the end, and showed a lag of 1 for ever."""
+    start: int = 0
+    """The partition's first offset, where a group without a committed offset begins."""
+
+    @property
+    def read_from(self) -> int:
+        """Where the group reads on from: its committed offset, else the partition's start."""
+        return self.committed if self.committed is not None else self.start
 
     @property
     def lag(self) -> int:
-        return self.unread if self.unread is not None else max(self.end - self.committed, 0)
+        return self.unread if self.unread is not None else max(self.end - self.read_from, 0)
 
     @property
     def held(self) -> int:
@@ -70,8 +86,11 @@ class LagRow:
 def lag_rows(committed: Mapping[str, Mapping[TopicPartition, int]],
              ends: Mapping[TopicPartition, int],
              highs: Mapping[TopicPartition, int] | None = None,
-             unread: Mapping[tuple[TopicPartition, int], int] | None = None) -> list[LagRow]:
-    """Rows sorted by group, topic, partition (pure)."""
+             unread: Mapping[tuple[TopicPartition, int], int] | None = None,
+             starts: Mapping[TopicPartition, int] | None = None) -> list[LagRow]:
+    """Rows sorted by group, topic, partition (pure). ``starts``: the first offsets of the
+    partitions some group has no committed offset on (``uncommitted``); each one with
+    records past its start is a row of every group that reads its topic without one."""
     highs = highs or {}
     unread = unread or {}
     rows = []
@@ -80,7 +99,21 @@ def lag_rows(committed: Mapping[str, Mapping[TopicPartition, int]],
             end = ends.get(tp, offset)
             rows.append(LagRow(group, tp.topic, tp.partition, offset, end, highs.get(tp, end),
                                unread.get((tp, offset))))
+        for tp in uncommitted(offsets, (starts or {}).keys()):
+            start = (starts or {})[tp]
+            end = ends.get(tp, start)
+            if end > start:
+                rows.append(LagRow(group, tp.topic, tp.partition, None, end,
+                                   highs.get(tp, end), unread.get((tp, start)), start))
     return sorted(rows, key=lambda r: (r.group, r.topic, r.partition))
+
+
+def uncommitted(offsets: Mapping[TopicPartition, int],
+                partitions: Iterable[TopicPartition]) -> list[TopicPartition]:
+    """Those of ``partitions`` of a topic the group reads (it committed on some partition
+    of it) on which it has no committed offset (pure)."""
+    read = {tp.topic for tp in offsets}
+    return [tp for tp in partitions if tp.topic in read and tp not in offsets]
 
 
 def lag_grid(rows: list[LagRow]) -> Grid:
@@ -90,7 +123,8 @@ def lag_grid(rows: list[LagRow]) -> Grid:
     for group in sorted({r.group for r in rows}):
         mine = [r for r in rows if r.group == group]
         for row in mine:
-            grid.add(row.group, row.topic, str(row.partition), str(row.committed), str(row.end),
+            grid.add(row.group, row.topic, str(row.partition),
+                     "-" if row.committed is None else str(row.committed), str(row.end),
                      Text(str(row.lag), style="red" if row.lag else "green"),
                      Text(str(row.held), style="yellow") if row.held else "0")
         grid.add(Text(safe_id(group), style="bold"), Text("total", style="bold"), "-", "-", "-",
@@ -108,15 +142,21 @@ async def _lag(settings: KafkaSettings, groups: list[str], as_json: bool) -> int
     ends: dict[TopicPartition, int] = {}
     highs: dict[TopicPartition, int] = {}
     unread: dict[tuple[TopicPartition, int], int] = {}
+    starts: dict[TopicPartition, int] = {}
     if partitions:
         async with TopicReader(settings, "agui-relay-lag") as reader:
+            every = await _every_partition(reader, {tp.topic for tp in partitions})
+            bare = sorted({tp for offsets in committed.values()
+                           for tp in uncommitted(offsets, every)})
+            starts = await reader.start_offsets(bare) if bare else {}
+            partitions = sorted({*partitions, *bare})
             ends = await reader.end_offsets(partitions)
-            unread = await unread_records(reader, ((tp, offset) for offsets in
-                                                   committed.values()
-                                                   for tp, offset in offsets.items()), ends)
+            wanted = [*((tp, offset) for offsets in committed.values()
+                        for tp, offset in offsets.items()), *starts.items()]
+            unread = await unread_records(reader, wanted, ends)
         async with TopicReader(settings, "agui-relay-lag", read_committed=False) as reader:
             highs = await reader.end_offsets(partitions)
-    rows = lag_rows(committed, ends, highs, unread)
+    rows = lag_rows(committed, ends, highs, unread, starts)
     if as_json:
         for row in rows:
             sys.stdout.write(orjson.dumps(row.to_json()).decode() + "\n")
@@ -131,6 +171,15 @@ async def _lag(settings: KafkaSettings, groups: list[str], as_json: bool) -> int
     console.print(Text("held: records of a transaction still open (past 'end'); if it stays, "
                        "the transaction hangs", style="dim"), soft_wrap=True)
     return EXIT_OK
+
+
+async def _every_partition(reader: TopicReader, topics: Iterable[str]) -> list[TopicPartition]:
+    """Every partition of ``topics`` (none of a topic gone since its offsets were committed)."""
+    every: list[TopicPartition] = []
+    for topic in sorted(topics):
+        with contextlib.suppress(UnknownTopicError):
+            every += await reader.all_partitions(topic)
+    return every
 
 
 def lag(
