@@ -16,28 +16,13 @@ from pathlib import Path
 
 import httpx
 import pytest
-from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from faults.load import run_input
+from faults.topic_configs import alter_topic
 
 from hostile.client import Tenant, finished
 from hostile.stack import TENANTS, UpStack, alive
-from services.kafka.clients import new_admin
-from services.runtime.settings import KafkaSettings
 
 pytestmark = pytest.mark.hostile
-
-
-async def set_topic_config(settings: KafkaSettings, topic: str, **configs: str) -> None:
-    """``kafka-configs --alter --entity-type topics`` (``max_message_bytes=...``)."""
-    admin = new_admin(settings, "test-topic-configs")
-    await admin.start()
-    try:
-        answer = await admin.alter_configs(
-            [ConfigResource(ConfigResourceType.TOPIC, topic,
-                            {k.replace("_", "."): v for k, v in configs.items()})])
-        assert all(r[0] == 0 for r in answer[0].resources), answer
-    finally:
-        await admin.close()
 
 
 async def test_events_max_message_bytes_lowered_live(kafka_bootstrap: str,
@@ -57,7 +42,7 @@ async def test_events_max_message_bytes_lowered_live(kafka_bootstrap: str,
             finished(await tenant.run("scripted", run_input(tid, f"{tid}-r0",
                                                             script={"text": "small"}),
                                       timeout_s=30), "success")
-            await set_topic_config(stack.settings, events, max_message_bytes="4000")
+            await alter_topic(stack.settings, events, {"max.message.bytes": "4000"})
             try:
                 result = await tenant.run("scripted", run_input(tid, f"{tid}-r1",
                                                                 script={"text": "x" * 10_000}),

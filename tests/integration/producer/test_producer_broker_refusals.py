@@ -12,10 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+from faults.topic_configs import alter_topic
 from producer_harness import Relay, RunView, first_input, in_process_worker, still_serves
 
-from services.kafka.clients import new_admin
 from services.runtime.settings import KafkaSettings
 
 pytestmark = pytest.mark.integration
@@ -23,14 +22,7 @@ pytestmark = pytest.mark.integration
 
 async def set_max_message_bytes(settings: KafkaSettings, topic: str, size: int) -> None:
     """``kafka-configs --alter --entity-type topics --add-config max.message.bytes=size``."""
-    admin = new_admin(settings, "test-max-message-bytes")
-    await admin.start()
-    try:
-        answer = await admin.alter_configs([ConfigResource(
-            ConfigResourceType.TOPIC, topic, {"max.message.bytes": str(size)})])
-        assert all(r[0] == 0 for r in answer[0].resources), answer
-    finally:
-        await admin.close()
+    await alter_topic(settings, topic, {"max.message.bytes": str(size)})
 
 
 def refused(view: RunView, code: str, topic: str) -> dict[str, Any]:
