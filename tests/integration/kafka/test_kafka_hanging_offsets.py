@@ -36,10 +36,6 @@ GONE_NODE = 9_999
 """A node id no broker of the test cluster has."""
 
 
-@pytest.fixture
-def kafka(kafka_bootstrap: str, topic_prefix: str) -> KafkaSettings:
-    return KafkaSettings(bootstrap_servers=kafka_bootstrap, topic_prefix=topic_prefix, partitions=1)
-
 
 async def hang_offsets(kafka: KafkaSettings, txn_id: str, group: str, tp: TopicPartition) -> None:
     """A committed transaction of ``txn_id`` whose offset commit for ``group`` the transaction

@@ -22,11 +22,6 @@ from services.runtime.settings import KafkaSettings
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def kafka(kafka_bootstrap: str, topic_prefix: str) -> KafkaSettings:
-    return KafkaSettings(bootstrap_servers=kafka_bootstrap, topic_prefix=topic_prefix,
-                         partitions=1)
-
 
 @pytest.fixture
 async def admin(kafka: KafkaSettings) -> AsyncIterator[AIOKafkaAdminClient]:

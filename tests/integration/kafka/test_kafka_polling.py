@@ -22,11 +22,6 @@ HOUR_MS = 3_600_000
 BOUND_S = 20.0
 
 
-@pytest.fixture
-def kafka(kafka_bootstrap: str, topic_prefix: str) -> KafkaSettings:
-    return KafkaSettings(bootstrap_servers=kafka_bootstrap, topic_prefix=topic_prefix,
-                         partitions=1)
-
 
 @pytest.fixture
 async def reader(kafka: KafkaSettings) -> AsyncIterator[AIOKafkaConsumer]:

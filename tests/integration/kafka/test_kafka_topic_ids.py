@@ -26,11 +26,6 @@ from services.state.disk import Change, PartitionStore
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def kafka(kafka_bootstrap: str, topic_prefix: str) -> KafkaSettings:
-    return KafkaSettings(bootstrap_servers=kafka_bootstrap, topic_prefix=topic_prefix,
-                         partitions=1)
-
 
 def as_changes(_: int, records: Sequence[Any]) -> list[Change]:
     return [(r.key, r.value, None) for r in records]

@@ -38,10 +38,6 @@ pytestmark = pytest.mark.integration
 SMALL_TOPIC_MAX_BYTES = 1024
 
 
-@pytest.fixture
-def kafka(kafka_bootstrap: str, topic_prefix: str) -> KafkaSettings:
-    return KafkaSettings(bootstrap_servers=kafka_bootstrap, topic_prefix=topic_prefix, partitions=1)
-
 
 @pytest.fixture
 async def producer(kafka: KafkaSettings) -> AsyncIterator[AIOKafkaProducer]:
