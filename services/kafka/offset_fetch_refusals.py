@@ -34,6 +34,8 @@ from aiokafka.errors import (
 )
 from aiokafka.protocol.commit import OffsetFetchRequest
 
+from services.kafka.wrapping import wrap_once
+
 _COORDINATOR_GONE = (NotCoordinatorForGroupError, GroupCoordinatorNotAvailableError)
 
 
@@ -58,7 +60,6 @@ def _checked_group(send_req: Callable[..., Awaitable[Any]]) -> Callable[..., Awa
             self.coordinator_dead()
         raise error
 
-    send.checks_offset_fetch = True  # type: ignore[attr-defined]
     return send
 
 
@@ -70,13 +71,10 @@ def _checked_admin(send_request: Callable[..., Awaitable[Any]]) -> Callable[...,
             raise error
         return response
 
-    send.checks_offset_fetch = True  # type: ignore[attr-defined]
     return send
 
 
 def install() -> None:
     """Have aiokafka's group coordinator and admin client raise a group-wide OffsetFetch error."""
-    if not getattr(GroupCoordinator._send_req, "checks_offset_fetch", False):
-        GroupCoordinator._send_req = _checked_group(GroupCoordinator._send_req)
-    if not getattr(AIOKafkaAdminClient._send_request, "checks_offset_fetch", False):
-        AIOKafkaAdminClient._send_request = _checked_admin(AIOKafkaAdminClient._send_request)
+    wrap_once(GroupCoordinator, "_send_req", _checked_group)
+    wrap_once(AIOKafkaAdminClient, "_send_request", _checked_admin)

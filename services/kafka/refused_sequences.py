@@ -27,6 +27,7 @@ from typing import Any
 from aiokafka.producer.sender import SendProduceReqHandler
 
 from services.kafka.size_refusals import TOO_LARGE
+from services.kafka.wrapping import wrap_once
 
 _Handle = Callable[[SendProduceReqHandler, Any], None]
 _WRAP = 2**32
@@ -56,12 +57,9 @@ def _giving_back(handle: _Handle) -> _Handle:
         if txn_manager is not None:
             give_back(txn_manager._sequence_numbers, self._batches)
 
-    handle_response.gives_back = True  # type: ignore[attr-defined]
     return handle_response
 
 
 def install() -> None:
     """Have aiokafka's idempotent producers reuse the numbers of a batch refused for size."""
-    current = SendProduceReqHandler.handle_response
-    if not getattr(current, "gives_back", False):
-        SendProduceReqHandler.handle_response = _giving_back(current)
+    wrap_once(SendProduceReqHandler, "handle_response", _giving_back)

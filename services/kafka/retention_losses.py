@@ -30,6 +30,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.consumer.fetcher import Fetcher, OffsetResetStrategy
 
+from services.kafka.wrapping import wrap_once
 from services.runtime.metrics import records_lost
 
 log = logging.getLogger(__name__)
@@ -66,7 +67,6 @@ def _out_of_range(fetch: Callable[..., Awaitable[bool]]) -> Callable[..., Awaita
                     _pending.setdefault(self, {})[tp] = offset
         return woken
 
-    proc_fetch_request.reports_losses = True  # type: ignore[attr-defined]
     return proc_fetch_request
 
 
@@ -87,7 +87,6 @@ def _repositioned(update: Callable[..., Awaitable[bool]]) -> Callable[..., Await
                 _report(group, tp, gone)
         return woken
 
-    update_fetch_positions.reports_losses = True  # type: ignore[attr-defined]
     return update_fetch_positions
 
 
@@ -101,7 +100,5 @@ def _report(group: str, tp: TopicPartition, gone: range) -> None:
 
 def install() -> None:
     """Have aiokafka's fetcher report a group's out-of-range reset past unread records."""
-    if not getattr(Fetcher._proc_fetch_request, "reports_losses", False):
-        Fetcher._proc_fetch_request = _out_of_range(Fetcher._proc_fetch_request)
-    if not getattr(Fetcher._update_fetch_positions, "reports_losses", False):
-        Fetcher._update_fetch_positions = _repositioned(Fetcher._update_fetch_positions)
+    wrap_once(Fetcher, "_proc_fetch_request", _out_of_range)
+    wrap_once(Fetcher, "_update_fetch_positions", _repositioned)

@@ -29,6 +29,8 @@ from typing import Any
 from aiokafka.consumer.fetcher import Fetcher
 from aiokafka.errors import KafkaError
 
+from services.kafka.wrapping import wrap_once
+
 _OffsetRequest = Callable[[Fetcher, int, Any], Awaitable[Any]]
 
 
@@ -41,12 +43,9 @@ def _refreshing(lookup: _OffsetRequest) -> _OffsetRequest:
                 self._client.force_metadata_update()
             raise
 
-    offset_request.refreshes_metadata = True  # type: ignore[attr-defined]
     return offset_request
 
 
 def install() -> None:
     """Have aiokafka's fetcher refresh metadata when an offset lookup fails retriably."""
-    current = Fetcher._proc_offset_request
-    if not getattr(current, "refreshes_metadata", False):
-        Fetcher._proc_offset_request = _refreshing(current)
+    wrap_once(Fetcher, "_proc_offset_request", _refreshing)

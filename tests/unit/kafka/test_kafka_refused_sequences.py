@@ -16,6 +16,7 @@ from aiokafka.producer.sender import SendProduceReqHandler
 
 from services.kafka import refused_sequences
 from services.kafka.refused_sequences import give_back, rewound
+from services.kafka.wrapping import mark_of
 
 pytestmark = pytest.mark.unit
 
@@ -49,4 +50,4 @@ def test_install_wraps_the_produce_handler_once() -> None:
     wrapped = SendProduceReqHandler.handle_response
     refused_sequences.install()
     assert SendProduceReqHandler.handle_response is wrapped
-    assert getattr(wrapped, "gives_back", False)
+    assert getattr(wrapped, mark_of(refused_sequences._giving_back), False)
