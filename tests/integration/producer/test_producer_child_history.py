@@ -82,8 +82,11 @@ def resumed(parent_thread: str, named: dict[str, Any]) -> Delegation:
 
 async def test_a_parent_resume_holds_the_childs_records_not_the_partitions(
         kafka_bootstrap: str, topic_prefix: str) -> None:
+    # Fetches of 1 MiB (the floor): the reader holds a few of them at peak (the batch
+    # being filtered, the response it came from, the next one arriving), ~5 MB here.
+    # With the default 2 MiB fetches that was 7 MB, and 8.4 MB once on a busy CI machine.
     settings = KafkaSettings(bootstrap_servers=kafka_bootstrap, topic_prefix=topic_prefix,
-                             partitions=1)
+                             partitions=1, max_record_bytes=262_144)
     await ensure_topics(settings, ("pipeline_child",))
     parent_thread = f"t-{uuid.uuid4().hex[:8]}"
     child_thread = f"{parent_thread}/review-0123456789abcdef"
