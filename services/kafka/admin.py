@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +23,8 @@ from contracts.topics import TopicSpec
 from services.kafka.clients import AIOKafkaAdminClient, KafkaError, NewTopic, new_admin
 from services.kafka.lookup import client_of
 from services.runtime.settings import ConfigurationError, KafkaSettings
+
+log = logging.getLogger(__name__)
 
 LATEST_OFFSET = OffsetResetStrategy.LATEST
 """ListOffsets' timestamp for "the end"."""
@@ -174,18 +177,22 @@ async def _await_leaders(
     The metadata names a broker leader a moment before that broker serves the
     partition (its metadata cache is updated before its replica manager), so
     each leader is also asked for its partitions' end offsets until it answers
-    every one without an error.
+    every one without an error. A broker still not serving them after ``within_s``
+    is logged, naming the topics (readers then retry), rather than passed silently.
     """
     deadline = asyncio.get_running_loop().time() + within_s
+    waiting = names
     while asyncio.get_running_loop().time() < deadline:
         described = await admin.describe_topics(names)
-        if len(described) == len(names) and all(
-            d.get("error_code", 0) == 0 and d["partitions"]
-            and all(p.get("leader", -1) >= 0 for p in d["partitions"])
-            for d in described
-        ) and await _leaders_serve(admin, described):
+        led = {d["topic"] for d in described if d.get("error_code", 0) == 0 and d["partitions"]
+               and all(p.get("leader", -1) >= 0 for p in d["partitions"])}
+        waiting = [n for n in names if n not in led]
+        if not waiting and await _leaders_serve(admin, described):
             return
         await asyncio.sleep(0.1)
+    log.warning("topics created %.0f s ago are not served yet (%s): their first readers "
+                "will retry until the brokers serve them; is the cluster overloaded?",
+                within_s, ", ".join(waiting or names))
 
 
 async def _leaders_serve(admin: AIOKafkaAdminClient, described: list[dict[str, Any]]) -> bool:
