@@ -38,7 +38,10 @@ record the broker refuses for its size all the same (a topic's
 ``max.message.bytes`` lowered under ``AGUI_MAX_RECORD_BYTES`` while the
 worker runs) ends its run the same way: an event or the run's end with
 RUN_ERROR ``event_too_large`` (``KafkaRunSink``, then the runner), a start
-marker with ``checkpoint_too_large``.
+marker with ``checkpoint_too_large``. Records the broker cannot take for now
+(the cluster down, its partition's leader still being elected) stop nothing
+either: the run holds in step 3 or 4 and sends them again until the broker
+takes them (``redelivery``).
 """
 
 from __future__ import annotations
@@ -56,7 +59,7 @@ from ag_ui.core import PROTOCOL_VERSION, BaseEvent, RunErrorEvent, RunStartedEve
 from contracts import Dispatch
 from contracts.codec import to_wire
 from contracts.limits import InputLimits, check_run_input
-from services.kafka.clients import AIOKafkaProducer
+from services.kafka.clients import AIOKafkaProducer, KafkaError
 from services.kafka.size_refusals import TOO_LARGE
 from services.producer import checkpoint as cp
 from services.producer.agent import AgentDefinition
@@ -68,6 +71,14 @@ from services.producer.publish import (
     RunWriter,
     event_bytes,
     event_partitions,
+)
+from services.producer.redelivery import (
+    Delivery,
+    deliver,
+    failed,
+    failure,
+    retriable,
+    settle,
 )
 from services.producer.resume import plan_resume
 from services.producer.runner import EventRecord, Runner, RunOptions, RunReport
@@ -103,8 +114,8 @@ class KafkaRunSink:
         self.writer = writer
         self.closing = closing
         """The size of the end marker a report would write when it would not fit."""
-        self._pending: deque[tuple[asyncio.Future[Any], EventRecord, str]] = deque()
-        self._started: tuple[asyncio.Future[Any], EventRecord, str] | None = None
+        self._pending: deque[Delivery] = deque()
+        self._started: Delivery | None = None
         """The ``RUN_STARTED`` boundary on ``runs``, until the end waits for it."""
 
     def refusal(self, report: RunReport) -> Failed | None:
@@ -117,18 +128,23 @@ class KafkaRunSink:
     async def send(self, record: EventRecord) -> None:
         pending, writer = self._pending, self.writer
         if record.event_type == "RUN_STARTED":
-            pending.append((await self._sent(writer.send, writer.topic, record), record,
-                            writer.topic))
-            self._started = (await self._sent(writer.send_boundary, writer.boundaries, record),
-                             record, writer.boundaries)
+            pending.append(await self._sent(writer.topic, record))
+            self._started = await self._sent(writer.boundaries, record)
         else:  # the hot path: the producer's own coroutine, not wrapped in one more
             try:
                 future = await writer.send(record.event_type, record.seq, record.value)
             except TOO_LARGE as exc:  # the client's own check (max_request_size)
                 raise self._refused(record, writer.topic) from exc
-            pending.append((future, record, writer.topic))
-        while pending[0][0].done():
-            self._delivered(pending.popleft())  # raises a delivery failure
+            except KafkaError as exc:
+                if not retriable(exc):
+                    raise
+                future = failed(exc)
+            pending.append(Delivery(future, record, writer.topic))
+        while pending[0].future.done():
+            if failure(pending[0].future) is not None:
+                await self._acknowledged()  # holds while the broker cannot take them
+                return
+            pending.popleft()
             if not pending:
                 return
 
@@ -138,41 +154,36 @@ class KafkaRunSink:
         when ``events`` alone refused it)."""
         writer = self.writer
         await self._acknowledged()
-        for send, topic in ((writer.send_boundary, writer.boundaries),
-                            (writer.send, writer.topic)):
-            self._pending.append((await self._sent(send, topic, record), record, topic))
+        for topic in (writer.boundaries, writer.topic):
+            self._pending.append(await self._sent(topic, record))
             await self._acknowledged()
 
     async def _acknowledged(self) -> None:
-        """Wait until every record sent so far is acknowledged (a failure raises)."""
+        """Wait until every record sent so far is acknowledged, holding the run while the
+        broker cannot take them (``redelivery``); a refusal raises."""
         pending = self._pending
         if self._started is not None:
             pending.append(self._started)
             self._started = None
-        while pending:
-            future = pending[0][0]
-            if not future.done():
-                await asyncio.wait([future])
+        await settle(pending, self.writer)
+        if pending:
             self._delivered(pending.popleft())
 
-    async def _sent(self, send: Callable[[str, int, bytes], Any], topic: str,
-                    record: EventRecord) -> asyncio.Future[Any]:
+    async def _sent(self, topic: str, record: EventRecord) -> Delivery:
         try:
-            future: asyncio.Future[Any] = await send(record.event_type, record.seq,
-                                                     record.value)
+            return await deliver(self.writer, record, topic)
         except TOO_LARGE as exc:  # the client's own check (max_request_size)
             raise self._refused(record, topic) from exc
-        return future
 
-    def _delivered(self, sent: tuple[asyncio.Future[Any], EventRecord, str]) -> None:
+    def _delivered(self, sent: Delivery) -> None:
         """Raise ``sent``'s delivery failure, if any (letting the rest go)."""
         future, record, topic = sent
-        exc = future.exception()
+        exc = failure(future)
         if exc is None:
             return
         if isinstance(exc, TOO_LARGE):  # the broker refuses a batch: name its largest record
-            batch = [(r, t) for f, r, t in self._pending
-                     if t == topic and f.done() and isinstance(_failure(f), TOO_LARGE)]
+            batch = [(d.record, d.topic) for d in self._pending
+                     if d.topic == topic and isinstance(failure(d.future), TOO_LARGE)]
             largest, _ = max([(record, topic), *batch], key=lambda rt: len(rt[0].value))
             self._let_go()
             raise self._refused(largest, topic, len(batch) + 1) from exc
@@ -181,11 +192,11 @@ class KafkaRunSink:
 
     def _let_go(self) -> None:
         """Drop the records still in flight after a failure, their outcome unread."""
-        for future, _, _ in self._pending:
-            future.add_done_callback(_retrieved)
+        for d in self._pending:
+            d.future.add_done_callback(failure)
         self._pending.clear()
         if self._started is not None:
-            self._started[0].add_done_callback(_retrieved)
+            self._started.future.add_done_callback(failure)
             self._started = None
 
     def _refused(self, record: EventRecord, topic: str, batched: int = 1) -> RecordTooLargeError:
@@ -196,14 +207,6 @@ class KafkaRunSink:
         return writer.guard.refused_by_broker(
             what, topic, EVENT_CODE, writer.key, record.value,
             writer.headers(record.event_type, record.seq))
-
-
-def _failure(future: asyncio.Future[Any]) -> BaseException | None:
-    return None if future.cancelled() else future.exception()
-
-
-def _retrieved(future: asyncio.Future[Any]) -> None:
-    _failure(future)
 
 
 @dataclass

@@ -16,7 +16,8 @@ fails in a way the runtime cannot report (the broker failing its records,
 even the RUN_ERROR that would say so) is fatal to the worker: its offset is
 not committed, and whoever takes the partition over closes the run. A record
 the broker would refuse, or refused, for its size is not such a failure
-(``execution``: the run ends with a RUN_ERROR saying so); a
+(``execution``: the run ends with a RUN_ERROR saying so), nor is one it
+cannot take for now (``redelivery``: the run holds until it does); a
 dispatch that cannot be read, or whose refusal cannot even be written, is
 dead-lettered (``deadletter``) and skipped.
 """

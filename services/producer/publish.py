@@ -74,6 +74,7 @@ class RunWriter:
         self.guard = guard
         self.topic = topic
         self.key = thread_id.encode()
+        self.run_id = run_id
         self.partition = partition_for(self.key, partitions) if partitions else None
         self.boundaries = boundaries.topic
         self.boundary_partition = (partition_for(self.key, boundaries.partitions)
