@@ -74,6 +74,7 @@ from services.producer.publish import (
 )
 from services.producer.redelivery import (
     Delivery,
+    RecordsLostError,
     deliver,
     failed,
     failure,
@@ -135,10 +136,12 @@ class KafkaRunSink:
                 future = await writer.send(record.event_type, record.seq, record.value)
             except TOO_LARGE as exc:  # the client's own check (max_request_size)
                 raise self._refused(record, writer.topic) from exc
-            except KafkaError as exc:
+            except KafkaError as exc:  # not even taken (its buffer full): hold before the next
                 if not retriable(exc):
                     raise
-                future = failed(exc)
+                pending.append(Delivery(failed(exc), record, writer.topic))
+                await self._acknowledged()
+                return
             pending.append(Delivery(future, record, writer.topic))
         while pending[0].future.done():
             if failure(pending[0].future) is not None:
@@ -165,7 +168,11 @@ class KafkaRunSink:
         if self._started is not None:
             pending.append(self._started)
             self._started = None
-        await settle(pending, self.writer)
+        try:
+            await settle(pending, self.writer)
+        except RecordsLostError:
+            self._let_go()
+            raise
         if pending:
             self._delivered(pending.popleft())
 

@@ -7,12 +7,16 @@ worker of a deployment meets the same outage, so none may stop on it (that
 would stop the whole worker tier): the run holds instead — it publishes
 nothing new, its agent waits on the run's queue — and sends again, in
 order, every record from the first one that failed on, until the broker
-has acknowledged them all, backing off between attempts. Records after the
-first failure are sent again even if they were written: the copies carry
-the same sequence number, which readers drop, while skipping one would
-leave a gap. Before sending again the producer's sequence numbers start
-over (``services.kafka.sequence_gaps``: the failed batch left a gap the
-broker would refuse every later batch for).
+has acknowledged them all, backing off between attempts. Nothing of the run
+overtakes a record that failed: the run sends nothing new while it holds,
+and one the producer would not even take is sent again before the next.
+A record of the run the broker took after an earlier one failed (a batch
+that expired while no leader was known, and a later one written once one
+was) leaves a hole that cannot be filled in order, so the run ends there
+with RUN_ERROR ``publish_failed`` (``RecordsLostError``). Before sending
+again the producer's sequence numbers start over
+(``services.kafka.sequence_gaps``: the failed batch left a gap the broker
+would refuse every later batch for).
 
 A refusal that is not retriable (a record too large, no authorisation) is
 left at the head of the deliveries for the sink to raise. A run that holds
@@ -87,10 +91,36 @@ async def deliver(writer: RunWriter, record: EventRecord, topic: str) -> Deliver
     return Delivery(future, record, topic)
 
 
+class RecordsLostError(KafkaError):  # type: ignore[misc]
+    """A record of a run was written after an earlier one of the same topic failed: the
+    earlier one can no longer be written in its place, so the run ends (RUN_ERROR
+    ``publish_failed``) rather than go on with a hole a live stream would skip."""
+
+    retriable = False
+
+
+def written_past_a_failure(pending: deque[Delivery]) -> RecordsLostError | None:
+    """The loss when a delivery in ``pending`` was taken after an earlier one of its topic
+    failed (a batch that expired while no leader was known, later ones written once one
+    was), or None when every topic's failures are a suffix of its deliveries."""
+    failed: dict[str, Delivery] = {}
+    for d in pending:
+        if failure(d.future) is not None:
+            failed.setdefault(d.topic, d)
+        elif d.topic in failed:
+            first = failed[d.topic].record
+            return RecordsLostError(
+                f"{d.topic} took record #{d.record.seq} of the run after #{first.seq} failed "
+                f"({type(failure(failed[d.topic].future)).__name__}): the records between "
+                "can no longer be written in order")
+    return None
+
+
 async def settle(pending: deque[Delivery], writer: RunWriter) -> None:
     """Return once the broker has every delivery in ``pending`` (emptied), or the first
     one it has not failed for good (left at the head, the ones before it dropped);
-    sends again from the first that failed retriably, as long as that takes."""
+    sends again from the first that failed retriably, as long as that takes.
+    ``RecordsLostError`` when a later record was written past a failed one."""
     attempt, since, reported = 0, 0.0, 0.0
     while pending:
         await asyncio.wait([d.future for d in pending])
@@ -104,8 +134,9 @@ async def settle(pending: deque[Delivery], writer: RunWriter) -> None:
         assert exc is not None
         if not retriable(exc):
             return
-        for later in pending:
-            failure(later.future)  # retrieved: not reported as never retrieved
+        lost = written_past_a_failure(pending)
+        if lost is not None:
+            raise lost
         now = time.monotonic()
         if attempt == 0:
             since = reported = now
@@ -120,10 +151,20 @@ async def settle(pending: deque[Delivery], writer: RunWriter) -> None:
         sequence_gaps.restart(writer.producer)
         await asyncio.sleep(BACKOFF_S[min(attempt, len(BACKOFF_S) - 1)])
         attempt += 1
-        again = list(pending)
-        pending.clear()
-        for d in again:
-            pending.append(await deliver(writer, d.record, d.topic))
+        await _send_again(pending, writer)
     if attempt:
         log.warning("the broker took run %s's held records after %.0f s (%d attempts); the "
                     "run goes on", writer.run_id, time.monotonic() - since, attempt + 1)
+
+
+async def _send_again(pending: deque[Delivery], writer: RunWriter) -> None:
+    """Send ``pending``'s failed records again, in order; those after one the producer
+    would not even take stay failed (sent on the next attempt), so none overtakes it."""
+    again = [d for d in pending if failure(d.future) is not None]
+    pending.clear()
+    for i, d in enumerate(again):
+        sent = await deliver(writer, d.record, d.topic)
+        pending.append(sent)
+        if sent.future.done() and failure(sent.future) is not None:
+            pending.extend(again[i + 1:])
+            return

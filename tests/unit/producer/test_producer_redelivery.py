@@ -22,6 +22,7 @@ from aiokafka.errors import (
 from contracts.headers import SEQ, header_value
 from services.producer.execution import KafkaRunSink
 from services.producer.publish import Destination, RunWriter
+from services.producer.redelivery import RecordsLostError
 from services.producer.sink import EventRecord, RunReport
 from services.producer.sizes import RecordGuard
 
@@ -31,7 +32,8 @@ pytestmark = pytest.mark.unit
 class FlakyProducer:
     """Acknowledges every record at once, except the attempts ``failing`` names:
     ``{(topic, seq): [error of the first attempt, of the second, ...]}``; an error
-    given as ``("enqueue", exc)`` is raised by ``send`` itself (nothing taken)."""
+    given as ``("enqueue", exc)`` is raised by ``send`` itself (nothing taken), one
+    given as ``("later", exc)`` fails the record after the next ones were taken."""
 
     def __init__(self, failing: dict[tuple[str, int], list[Any]]) -> None:
         self.failing = {k: list(v) for k, v in failing.items()}
@@ -46,8 +48,11 @@ class FlakyProducer:
         errors = self.failing.get((topic, seq)) or []
         error = errors.pop(0) if errors else None
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        if isinstance(error, tuple):
+        if isinstance(error, tuple) and error[0] == "enqueue":
             raise error[1]
+        if isinstance(error, tuple):  # ("later", exc): fails once the next records are taken
+            asyncio.get_running_loop().call_soon(future.set_exception, error[1])
+            return future
         if error is None:
             self.taken.append((topic, seq))
             future.set_result(None)
@@ -108,6 +113,18 @@ async def test_a_record_the_producer_could_not_even_buffer_is_sent_again() -> No
     producer = FlakyProducer({("events", 1): [("enqueue", KafkaTimeoutError())]})
     await _run(_sink(producer), 2)
     assert _written(producer, "events") == [0, 1, 2, 3]
+    assert [seq for t, seq in producer.attempts if t == "events"][:3] == [0, 1, 1], \
+        "the record is taken before the next one is offered"
+
+
+async def test_a_record_written_past_a_failed_one_ends_the_run() -> None:
+    """#2 failed after #3 and #4 were written (a batch expired while no leader was known,
+    the next one written once a leader was): #2 cannot come before #3 any more, and a
+    live stream would skip it, so the run ends instead of writing it late."""
+    producer = FlakyProducer({("events", 2): [("later", LeaderNotAvailableError())]})
+    with pytest.raises(RecordsLostError, match=r"took record #3 of the run after #2 failed"):
+        await _run(_sink(producer), 6)
+    assert producer.attempts.count(("events", 2)) == 1, "never written out of order"
 
 
 async def test_a_refusal_is_raised_not_sent_again() -> None:
