@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import socket
 from collections.abc import Callable, Generator
 
@@ -33,8 +34,12 @@ from services.consumer.app import create_app
 from services.consumer.protocol import HttpLimits, bounded_protocol
 from services.consumer.relay import Relay
 from services.consumer.settings import ConsumerSettings
+from services.kafka.admin import check_compacted
+from services.kafka.clients import KafkaError
 from services.runtime.listening import listen
 from services.runtime.settings import KafkaSettings
+
+log = logging.getLogger(__name__)
 
 GRACE_S = 5
 BACKLOG = 4096
@@ -94,7 +99,15 @@ def advertised_url(settings: ConsumerSettings, sock: socket.socket | None = None
 
 async def serve(settings: ConsumerSettings, kafka: KafkaSettings, stop: asyncio.Event,
                 on_ready: Callable[[str], None] | None = None) -> None:
-    """Serve until ``stop`` is set; ``on_ready(url)`` is called once listening."""
+    """Serve until ``stop`` is set; ``on_ready(url)`` is called once listening.
+    ``ConfigurationError`` when the store on disk would restore from a ``threads`` topic
+    that is not compacted (``check_compacted``)."""
+    if settings.state_dir is not None:
+        try:
+            await check_compacted(kafka, (kafka.topics.threads,))
+        except KafkaError as exc:  # not reachable yet: served, not ready, as before
+            log.warning("could not check the cleanup policy of %s: %s",
+                        kafka.topics.threads, exc)
     sock = bind(settings)
     app = create_app(settings, kafka, url=advertised_url(settings, sock))
     relay: Relay = app.state.relay

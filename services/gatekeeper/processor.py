@@ -48,6 +48,7 @@ from services.gatekeeper.stall import StallWatch
 from services.gatekeeper.state import Instance
 from services.gatekeeper.telemetry import Telemetry
 from services.gatekeeper.threadstore import Threads
+from services.kafka.admin import check_compacted
 from services.kafka.clients import (
     ConsumerRebalanceListener,
     ConsumerRecord,
@@ -151,6 +152,7 @@ class Processor:
         if not await wait_for_topics(st.kafka, [t.requests, t.runs, t.decisions, t.threads,
                                                 t.deadletter], stop):
             return
+        await check_compacted(st.kafka, (t.threads,))  # the store's changelog
         shorten_commit_gap_backoff()
         st.heap.start()
         consumer = new_consumer(

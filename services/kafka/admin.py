@@ -21,7 +21,7 @@ from aiokafka.protocol.offset import OffsetRequest, OffsetResetStrategy
 
 from contracts.topics import TopicSpec
 from services.kafka.clients import AIOKafkaAdminClient, KafkaError, NewTopic, new_admin
-from services.kafka.lookup import client_of
+from services.kafka.lookup import client_of, existing
 from services.runtime.settings import ConfigurationError, KafkaSettings
 
 log = logging.getLogger(__name__)
@@ -116,6 +116,36 @@ async def check_record_limit(settings: KafkaSettings, names: tuple[str, ...]) ->
         raise ConfigurationError(
             f"AGUI_MAX_RECORD_BYTES={settings.max_record_bytes:,} is over the "
             f"{MAX_MESSAGE_BYTES} of {shown}: lower it, or raise the topics' limit")
+
+
+CLEANUP_POLICY = "cleanup.policy"
+
+
+async def check_compacted(settings: KafkaSettings, names: tuple[str, ...]) -> None:
+    """Raise ``ConfigurationError`` when a topic among ``names`` (those that exist) is not
+    compacted. Each is a changelog a store restores every live record from: under
+    ``delete`` retention removes live records, and a store whose checkpoint the log's
+    start has passed is rebuilt from what is left (the gatekeeper and the consumer
+    service wiped whole stores so when ``threads`` was switched to ``delete``: found
+    by probing). Refused at start, before any store is restored."""
+    admin = new_admin(settings, "agui-relay-policies")
+    await admin.start()
+    try:
+        present = await existing(client_of(admin), names)
+        configs = await _topic_configs(admin, [n for n in names if n in present],
+                                       (CLEANUP_POLICY,))
+    finally:
+        await admin.close()
+    wrong = {name: c.get(CLEANUP_POLICY, "") for name, c in configs.items()
+             if "compact" not in c.get(CLEANUP_POLICY, "").split(",")}
+    if wrong:
+        shown = ", ".join(f"{name} ({CLEANUP_POLICY}={policy or 'unset'})"
+                          for name, policy in sorted(wrong.items()))
+        raise ConfigurationError(
+            f"{shown}: a changelog must be compacted, or retention removes live state "
+            "and the stores restored from it lose it; set it back with `kafka-configs "
+            f"--alter --entity-type topics --entity-name {min(wrong)} --add-config "
+            f"{CLEANUP_POLICY}=compact` and start again")
 
 
 async def delete_prefixed(settings: KafkaSettings, prefixes: tuple[str, ...]) -> list[str]:

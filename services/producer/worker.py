@@ -38,7 +38,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from contracts import ControlCommand, DecodeError, decode
-from services.kafka.admin import check_record_limit, ensure_topics
+from services.kafka.admin import check_compacted, check_record_limit, ensure_topics
 from services.kafka.clients import new_producer
 from services.kafka.reader import Start, TopicReader
 from services.producer import checkpoint as cp
@@ -125,6 +125,7 @@ class Worker:
         await ensure_topics(self.kafka, tuple(self.agents))
         topics = self.kafka.topics
         await check_record_limit(self.kafka, (topics.events, topics.runs, topics.checkpoints))
+        await check_compacted(self.kafka, (topics.checkpoints,))
         producer = new_producer(self.kafka, f"agui-relay-producer-{self.settings.worker_id}",
                                 linger_ms=self.settings.linger_ms)
         await producer.start()

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from ag_ui.core import RunAgentInput
+from faults.topic_configs import alter_topic
 from producer_harness import (
     Relay,
     RunView,
@@ -160,4 +161,23 @@ async def test_a_record_limit_over_the_topics_own_stops_the_worker_at_start(
     assert code == USAGE_ERROR, text
     assert f"AGUI_MAX_RECORD_BYTES=4,000,000 is over the max.message.bytes of " \
            f"{kafka.topics.events} (1,048,588)" in text
+    assert "Traceback" not in text
+
+
+async def test_a_checkpoints_topic_not_compacted_stops_the_worker_at_start(
+        kafka: KafkaSettings, tmp_path: Path) -> None:
+    """The workers restore every thread's run markers from ``producer-checkpoints``: under
+    ``delete`` retention removes live markers (a run left open would never be closed).
+    The worker does not start: one line names the topic and how to set it back."""
+    await alter_topic(kafka, kafka.topics.checkpoints, {"cleanup.policy": "delete"})
+    worker = WorkerProcess(kafka, tmp_path / "worker.log", AGUI_HEALTH_PORT="0")
+    worker.start()
+    assert worker.proc is not None
+    try:
+        code = await asyncio.to_thread(worker.proc.wait, 60)
+    finally:
+        worker.stop()
+    text = worker.log_text()
+    assert code == USAGE_ERROR, text
+    assert f"{kafka.topics.checkpoints} (cleanup.policy=delete)" in text
     assert "Traceback" not in text
