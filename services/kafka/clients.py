@@ -37,6 +37,7 @@ from aiokafka.helpers import create_ssl_context
 
 from services.kafka import (
     lenient_records,
+    metadata_pacing,
     offset_fetch_refusals,
     refused_sequences,
     retention_losses,
@@ -75,7 +76,9 @@ grown by an operator. One small Metadata request per client every 30 s."""
 
 
 def connection_options(settings: KafkaSettings, client_id: str) -> dict[str, Any]:
-    """Bootstrap, client id, metadata age and security options shared by every client."""
+    """Bootstrap, client id, metadata age and security options shared by every client
+    (whose metadata refreshes are paced: ``metadata_pacing``)."""
+    metadata_pacing.install()
     opts: dict[str, Any] = {
         "bootstrap_servers": settings.bootstrap_servers,
         "client_id": client_id,
