@@ -62,6 +62,7 @@ import time
 
 from services.gatekeeper import pacing
 from services.gatekeeper.batch import Batch
+from services.gatekeeper.left_open import LeftOpen
 from services.gatekeeper.partition import Owned, outputs, start_producer
 from services.gatekeeper.refusals import set_aside
 from services.gatekeeper.settle import settle
@@ -325,12 +326,13 @@ async def _recover(st: Instance, shares: list[Share]) -> list[Share]:
     every other partition is back at what Kafka holds, and its records are
     read again from there.
     """
+    hanging = await LeftOpen.of(st, sorted(st.owned))  # before the new producer changes it
     await _replace_producer(st)
     committed = []
     for share in shares:
         owned = share.owned
         settled = await settle(
-            owned, share.offsets, st.kafka, st.require_consumer(), st.client_id
+            owned, share.offsets, st.kafka, st.require_consumer(), st.client_id, hanging
         )
         log.warning("the failed transaction on partition %d: %s", owned.partition,
                     settled.outcome)

@@ -31,6 +31,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal
 
+from services.gatekeeper.left_open import LeftOpen
 from services.gatekeeper.partition import Owned
 from services.gatekeeper.store import reread
 from services.gatekeeper.threadstore import ThreadStates
@@ -77,19 +78,24 @@ async def settle(
     kafka: KafkaSettings,
     consumer: AIOKafkaConsumer,
     client_id: str,
+    hanging: LeftOpen | None = None,
 ) -> Settled:
-    """Once the producer is replaced: learn from the group's offsets what p's share did."""
+    """Once the producer is replaced: learn from the group's offsets what p's share did
+    (``hanging`` closes what the broker left open of the failed transaction, which
+    would keep the offsets unstable, or ``threads`` p open, for ever)."""
     before = (owned.committed_request, owned.committed_event)
     tried = (attempted[owned.requests], attempted[owned.runs])
     backoff = 0.5
     while True:
         try:
-            found_by_tp = await committed_offsets(consumer, [owned.requests, owned.runs])
+            found_by_tp = await committed_offsets(consumer, [owned.requests, owned.runs],
+                                                  hanging.close_all if hanging else None)
             found = (found_by_tp[owned.requests], found_by_tp[owned.runs])
             outcome = judge(before, tried, found)
             states = None
             if outcome == "unknown":
-                states = await reread(kafka, owned.states, f"{client_id}-restore")
+                states = await reread(kafka, owned.states, f"{client_id}-restore",
+                                      hanging.close if hanging else None)
             return Settled(outcome, found, states)
         except KafkaError:
             log.warning(

@@ -69,16 +69,18 @@ async def take_over(
     return {p: states for p, (states, _) in opened.items()}
 
 
-async def reread(settings: KafkaSettings, states: ThreadStates, client_id: str) -> ThreadStates:
+async def reread(settings: KafkaSettings, states: ThreadStates, client_id: str,
+                 hanging: Hanging | None = None) -> ThreadStates:
     """Partition p's committed states read again after a transaction of unknown outcome:
-    its store caught up with ``threads`` (it holds only committed states), or every record."""
+    its store caught up with ``threads`` (it holds only committed states), or every record
+    (``hanging``: as ``take_over``'s)."""
     if states.store is None:
-        restored = await restore(settings, [states.partition], client_id)
+        restored = await restore(settings, [states.partition], client_id, hanging)
         return ThreadStates(states.partition, memory=restored[states.partition])
     states.pending.clear()  # committed ones, all on the changelog: caught up below
     states.forget_cached()
     await catch_up(settings, settings.topics.threads, {states.partition: (states.store, None)},
-                   changes, client_id)
+                   changes, client_id, hanging)
     return states
 
 

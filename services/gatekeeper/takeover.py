@@ -18,17 +18,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
 
 from contracts import ThreadState
 from services.gatekeeper.commit import drain
-from services.gatekeeper.partition import Owned, start_producer, transactional_id
+from services.gatekeeper.left_open import LeftOpen
+from services.gatekeeper.partition import Owned, start_producer
 from services.gatekeeper.settle import committed_offsets
 from services.gatekeeper.state import Instance
 from services.gatekeeper.store import summary, take_over
-from services.kafka.clients import KafkaError, TopicPartition
+from services.kafka.clients import TopicPartition
 from services.kafka.fencing import FencedGroup, fenced_group
-from services.kafka.hanging import LastTransaction, close_hanging, last_transaction
 from services.kafka.transactions import commit_outputs, stop_producer
 
 log = logging.getLogger(__name__)
@@ -131,14 +130,12 @@ async def _restore(st: Instance, numbers: list[int]) -> None:
     """The producer for ``numbers`` (fencing), their committed offsets and thread states."""
     topics = st.kafka.topics
     began = time.monotonic()
-    last = await last_transaction(st.require_consumer()._client,
-                                  transactional_id(st.kafka.topic_prefix, numbers))
+    hanging = await LeftOpen.of(st, numbers)  # before the new producer changes it
     st.producer = await start_producer(st.kafka, st.client_id, numbers)
     fenced = time.monotonic()
     positions = [
         (TopicPartition(topics.requests, p), TopicPartition(topics.runs, p)) for p in numbers
     ]
-    hanging = _Hanging(st, last, numbers)
     committed = await committed_offsets(
         st.require_consumer(), [tp for pair in positions for tp in pair], hanging.close_all
     )
@@ -160,54 +157,6 @@ async def _restore(st: Instance, numbers: list[int]) -> None:
     log.info("takeover of partitions %s: producer %.0f ms, committed offsets %.0f ms, thread "
              "states %.0f ms", numbers, (fenced - began) * 1000,
              (positioned - fenced) * 1000, (read - positioned) * 1000)
-
-
-@dataclass(slots=True)
-class _Hanging:
-    """Closes, at most once per takeover, what the broker left open of this transactional
-    id's last transaction, as it ended (``services.kafka.hanging``): the ``threads`` and
-    ``decisions`` partitions and the group's offsets."""
-
-    st: Instance
-    last: LastTransaction | None
-    numbers: list[int]
-    done: bool = False
-
-    async def close_all(self) -> None:
-        """The group's offsets stay unstable: close every partition taken over."""
-        await self._close(self.numbers, "the group's offsets stay unstable")
-
-    async def close(self, open_: list[TopicPartition]) -> None:
-        """These ``threads`` partitions stay open."""
-        await self._close(sorted({tp.partition for tp in open_}),
-                          f"{self.st.kafka.topics.threads} stays open")
-
-    async def _close(self, partitions: list[int], why: str) -> None:
-        if self.done:
-            return
-        self.done = True
-        st, last = self.st, self.last
-        committed = last.committed if last is not None else None
-        if committed is None:
-            log.warning("%s on partitions %s and this transactional id's last transaction is "
-                        "unknown (%s): not closing it; an operator can, with "
-                        "kafka-transactions.sh find-hanging / abort", why, partitions,
-                        last.state if last else "none")
-            return
-        topics = st.kafka.topics
-        log.warning("closing partitions %s of %s and %s and the group's offsets, in case the "
-                    "broker left this transactional id's last transaction open there, as it "
-                    "ended (%s): %s", partitions, topics.threads, topics.decisions,
-                    last.state if last else "", why)
-        try:
-            await close_hanging(st.require_producer(),
-                                [TopicPartition(t, p) for t in (topics.threads, topics.decisions)
-                                 for p in partitions], commit=committed,
-                                group_id=str(st.group) if st.group is not None else None)
-        except KafkaError as exc:  # a repair only: the takeover waits on as it did without
-            log.warning("closing partitions %s failed: %s", partitions, exc)
-            return
-        st.stats["hanging_closed"] += len(partitions)
 
 
 async def follow(st: Instance, numbers: list[int], after_s: float = 0.0) -> None:

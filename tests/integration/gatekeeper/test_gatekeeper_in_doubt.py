@@ -92,3 +92,54 @@ async def test_a_failed_commit_is_settled_exactly_once(
     committed = how in ("lost", "stalled after committing")
     assert processor.stats["transactions_committed" if committed else "transactions_aborted"]
     assert processor.stats["transactions_stalled"] == how.startswith("stalled")
+
+
+def offsets_left_open_by_a_lost_commit(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The first transaction's offset commit goes to the group's coordinator without
+    ``AddOffsetsToTxn`` (as when the broker skips its markers: its coordinator completes
+    the transaction and never closes the offsets), then its EndTxn answer is lost."""
+    faults = ["left open"]
+
+    def new_producer(*args: Any, **kwargs: Any) -> AIOKafkaProducer:
+        producer = real_new_producer(*args, **kwargs)
+        send_offsets, commit = producer.send_offsets_to_transaction, producer.commit_transaction
+
+        async def send_offsets_to_transaction(offsets: Any, group_id: Any) -> None:
+            if faults:
+                producer._txn_manager.consumer_group_added(group_id)  # no AddOffsetsToTxn
+            await send_offsets(offsets, group_id)
+
+        async def commit_transaction() -> None:
+            await commit()
+            if faults:
+                faults.pop()
+                raise KafkaError("connection closed before the EndTxn response arrived")
+
+        producer.send_offsets_to_transaction = send_offsets_to_transaction
+        producer.commit_transaction = commit_transaction
+        return producer
+
+    monkeypatch.setattr("services.gatekeeper.partition.new_producer", new_producer)
+    return faults
+
+
+async def test_offsets_a_failed_commit_left_open_are_closed_not_waited_on(
+    kafka: KafkaSettings, topics: Topics, in_process: Callable[..., Any],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Settling a failed commit reads the group's offsets back. Left open by the broker,
+    they stayed unstable for ever: the gatekeeper read them again every 120 s, deciding
+    nothing on any partition (found by probing, a broker SIGKILLed mid-commit). The
+    settling closes the transaction as its coordinator ended it, as a takeover does."""
+    faults = offsets_left_open_by_a_lost_commit(monkeypatch)
+    requests = [run_request(f"q{n}", f"t{n}", f"r{n}") for n in range(THREADS)]
+    await topics.requests(requests)
+    processor: Processor = await in_process(kafka, transaction_deadline_s=3.0)
+    await topics.until(
+        lambda: len(topics.decisions) >= THREADS and len(topics.dispatches) >= THREADS,
+        within=60, what="every request decided and dispatched")
+    assert faults == [], "the fault was never injected"
+    await check_after_a_second_wave(topics, requests)
+    assert processor.stats["transactions_failed"] == 1
+    assert processor.stats["transactions_committed"] == kafka.partitions  # each one's share
+    assert processor.stats["hanging_closed"] == kafka.partitions
