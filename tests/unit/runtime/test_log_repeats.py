@@ -69,3 +69,14 @@ def test_arguments_that_cannot_be_hashed_are_compared_by_their_text() -> None:
     assert len(passed(f, record("aiokafka", "offsets %s", [1, 2]),
                       record("aiokafka", "offsets %s", [1, 2]),
                       record("aiokafka", "offsets %s", [1, 3]))) == 2
+
+
+def test_a_new_exception_with_the_same_text_each_time_is_the_same_line() -> None:
+    """aiokafka logs "Unable connect to node with id %s: %s" with a new exception object
+    at each attempt: compared as arguments, every one was new, and a broker down got 65
+    to 210 of them a second through per service (found by probing)."""
+    f = RepeatFilter(clock=Clock())
+    attempts = [record("aiokafka.client", "Unable connect to node with id %s: %s", 1,
+                       ConnectionRefusedError(111, "Connect call failed ('127.0.0.1', 9092)"))
+                for _ in range(200)]
+    assert len(passed(f, *attempts)) == 1
