@@ -23,8 +23,9 @@ answers itself (431, 421, 408, 400) in the same shape and with the same titles
     ├── UnsupportedMediaType      415 unsupported_media_type
     ├── Misdirected               421 unknown_host (``hosts``: DNS rebinding)
     ├── HeadersTooLarge           431 headers_too_large
-    ├── Unavailable               503 broker_unavailable
-    │   └── RetryLater            503 not_ready / too_many_streams / replay_busy / busy /
+    ├── Unavailable               503 not_ready (without a wait to name), inbox_not_built
+    │   └── RetryLater            503 broker_unavailable / not_ready / too_many_streams /
+    │                                 replay_busy / busy /
     │                                 thread_store_unavailable / agent_lookup_deferred
     │                                 (with ``Retry-After``)
     │       └── OwnerUnavailable  503 owner_unavailable

@@ -5,8 +5,11 @@ latency-bound, not throughput-bound). Every record is keyed by threadId so
 it lands in the thread's partition, next to the thread's other records. A
 send not acknowledged within ``ack_timeout_s`` (the decision timeout) fails
 as the broker being unavailable: with the broker down a POST had no answer
-for minutes (found by probing). The record may still be written once the
-broker is back; its request id and run id keep it from running twice.
+for minutes (found by probing). Such a record is not withdrawn: it stays in
+the producer and is written once the broker is back (its request id and run
+id keep it from running twice), so the answer says it may still be
+(``NotAcknowledgedError``; a client told "could not publish" retried and was
+refused ``duplicate_run_id`` for its own run: found by probing).
 """
 
 from __future__ import annotations
@@ -20,6 +23,10 @@ from services.kafka.clients import AIOKafkaProducer, KafkaTimeoutError, new_prod
 from services.runtime.settings import KafkaSettings
 
 log = logging.getLogger(__name__)
+
+
+class NotAcknowledgedError(KafkaTimeoutError):  # type: ignore[misc]
+    """Sent, not acknowledged in time: the record may still be written later."""
 
 
 class Publisher:
@@ -63,5 +70,5 @@ class Publisher:
                 await self._producer.send_and_wait(topic, value, key=key.encode("utf-8"),
                                                    headers=headers)
         except TimeoutError:
-            raise KafkaTimeoutError(f"the broker did not acknowledge within "
-                                    f"{self.ack_timeout_s:g} s") from None
+            raise NotAcknowledgedError(f"the broker did not acknowledge it within "
+                                  f"{self.ack_timeout_s:g} s") from None

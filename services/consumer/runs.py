@@ -68,11 +68,10 @@ from services.consumer.problems import (
     PayloadTooLarge,
     RequestTimeout,
     RetryLater,
-    Unavailable,
     UnsupportedMediaType,
     limit_problem,
 )
-from services.consumer.publisher import Publisher
+from services.consumer.publisher import NotAcknowledgedError, Publisher
 from services.consumer.settings import ConsumerSettings
 from services.consumer.sse import EventStreamResponse, StreamOutcome, run_body
 from services.consumer.streams import Delivery, FanOut, RunStream
@@ -282,7 +281,9 @@ class RunService:
                 await self.publisher.send_request(run_request.input.thread_id, value, headers)
             except KafkaError as exc:
                 self.metrics.requests.labels("broker_unavailable").inc()
-                raise Unavailable("broker_unavailable", f"could not publish: {exc}") from exc
+                raise unpublished(exc, "the run request", "decided and run", "the run again "
+                                  "under a new runId, or follow this one with GET "
+                                  "/threads/{threadId} once the broker is back") from exc
             timeout = self.settings.decision_timeout_s
             while True:
                 try:
@@ -355,7 +356,7 @@ class RunService:
         try:
             await self.publisher.cancel(command)
         except KafkaError as exc:
-            raise Unavailable("broker_unavailable", f"could not publish: {exc}") from exc
+            raise unpublished(exc, "the cancel", "carried out", "it again") from exc
         self.metrics.cancels.labels(origin).inc()
         return command
 
@@ -369,3 +370,19 @@ def spawner(tasks: set[asyncio.Task[Any]]) -> Spawn:
         task.add_done_callback(tasks.discard)
 
     return spawn
+
+
+BROKER_RETRY_S = 5
+"""``Retry-After`` of a ``503 broker_unavailable``."""
+
+
+def unpublished(exc: KafkaError, what: str, done: str, again: str) -> RetryLater:
+    """``503 broker_unavailable`` for ``what`` the broker did not take. One sent and not
+    acknowledged in time is not withdrawn: it may still be written, and ``done``, once
+    the broker is back, and the answer says so (``publisher.NotAcknowledgedError``)."""
+    if isinstance(exc, NotAcknowledgedError):
+        detail = (f"{what} was sent but {exc}: it may still be {done} once the broker is "
+                  f"back; send {again}")
+    else:
+        detail = f"could not publish {what}: {exc}"
+    return RetryLater("broker_unavailable", detail, retry_after_s=BROKER_RETRY_S)

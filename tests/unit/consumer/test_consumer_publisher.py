@@ -14,8 +14,7 @@ from typing import Any
 
 import pytest
 
-from services.consumer.publisher import Publisher
-from services.kafka.clients import KafkaError
+from services.consumer.publisher import NotAcknowledgedError, Publisher
 from services.runtime.settings import KafkaSettings
 
 pytestmark = pytest.mark.unit
@@ -36,6 +35,6 @@ async def test_a_send_the_broker_never_acknowledges_fails_as_a_kafka_error() -> 
     publisher = Publisher(KafkaSettings(), ack_timeout_s=0.05)
     producer = Unanswered()
     publisher._producer = producer  # type: ignore[assignment]
-    with pytest.raises(KafkaError, match=r"did not acknowledge within 0\.05 s"):
+    with pytest.raises(NotAcknowledgedError, match=r"did not acknowledge it within 0\.05 s"):
         await publisher.send_request("t1", b"{}")
     assert producer.sent == 1
