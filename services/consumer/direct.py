@@ -36,6 +36,7 @@ FastAPI does not know is its 404 (``problems``), a trailing slash included.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -47,7 +48,15 @@ from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from services.consumer.paths import PathTemplate, segments
-from services.consumer.problems import InvalidInput, MethodNotAllowed, Problem
+from services.consumer.problems import (
+    InvalidInput,
+    MethodNotAllowed,
+    Problem,
+    kafka_unreachable,
+)
+from services.kafka.clients import KafkaError
+
+log = logging.getLogger(__name__)
 
 Endpoint = Callable[..., Awaitable[Response]]
 
@@ -107,6 +116,10 @@ class DirectRoutes:
             response = await route.endpoint(**params, request=request)
         except Problem as problem:
             response = problem.response()
+        except KafkaError as exc:  # what it reads is on a broker that does not answer
+            log.warning("%s %s: could not read from Kafka: %s", request.method,
+                        request.url.path, exc)
+            response = kafka_unreachable(exc).response()
         await response(scope, receive, send)
 
 

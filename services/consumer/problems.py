@@ -63,6 +63,7 @@ from starlette.responses import Response
 
 from contracts import Decision, RejectionCode
 from contracts.limits import FIELD_SHOWN, LimitExceeded
+from services.kafka.clients import KafkaError
 
 PROBLEM_TYPE = "application/problem+json"
 TYPE_BASE = "urn:agui-relay:problem:"
@@ -282,6 +283,24 @@ async def _http(_: Request, exc: Exception) -> Response:
     return problem.response()
 
 
+BROKER_RETRY_S = 5
+"""``Retry-After`` of a ``503 broker_unavailable``."""
+
+
+def kafka_unreachable(exc: Exception) -> RetryLater:
+    """``503 broker_unavailable`` for a route that could not read what it needs from Kafka
+    (a replay, a thread's audit, while the broker is down). They answered ``500
+    internal_error`` with a traceback, and the connection was dropped after it without
+    ``Connection: close`` (found by probing)."""
+    return RetryLater("broker_unavailable", f"could not read from Kafka: {exc}",
+                      retry_after_s=BROKER_RETRY_S)
+
+
+async def _kafka(request: Request, exc: Exception) -> Response:
+    log.warning("%s %s: could not read from Kafka: %s", request.method, request.url.path, exc)
+    return kafka_unreachable(exc).response()
+
+
 async def _unexpected(request: Request, exc: Exception) -> Response:
     log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
     return Problem("internal_error", "the service failed to handle the request").response()
@@ -293,4 +312,5 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(Problem, _problem)
     app.add_exception_handler(RequestValidationError, _validation)
     app.add_exception_handler(StarletteHTTPException, _http)
+    app.add_exception_handler(KafkaError, _kafka)
     app.add_exception_handler(Exception, _unexpected)

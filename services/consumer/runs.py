@@ -62,6 +62,7 @@ from services.consumer.headers import require_json
 from services.consumer.limits import EdgeLimits, check_counts, check_ids, too_deep_to_parse
 from services.consumer.metrics import ConsumerMetrics
 from services.consumer.problems import (
+    BROKER_RETRY_S,
     DecisionTimeout,
     InvalidInput,
     NotFound,
@@ -370,10 +371,6 @@ def spawner(tasks: set[asyncio.Task[Any]]) -> Spawn:
         task.add_done_callback(tasks.discard)
 
     return spawn
-
-
-BROKER_RETRY_S = 5
-"""``Retry-After`` of a ``503 broker_unavailable``."""
 
 
 def unpublished(exc: KafkaError, what: str, done: str, again: str) -> RetryLater:
