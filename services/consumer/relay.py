@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import signal
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +36,7 @@ from services.consumer.threads import ThreadView
 from services.consumer.threadstore import ThreadStore, instance_name
 from services.kafka.clients import KafkaError
 from services.kafka.lag import LagProbe
+from services.kafka.lookup import broker_answers, wait_for_broker
 from services.kafka.sizing import RecordLimit
 from services.runtime.settings import KafkaSettings, LimitSettings
 
@@ -91,11 +93,31 @@ class Relay:
                                self.metrics, spawner(self.tasks), self.tenancy,
                                EdgeLimits(self.limits, RecordLimit(kafka.max_record_bytes)),
                                forwarder=self.forwarder)
+        self._starting: asyncio.Task[None] | None = None
+        """The start waiting for a broker that did not answer at first (``start``)."""
         self._lag = [(reader, LagProbe(f"{kafka.topic_prefix}.consumer.{reader.name}"))
                      for reader in (self.fanout, self.threads)]
         """The readers are group-less: their lag is labelled with a name of the same shape."""
 
     async def start(self) -> None:
+        """Start the readers and the publisher. A broker that does not answer yet (an
+        instance started during an outage) is waited for in the background, serving
+        meanwhile, not ready: the lifespan raised aiokafka's "Unable to bootstrap" and
+        the instance exited (found by probing)."""
+        if await broker_answers(self.kafka) is None:
+            await self._start()
+            return
+        self._starting = asyncio.create_task(self._start_once_answered(), name="relay-start")
+
+    async def _start_once_answered(self) -> None:
+        await wait_for_broker(self.kafka, asyncio.Event())  # cancelled by ``stop``
+        try:
+            await self._start()
+        except KafkaError:  # gone again meanwhile: exit as a failed start does, for a restart
+            log.critical("could not start once the broker answered; stopping", exc_info=True)
+            signal.raise_signal(signal.SIGTERM)
+
+    async def _start(self) -> None:
         await self.publisher.start()
         await self.agents.start()
         await self.fanout.start()
@@ -109,6 +131,10 @@ class Relay:
                         self.settings.startup_timeout_s)
 
     async def stop(self) -> None:
+        if self._starting is not None:
+            self._starting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._starting
         self.runs.closing = True
         if self.tasks:
             await asyncio.wait(set(self.tasks), timeout=5)

@@ -56,7 +56,7 @@ from services.kafka.clients import (
     new_consumer,
 )
 from services.kafka.fencing import leave_group
-from services.kafka.lookup import wait_for_topics
+from services.kafka.lookup import wait_for_broker, wait_for_topics
 from services.kafka.polling import Records, poll_until
 from services.kafka.sizing import RecordLimit
 from services.kafka.transactions import shorten_commit_gap_backoff
@@ -149,6 +149,8 @@ class Processor:
         """Consume, decide and commit until ``stop`` is set; then hand everything back."""
         st = self.state
         t = self.topics
+        if not await wait_for_broker(st.kafka, stop):  # not ready meanwhile
+            return
         if not await wait_for_topics(st.kafka, [t.requests, t.runs, t.decisions, t.threads,
                                                 t.deadletter], stop):
             return

@@ -61,6 +61,47 @@ async def existing(client: AIOKafkaClient, names: Iterable[str]) -> frozenset[st
     return frozenset(found)
 
 
+async def broker_answers(settings: KafkaSettings) -> KafkaError | None:
+    """None when a broker of ``KAFKA_BOOTSTRAP_SERVERS`` answers (a client bootstraps),
+    else why not."""
+    admin = new_admin(settings, "agui-broker-check")
+    try:
+        await admin.start()
+    except KafkaError as exc:
+        return exc
+    finally:
+        await admin.close()
+    return None
+
+
+async def wait_for_broker(settings: KafkaSettings, stop: asyncio.Event, *,
+                          every_s: float = 2.0, remind_s: float = 30.0) -> bool:
+    """Wait until a broker answers; False when ``stop`` is set first.
+
+    A service started while the cluster is away (an instance replaced during an
+    outage, a relay started before its broker) said nothing and exited within
+    seconds with aiokafka's "Unable to bootstrap" traceback, and under
+    ``agui-relay up`` one exiting stops them all (found by probing). It says once
+    that it waits, and again every ``remind_s``, not ready meanwhile.
+    """
+    reminded = float("-inf")
+    while True:
+        why = await broker_answers(settings)
+        if why is None:
+            if reminded > float("-inf"):
+                log.warning("the broker at %s answers: starting", settings.bootstrap_servers)
+            return True
+        now = time.monotonic()
+        if now - reminded >= remind_s:
+            log.warning("waiting for the broker at %s (KAFKA_BOOTSTRAP_SERVERS): %s; not "
+                        "ready until it answers", settings.bootstrap_servers, why)
+            reminded = now
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), every_s)
+        if stop.is_set():
+            return False
+
+
 async def wait_for_topics(settings: KafkaSettings, names: Sequence[str], stop: asyncio.Event,
                           *, every_s: float = 2.0, remind_s: float = 30.0) -> bool:
     """Wait until every topic in ``names`` exists; False when ``stop`` is set first.

@@ -65,6 +65,7 @@ from services.kafka.clients import (
     new_producer,
 )
 from services.kafka.deadletters import InRecord, Service, Source, letter_key
+from services.kafka.lookup import wait_for_broker, wait_for_topics
 from services.kafka.size_refusals import TOO_LARGE, letter_after, refused_reason
 from services.kafka.sizing import RecordLimit
 from services.notifier import metrics
@@ -160,6 +161,11 @@ class Notifier:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Notify until ``stop`` is set; then commit what is done and leave the group."""
+        if not await wait_for_broker(self.kafka, stop):  # not ready meanwhile
+            return
+        if not await wait_for_topics(self.kafka, [self.topic, self.kafka.topics.deadletter],
+                                     stop):  # it exited, "not found in cluster metadata"
+            return
         s = self.settings
         c = _Clients(
             consumer=new_consumer(self.kafka, "agui-notifier", group_id=self.group,

@@ -40,6 +40,7 @@ from datetime import UTC, datetime
 from contracts import ControlCommand, DecodeError, decode
 from services.kafka.admin import check_compacted, check_record_limit, ensure_topics
 from services.kafka.clients import new_producer
+from services.kafka.lookup import wait_for_broker
 from services.kafka.reader import Start, TopicReader
 from services.producer import checkpoint as cp
 from services.producer.agent import AgentDefinition
@@ -122,6 +123,8 @@ class Worker:
     async def run(self, stop: asyncio.Event) -> None:
         """Serve until ``stop`` is set (or a run fails unrecoverably, then raise)."""
         gc.set_threshold(*GC_THRESHOLDS)
+        if not await wait_for_broker(self.kafka, stop):  # not ready meanwhile
+            return
         await ensure_topics(self.kafka, tuple(self.agents))
         topics = self.kafka.topics
         await check_record_limit(self.kafka, (topics.events, topics.runs, topics.checkpoints))
