@@ -23,6 +23,7 @@ from services.cli.settings_errors import reporting_settings
 from services.gatekeeper.processor import Processor
 from services.gatekeeper.settings import GatekeeperSettings
 from services.gatekeeper.threadstore import StoreUnreadableError
+from services.kafka.lookup import BrokerWatch
 from services.runtime.health import HealthSettings, serving_health
 from services.runtime.lifecycle import run_until_signalled
 from services.runtime.logging import configure
@@ -50,7 +51,7 @@ def gatekeeper() -> None:
     async def main(stop: asyncio.Event) -> None:
         processor = Processor(kafka, settings)
         async with serving_health(health.host, health.port, lambda: processor.ready,
-                                  lambda: processor.failing):
+                                  lambda: processor.failing, BrokerWatch(kafka).why_not):
             await processor.run(stop)
 
     try:

@@ -18,6 +18,7 @@ import typer
 
 from services.cli.environment import warn_about_environment
 from services.cli.settings_errors import reporting_settings
+from services.kafka.lookup import BrokerWatch
 from services.notifier.service import Notifier
 from services.notifier.settings import NotifierSettings, safe_url
 from services.runtime.health import HealthSettings, serving_health
@@ -42,7 +43,7 @@ def notifier() -> None:
     async def main(stop: asyncio.Event) -> None:
         service = Notifier(kafka, settings)
         async with serving_health(health.host, health.port, lambda: service.ready,
-                                  lambda: service.failing):
+                                  lambda: service.failing, BrokerWatch(kafka).why_not):
             await service.run(stop)
 
     run_until_signalled(main)

@@ -24,6 +24,7 @@ from pydantic import ValidationError
 from contracts.codec import validation_detail
 from services.cli.environment import warn_about_environment
 from services.cli.settings_errors import reporting_settings
+from services.kafka.lookup import BrokerWatch
 from services.producer.agent import load_agents
 from services.producer.errors import AgentLoadError
 from services.producer.settings import ProducerSettings
@@ -99,7 +100,8 @@ def producer(
 
     async def main(stop: asyncio.Event) -> None:
         worker = Worker(kafka, settings, hosted)
-        async with serving_health(health.host, health.port, lambda: worker.ready):
+        async with serving_health(health.host, health.port, lambda: worker.ready,
+                                  broker=BrokerWatch(kafka).why_not):
             await worker.run(stop)
 
     run_until_signalled(main)

@@ -74,6 +74,37 @@ async def broker_answers(settings: KafkaSettings) -> KafkaError | None:
     return None
 
 
+class BrokerWatch:
+    """Whether a broker answers, asked at most every ``every_s`` and waited for at most
+    ``timeout_s``: the ``broker`` check of a Kafka-only service's ``/readyz``. Their
+    readiness said only whether the group was joined once, and stayed 200 through a
+    whole outage (found by probing)."""
+
+    def __init__(self, settings: KafkaSettings, every_s: float = 5.0,
+                 timeout_s: float = 3.0) -> None:
+        self.settings = settings
+        self.every_s = every_s
+        self.timeout_s = timeout_s
+        self._asked = float("-inf")
+        self._why: str | None = None
+        self._lock = asyncio.Lock()
+
+    async def why_not(self) -> str | None:
+        """None when a broker answered lately, else why not."""
+        async with self._lock:
+            if time.monotonic() - self._asked >= self.every_s:
+                try:
+                    async with asyncio.timeout(self.timeout_s):
+                        exc = await broker_answers(self.settings)
+                    why = None if exc is None else str(exc) or type(exc).__name__
+                except TimeoutError:
+                    why = f"no answer within {self.timeout_s:g} s"
+                self._why = (None if why is None else
+                             f"no broker at {self.settings.bootstrap_servers} answers: {why}")
+                self._asked = time.monotonic()
+            return self._why
+
+
 async def wait_for_broker(settings: KafkaSettings, stop: asyncio.Event, *,
                           every_s: float = 2.0, remind_s: float = 30.0) -> bool:
     """Wait until a broker answers; False when ``stop`` is set first.

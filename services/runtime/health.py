@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 
 import uvicorn
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -37,6 +37,8 @@ log = logging.getLogger(__name__)
 ReadyCheck = Callable[[], bool]
 FailingChecks = Callable[[], Mapping[str, str]]
 """The readiness checks failing now, by name, each saying why (``partition-3``: ...)."""
+BrokerCheck = Callable[[], Awaitable[str | None]]
+"""Why no broker answers, or None (``services.kafka.lookup.BrokerWatch.why_not``)."""
 
 
 class HealthSettings(BaseSettings):
@@ -50,20 +52,24 @@ class HealthSettings(BaseSettings):
     """Unset or 0: no side door."""
 
 
-def health_app(ready: ReadyCheck, failing: FailingChecks | None = None) -> Starlette:
-    """The three routes; ``ready()`` decides /readyz (True: 200, False: 503), and a 503
-    names the checks ``failing()`` reports, so a probe's log says which partition."""
+def health_app(ready: ReadyCheck, failing: FailingChecks | None = None,
+               broker: BrokerCheck | None = None) -> Starlette:
+    """The three routes; ``ready()`` and ``broker()`` decide /readyz (True and no reason:
+    200, else 503), and a 503 names the checks ``failing()`` reports, so a probe's log
+    says which partition, and ``broker`` when no broker answers."""
 
     async def healthz(_: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
     async def readyz(_: Request) -> Response:
         ok = ready()
+        checks = dict(failing()) if not ok and failing is not None else {}
+        unreachable = await broker() if broker is not None else None
+        if unreachable is not None:
+            ok, checks["broker"] = False, unreachable
         body: dict[str, object] = {"ready": ok}
-        if not ok and failing is not None:
-            checks = dict(failing())
-            if checks:
-                body["checks"] = checks
+        if checks:
+            body["checks"] = checks
         return JSONResponse(body, status_code=200 if ok else 503)
 
     async def metrics(_: Request) -> Response:
@@ -89,15 +95,17 @@ class EmbeddedServer(uvicorn.Server):
 
 @contextlib.asynccontextmanager
 async def serving_health(host: str, port: int | None, ready: ReadyCheck,
-                         failing: FailingChecks | None = None) -> AsyncIterator[None]:
+                         failing: FailingChecks | None = None,
+                         broker: BrokerCheck | None = None) -> AsyncIterator[None]:
     """Serve the health routes for the duration of the block (no-op when port is falsy);
     ``ConfigurationError`` naming the variables when the port cannot be had."""
     if not port:
         yield
         return
     # log_config=None: uvicorn's own handlers would print text lines among the JSON ones.
-    config = uvicorn.Config(health_app(ready, failing), host=host, port=port, log_level="warning",
-                            access_log=False, lifespan="off", log_config=None,
+    config = uvicorn.Config(health_app(ready, failing, broker), host=host, port=port,
+                            log_level="warning", access_log=False, lifespan="off",
+                            log_config=None,
                             http=bounded_protocol(HeadLimits()), ws="none")
     sock = listen(host, port, "AGUI_HEALTH_HOST/AGUI_HEALTH_PORT", config.backlog)
     server = EmbeddedServer(config)

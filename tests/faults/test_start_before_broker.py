@@ -6,7 +6,9 @@ traceback (the consumer service from its lifespan, exit status 3; the
 gatekeeper, a worker and the notifier from their first client, status 1), and
 under ``agui-relay up`` one exiting stops them all (found by probing). Now each
 says it waits for the broker, answers ``/readyz`` 503 meanwhile, and serves once
-a broker answers at ``KAFKA_BOOTSTRAP_SERVERS``.
+a broker answers at ``KAFKA_BOOTSTRAP_SERVERS``. When the broker goes away again,
+every ``/readyz`` says so: the gatekeeper's, a worker's and the notifier's stayed
+200 through a whole outage (they asked only whether the group was joined once).
 """
 
 from __future__ import annotations
@@ -91,6 +93,16 @@ async def test_services_started_before_their_broker_wait_for_it_then_serve(
                                                          "accept": "text/event-stream"})
             assert ran.status_code == 200, ran.text
             assert '"RUN_FINISHED"' in ran.text
+            await asyncio.to_thread(broker.stop)  # and away again: not ready, and why
+            broker = None
+            deadline = time.monotonic() + 30
+            while set((codes := await readiness(http, procs)).values()) != {503}:
+                assert time.monotonic() < deadline, codes
+                await asyncio.sleep(0.5)
+            for p in procs:
+                checks = (await http.get(f"{p.health_url}/readyz")).json().get("checks", {})
+                assert ("broker" in checks) or (p.name == "consumer"), (p.name, checks)
+            assert all(p.alive() for p in procs)
     finally:
         for p in procs:
             await asyncio.to_thread(p.stop, 10.0)
