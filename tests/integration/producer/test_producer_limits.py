@@ -143,14 +143,9 @@ async def test_a_dispatch_whose_refusal_cannot_be_written_is_dead_lettered(
         assert len(record.value) <= 262_144
 
 
-async def test_a_record_limit_over_the_topics_own_stops_the_worker_at_start(
-        kafka: KafkaSettings, tmp_path: Path) -> None:
-    """AGUI_MAX_RECORD_BYTES above the topics' ``max.message.bytes`` let an event between
-    the two through the worker's own check; the broker refused it, the idempotent
-    producer did not survive that, and the worker stopped with every run on it (found by
-    probing). Now it does not start: one line names the limit and the topics."""
-    worker = WorkerProcess(kafka, tmp_path / "worker.log", AGUI_MAX_RECORD_BYTES="4000000",
-                           AGUI_HEALTH_PORT="0")
+async def refused_at_start(kafka: KafkaSettings, tmp_path: Path, **env: str) -> str:
+    """The log of a worker that exits 2 at start, as a configuration it refuses makes it."""
+    worker = WorkerProcess(kafka, tmp_path / "worker.log", AGUI_HEALTH_PORT="0", **env)
     worker.start()
     assert worker.proc is not None
     try:
@@ -159,9 +154,19 @@ async def test_a_record_limit_over_the_topics_own_stops_the_worker_at_start(
         worker.stop()
     text = worker.log_text()
     assert code == USAGE_ERROR, text
+    assert "Traceback" not in text
+    return text
+
+
+async def test_a_record_limit_over_the_topics_own_stops_the_worker_at_start(
+        kafka: KafkaSettings, tmp_path: Path) -> None:
+    """AGUI_MAX_RECORD_BYTES above the topics' ``max.message.bytes`` let an event between
+    the two through the worker's own check; the broker refused it, the idempotent
+    producer did not survive that, and the worker stopped with every run on it (found by
+    probing). Now it does not start: one line names the limit and the topics."""
+    text = await refused_at_start(kafka, tmp_path, AGUI_MAX_RECORD_BYTES="4000000")
     assert f"AGUI_MAX_RECORD_BYTES=4,000,000 is over the max.message.bytes of " \
            f"{kafka.topics.events} (1,048,588)" in text
-    assert "Traceback" not in text
 
 
 async def test_a_checkpoints_topic_not_compacted_stops_the_worker_at_start(
@@ -170,14 +175,5 @@ async def test_a_checkpoints_topic_not_compacted_stops_the_worker_at_start(
     ``delete`` retention removes live markers (a run left open would never be closed).
     The worker does not start: one line names the topic and how to set it back."""
     await alter_topic(kafka, kafka.topics.checkpoints, {"cleanup.policy": "delete"})
-    worker = WorkerProcess(kafka, tmp_path / "worker.log", AGUI_HEALTH_PORT="0")
-    worker.start()
-    assert worker.proc is not None
-    try:
-        code = await asyncio.to_thread(worker.proc.wait, 60)
-    finally:
-        worker.stop()
-    text = worker.log_text()
-    assert code == USAGE_ERROR, text
+    text = await refused_at_start(kafka, tmp_path)
     assert f"{kafka.topics.checkpoints} (cleanup.policy=delete)" in text
-    assert "Traceback" not in text
