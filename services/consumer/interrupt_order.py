@@ -79,6 +79,11 @@ class TenantOrder(Generic[E]):
         if not held:
             del self._owners[entry.principal]
 
+    def size(self, owner: str) -> int:
+        """How many open interrupts ``owner``'s threads hold."""
+        held = self._owners.get(owner)
+        return 0 if held is None else len(held)
+
     def owners(self, principal: str, *, unowned: bool) -> list[SortedDict]:
         """The sorted entries of ``principal`` and, when ``unowned``, of unowned threads."""
         return [held for owner in ((principal, None) if unowned else (principal,))

@@ -258,5 +258,6 @@ def install(app: FastAPI, relay: Relay, settings: InboxSettings | None = None
     direct.install(app, served)
     relay.threads.listeners.append(inbox.on_state)
     inbox.index.lookup = open_interrupt_of(relay)
+    relay.runs.open_interrupts = inbox.index.open_of
     app.state.interrupts = inbox
     return inbox

@@ -289,6 +289,10 @@ class InterruptIndex:
     def tool_calls_held(self) -> int:
         return self._held
 
+    def open_of(self, principal: str) -> int:
+        """The open interrupts of ``principal``'s threads (what the run limit counts)."""
+        return self._sorted.size(principal)
+
     def apply(self, thread_id: str, value: bytes | None) -> list[Change]:
         """Take the thread's new state (None: deleted); what opened and what was answered."""
         before = {e.interrupt_id: e for e in self._threads.get(thread_id, ())}

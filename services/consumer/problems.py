@@ -185,6 +185,14 @@ class Misdirected(Problem):
     title = "Misdirected request"
 
 
+class TooManyRequests(Problem):
+    """A tenant past a limit on what it holds open (RFC 6585): no ``Retry-After``, since
+    only the tenant's own answers free it."""
+
+    status = 429
+    title = "Too many requests"
+
+
 class HeadersTooLarge(Problem):
     status = 431
     title = "Request header fields too large"

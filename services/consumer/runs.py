@@ -11,7 +11,9 @@ The order is the point of this module:
    with the ag-ui-protocol model (400), check the caller may run on its
    thread (404 when it is another tenant's, ``tenancy``), and that the
    RunRequest it becomes fits in a record, key and ``traceparent`` header
-   included (413);
+   included (413); a new run (no resume entries) of a tenant whose threads
+   hold ``AGUI_MAX_OPEN_INTERRUPTS`` open interrupts is refused (429
+   ``too_many_open_interrupts``), before it is forwarded or published;
 3. subscribe the run's stream and register the request's decision waiter —
    both *before* publishing, so nothing that arrives early is lost;
 4. publish the RunRequest keyed by threadId, with the request's
@@ -69,6 +71,7 @@ from services.consumer.problems import (
     PayloadTooLarge,
     RequestTimeout,
     RetryLater,
+    TooManyRequests,
     UnsupportedMediaType,
     limit_problem,
 )
@@ -151,6 +154,8 @@ class RunService:
         self.limits = limits
         self.forwarder = forwarder
         """Sends a run on another instance's thread to that instance (None: all here)."""
+        self.open_interrupts: Callable[[str], int] | None = None
+        """A tenant's open interrupts (the inbox index's count; None: not counted)."""
         self.closing = False
 
     async def start_run(self, agent: str, request: Request, principal: str | None,
@@ -184,6 +189,7 @@ class RunService:
             self.metrics.requests.labels(problem.code).inc()
             raise
         principal = principal or self.settings.principal
+        self._within_open_interrupts(run_input, principal)
         requested_by = identity(principal, key_name) or principal
         here = Here()
         if self.forwarder is not None:
@@ -225,6 +231,25 @@ class RunService:
         # a forwarded request's client is the forwarding instance's (see ``dispatch``)
         return self.respond(stream, requested_by, preface=preface,
                             owns_run=not forwarded(request), outcome=outcome)
+
+    def _within_open_interrupts(self, run_input: RunAgentInput, principal: str) -> None:
+        """Refuse a new run of a tenant whose threads hold ``AGUI_MAX_OPEN_INTERRUPTS``
+        (429): each open interrupt is held in memory by every instance, the gatekeeper and
+        the notifier until it is answered, so an unanswered pile is the tenant's to clear.
+        A resume (it answers some) is never refused so; checked on every instance a
+        request passes, all of which count the same tenant-wide index."""
+        limit = self.settings.max_open_interrupts
+        if not limit or run_input.resume or self.open_interrupts is None:
+            return
+        held = self.open_interrupts(principal)
+        if held < limit:
+            return
+        self.metrics.requests.labels("too_many_open_interrupts").inc()
+        raise TooManyRequests(
+            "too_many_open_interrupts",
+            f"this tenant's threads hold {held} open interrupts, the most allowed; answer "
+            "or cancel some (GET /interrupts lists them) before starting another run",
+            extra={"openInterrupts": held, "limit": limit})
 
     async def opening(self, stream: RunStream, run_input: RunAgentInput, admission: Decision,
                       outcome: StreamOutcome) -> AsyncIterator[Delivery | None] | None:

@@ -80,6 +80,10 @@ class ConsumerSettings(BaseSettings):
     stream_idle_s: float = Field(60.0, alias="AGUI_STREAM_IDLE_S", gt=0, le=3600)
     """How long a client may read nothing while a response waits to write to it; then the
     connection is closed (a stream's client continues with ``Last-Event-ID``)."""
+    max_open_interrupts: int = Field(10_000, alias="AGUI_MAX_OPEN_INTERRUPTS", ge=0,
+                                     le=100_000_000)
+    """Open interrupts one tenant's threads may hold before its new runs are refused
+    (``429 too_many_open_interrupts``; a resume is never refused so); 0: no limit."""
     max_body_bytes: int = Field(1_048_576, alias="AGUI_MAX_BODY_BYTES", ge=1024)
     max_messages: int = Field(1_000, alias="AGUI_MAX_MESSAGES", ge=1)
     """Messages one RunAgentInput may carry (more: 413)."""

@@ -144,6 +144,26 @@ def test_tenants_never_see_each_others_interrupts() -> None:
     assert sorted(listing(index, "anonymous", enforced=False)) == ["in"]
 
 
+def test_a_tenants_open_interrupts_are_counted_as_they_open_and_are_answered() -> None:
+    """What ``AGUI_MAX_OPEN_INTERRUPTS`` counts: the tenant's own, a child's carried-up
+    question once (on its parent), none of another tenant's or of unowned threads."""
+    index = InterruptIndex()
+    index.apply("ta", state("ta", Interrupt(id="i1", reason="r"), Interrupt(id="i2", reason="r")))
+    index.apply("tb", state("tb", Interrupt(id="ib", reason="r"), principal="b"))
+    index.apply("tn", state("tn", Interrupt(id="in", reason="r"), principal=None))
+    carried = Interrupt(id="review/ok", reason="r",
+                        metadata={"agui-relay.child": {"threadId": "tc/review-0a"}})
+    index.apply("tc", state("tc", carried))
+    child = orjson.loads(state("tc/review-0a", Interrupt(id="ok", reason="r")))
+    index.apply("tc/review-0a", orjson.dumps({**child, "parentRunId": "r1"}))
+    assert (index.open_of("a"), index.open_of("b"), index.open_of("c")) == (3, 1, 0)
+    index.apply("ta", state("ta", Interrupt(id="i2", reason="r")))  # i1 answered
+    assert index.open_of("a") == 2
+    index.apply("tc", None)
+    index.apply("ta", state("ta"))
+    assert index.open_of("a") == 0
+
+
 @pytest.mark.parametrize("owner", ["a", "b", None])
 @pytest.mark.parametrize("enforced", [True, False])
 def test_visible_is_tenancys_rule(owner: str | None, enforced: bool) -> None:
