@@ -135,10 +135,20 @@ def admitted_message(state: ThreadState) -> str:
 
 Key = tuple[int, str]
 """(partition, threadId)."""
+HEAP_SLACK = 1024
+"""Superseded entries the heap may hold beyond its live ones before it is rebuilt."""
 
 
 class Deadlines:
-    """Threads of owned partitions whose interrupts all expire, by when they lapse."""
+    """Threads of owned partitions whose interrupts all expire, by when they lapse.
+
+    An entry superseded (the thread resumed, interrupted again, handed back) stays
+    in the heap until its instant unless the heap is rebuilt: with a 7-day
+    ``AGUI_DEFAULT_INTERRUPT_TTL`` and interrupts answered within minutes, that was
+    one entry per answered interruption for a week (and for ever at a far
+    ``expiresAt``), so past twice the live entries and a slack it is rebuilt from
+    them (found by review).
+    """
 
     def __init__(self) -> None:
         self._heap: list[tuple[int, int, str, str]] = []
@@ -160,11 +170,13 @@ class Deadlines:
             if self._watched.get(key) != entry:
                 self._watched[key] = entry
                 heapq.heappush(self._heap, (at, partition, state.thread_id, entry[1]))
+        self._compact()
 
     def forget(self, partitions: Iterable[int]) -> None:
         """Partitions handed back: their threads are another instance's."""
         gone = set(partitions)
         self._watched = {k: v for k, v in self._watched.items() if k[0] not in gone}
+        self._compact()
 
     def retry(self, partition: int, state: ThreadState, at_ms: int) -> None:
         """Come back to a thread ``due`` gave out at ``at_ms`` (its resume was not sent)."""
@@ -173,6 +185,18 @@ class Deadlines:
             self._watched[key] = (at_ms, state.interrupted_run_id)
             heapq.heappush(self._heap, (at_ms, partition, state.thread_id,
                                         state.interrupted_run_id))
+            self._compact()
+
+    @property
+    def entries(self) -> int:
+        """Entries in the heap, superseded ones included (bounded by ``_compact``)."""
+        return len(self._heap)
+
+    def _compact(self) -> None:
+        if len(self._heap) > 2 * len(self._watched) + HEAP_SLACK:
+            self._heap = [(at, p, thread_id, run_id)
+                          for (p, thread_id), (at, run_id) in self._watched.items()]
+            heapq.heapify(self._heap)
 
     def next_at(self) -> int | None:
         """When the earliest entry comes due (it may be stale)."""

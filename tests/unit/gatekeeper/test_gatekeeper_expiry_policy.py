@@ -24,6 +24,7 @@ from gatekeeper_builders import (
 from contracts import ThreadState
 from services.agui.jsdate import to_epoch_ms
 from services.gatekeeper.expiry_policy import (
+    HEAP_SLACK,
     Deadlines,
     expiry_request,
     lapses_at,
@@ -149,6 +150,29 @@ def test_deadlines_pop_each_lapsed_thread_once_as_it_is_now() -> None:
     book.retry(2, a, now_ms + 5)  # could not be sent: once more, later
     assert book.due(now_ms, lambda p, t: a) == []
     assert book.due(now_ms + 5, lambda p, t: a) == [(2, a)]
+
+
+def test_answered_and_handed_back_threads_leave_no_heap_entries_behind() -> None:
+    """A week's TTL answered in minutes: the superseded entries are dropped, not kept until
+    their instant, and watching a partition again after a takeover adds none for good."""
+    book = Deadlines()
+    week = timedelta(days=7)
+    for n in range(5_000):
+        thread = f"t{n}"
+        book.watch(0, [lapsed(week).model_copy(update={"thread_id": thread})])
+        book.watch(0, [running("r9", thread_id=thread)])
+    assert len(book) == 0
+    assert book.entries <= HEAP_SLACK
+    held = [lapsed(week, run_id=f"r{n}").model_copy(update={"thread_id": f"h{n}"})
+            for n in range(100)]
+    for _ in range(200):  # takeovers: forgotten, then watched again
+        book.forget([0])
+        book.watch(0, held)
+    assert len(book) == 100
+    assert book.entries <= 2 * 100 + HEAP_SLACK
+    book.retry(0, held[0], to_epoch_ms(NOW))
+    assert [s.thread_id for _, s in book.due(to_epoch_ms(NOW), lambda p, t: held[0])] == ["h0"]
+    assert len(book) == 99
 
 
 def test_a_late_answer_to_a_cancelled_interrupt_keeps_getting_interrupt_expired() -> None:
