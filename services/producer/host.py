@@ -74,6 +74,19 @@ class Dispatched:
         return orjson.loads(self.value)["input"]
 
 
+@dataclass(frozen=True, slots=True)
+class Unreadable:
+    """A dispatch record that could not be decoded, waiting for its turn to be dead-lettered
+    (carried by its job, so a job dropped with its partition takes it along: kept in a map
+    beside the scheduler, such records were held for good; found by review)."""
+
+    source: Source
+    error: DecodeError
+
+
+Work = Dispatched | Unreadable
+
+
 class AgentHost:
     """Runs one agent's dispatches on the partitions this worker owns."""
 
@@ -90,12 +103,11 @@ class AgentHost:
         self.group = f"{self.kafka.topic_prefix}.producer.{name}"
         self.take_cancel = take_cancel
         self.fatal = fatal
-        self.scheduler: Scheduler[Dispatched | None] = Scheduler(
+        self.scheduler: Scheduler[Work] = Scheduler(
             self.settings.max_concurrent_runs, self.settings.buffered_per_partition)
         self.active: dict[str, Runner] = {}
         """Runs in progress by run id (the worker routes cancels here)."""
-        self._tasks: dict[Job[Dispatched | None], asyncio.Task[None]] = {}
-        self._dead: dict[Job[Dispatched | None], tuple[Source, DecodeError]] = {}
+        self._tasks: dict[Job[Work], asyncio.Task[None]] = {}
         self._owned: set[int] = set()
         """Partitions assigned *and* restored: their dispatches may run."""
         self._held: dict[int, list[ConsumerRecord[bytes, bytes]]] = {}
@@ -159,9 +171,8 @@ class AgentHost:
         except DecodeError as exc:
             log.error("unreadable dispatch at %s/%d@%d: %s", record.topic, partition,
                       record.offset, exc)
-            job = self.scheduler.offer(partition, record.offset, f"\x00dead:{partition}", None)
-            self._dead[job] = (Source(record.topic, partition, record.offset, record.key,
-                                      record.value), exc)
+            self.scheduler.offer(partition, record.offset, f"\x00dead:{partition}", Unreadable(
+                Source(record.topic, partition, record.offset, record.key, record.value), exc))
             return
         trace = tracing.next_hop(header_value(record.headers, TRACEPARENT))
         self.scheduler.offer(partition, record.offset, dispatch.input.thread_id,
@@ -171,18 +182,18 @@ class AgentHost:
         for job in self.scheduler.ready():
             self._tasks[job] = asyncio.create_task(self._run_job(job))
 
-    async def _run_job(self, job: Job[Dispatched | None]) -> None:
+    async def _run_job(self, job: Job[Work]) -> None:
         work = job.payload
         ran = True
         try:
-            if work is None:
-                source, exc = self._dead.pop(job)
-                await self._dead_letter(source, exc.reason, str(exc))
+            if isinstance(work, Unreadable):
+                await self._dead_letter(work.source, work.error.reason, str(work.error))
             else:
                 ran = await self._run_dispatch(job, work)
         except Exception as exc:
             fields = (run_fields(work.dispatch.input.thread_id, work.dispatch.input.run_id,
-                                 work.dispatch.request_id) if work is not None else {})
+                                 work.dispatch.request_id) if isinstance(work, Dispatched)
+                      else {})
             log.critical("run of dispatch %s/%d@%d could not be completed; stopping the "
                          "worker so another takes the partition over", self.topic,
                          job.partition, job.offset, exc_info=exc, extra=fields)
@@ -193,7 +204,7 @@ class AgentHost:
         self.scheduler.finish(job, ran=ran)
         self._start_ready()
 
-    async def _run_dispatch(self, job: Job[Dispatched | None], work: Dispatched) -> bool:
+    async def _run_dispatch(self, job: Job[Work], work: Dispatched) -> bool:
         """Run the dispatch (or skip it, its run already closed); False when it was not
         begun because its partition was revoked meanwhile (the next owner runs it)."""
         dispatch, trace = work.dispatch, work.trace
@@ -326,7 +337,7 @@ class AgentHost:
             if late:
                 log.warning("stopping %d runs still in progress on %s", len(late), self.topic)
                 for job in running:
-                    if job.payload is not None and self._tasks.get(job) in late:
+                    if isinstance(job.payload, Dispatched) and self._tasks.get(job) in late:
                         runner = self.active.get(job.payload.dispatch.input.run_id)
                         if runner is not None:
                             runner.abort(STOPPED_MESSAGE, "worker_stopped")
