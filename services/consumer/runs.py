@@ -226,8 +226,12 @@ class RunService:
             self.fanout.unsubscribe(stream)
             raise
         outcome = StreamOutcome()
-        preface = await self.opening(stream, run_input, decision, outcome) \
-            if here.retried or decision.replayed else None
+        try:
+            preface = await self.opening(run_input, decision, outcome) \
+                if here.retried or decision.replayed else None
+        except BaseException:  # a 404 of a run gone, a thread store failing: no stream
+            self.fanout.unsubscribe(stream)
+            raise
         # a forwarded request's client is the forwarding instance's (see ``dispatch``)
         return self.respond(stream, requested_by, preface=preface,
                             owns_run=not forwarded(request), outcome=outcome)
@@ -251,7 +255,7 @@ class RunService:
             "or cancel some (GET /interrupts lists them) before starting another run",
             extra={"openInterrupts": held, "limit": limit})
 
-    async def opening(self, stream: RunStream, run_input: RunAgentInput, admission: Decision,
+    async def opening(self, run_input: RunAgentInput, admission: Decision,
                       outcome: StreamOutcome) -> AsyncIterator[Delivery | None] | None:
         """The preface of the stream of a run that may have begun already: its records on
         the log (``from_log``), streamed as they are read, keep-alives meanwhile. A run
@@ -266,11 +270,7 @@ class RunService:
         scan = self.from_log(run_input, admission, outcome)
         if not done:
             return scan
-        try:
-            return await opening(scan, None, live=False, thread_id=thread_id, run_id=run_id)
-        except BaseException:
-            self.fanout.unsubscribe(stream)
-            raise
+        return await opening(scan, None, live=False, thread_id=thread_id, run_id=run_id)
 
     def from_log(self, run_input: RunAgentInput, admission: Decision,
                  outcome: StreamOutcome) -> AsyncGenerator[Delivery | None, None]:

@@ -35,6 +35,7 @@ from hostile.client import as_forwarded
 
 from contracts import Decision, RunRequest, ThreadState, encode
 from contracts.records import RememberedDecision
+from services.consumer.problems import RetryLater
 from services.consumer.relay import Relay
 from services.kafka.clients import AIOKafkaAdminClient, TopicPartition, new_consumer
 from services.kafka.partitioning import partition_for
@@ -109,6 +110,37 @@ async def test_a_request_sent_again_after_its_runs_records_are_gone_is_answered(
         assert response.status_code == 404, response.text
         assert response.json()["code"] == "unknown_run"
         assert app.relay.fanout.stream_count == 0
+
+
+async def test_a_request_sent_again_whose_thread_cannot_be_read_leaves_no_stream_behind(
+        kafka: KafkaSettings, backstage: Backstage, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The opening of a run sent again reads its thread; a store failing just then is a
+    503, and the stream subscribed before publishing is dropped with it: it was kept for
+    the life of the process, holding one of ``AGUI_MAX_STREAMS`` (found by review)."""
+    async with serving(kafka, keepalive_s=1.0, max_streams=2) as app:
+        request_id = f"q-{uuid.uuid4().hex}"
+        body, admitted_at = await run_to_its_end(app, backstage, request_id)
+        view = app.relay.threads
+        reads = 0
+        read = view.get
+
+        def failing_after_the_check(thread_id: str) -> ThreadState | None:
+            nonlocal reads
+            reads += 1
+            if reads > 1:  # the tenancy check read it; the opening's read fails
+                raise RetryLater("thread_store_unavailable", "the store failed", 30)
+            return read(thread_id)
+
+        monkeypatch.setattr(view, "get", failing_after_the_check)
+        for _ in range(3):
+            reads = 0
+            again = asyncio.create_task(app.http.post(f"/agents/{AGENT}", json=body,
+                                                      headers=as_forwarded(request_id)))
+            await replay_admission(backstage, await backstage.next_request(), admitted_at)
+            response = await again
+            assert response.status_code == 503, response.text
+            assert response.json()["code"] == "thread_store_unavailable"
+            assert app.relay.fanout.stream_count == 0
 
 
 async def test_a_replay_of_a_run_over_whose_records_are_gone_is_answered(
