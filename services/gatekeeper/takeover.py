@@ -172,12 +172,16 @@ async def follow(st: Instance, numbers: list[int], after_s: float = 0.0) -> None
     ``after_s`` after the takeover: the requests that waited while the
     partitions had no owner are decided first, without sharing the loop.
     """
+    sets = {p: st.following.get(p) for p in numbers}
     try:
         await asyncio.sleep(after_s)
         await _follow(st, numbers)
     except Exception:
         log.exception("census of partitions %s failed: the gauges and the expiry timer miss "
                       "their threads until each is committed again", numbers)
+        for p, committed in sets.items():  # nobody reads them now: they grew with every
+            if committed is not None and st.following.get(p) is committed:  # commit
+                del st.following[p]
 
 
 async def _follow(st: Instance, numbers: list[int]) -> None:

@@ -89,3 +89,18 @@ async def test_a_partition_handed_back_while_the_census_follows_is_left_alone(
     st.following.pop(0)
     await following
     assert st.telemetry.census.states() == []
+
+
+async def test_a_census_that_fails_stops_collecting_what_is_committed_for_it(
+        tmp_path: Path) -> None:
+    """Commits add their threads to the set a census will leave out; one that failed
+    never takes them, and the set grew with every thread committed until the next
+    rebalance (found by review)."""
+    st = taken_over(tmp_path, "g-follow-fails")
+
+    def unreadable() -> Any:
+        raise OSError("the store's marks cannot be read")
+
+    st.owned[0].states.watched_lazily = unreadable
+    await follow(st, [0])
+    assert st.following == {}
