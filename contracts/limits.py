@@ -30,10 +30,16 @@ DEFAULT_MAX_RESUME_ENTRIES = 256
 """Levels of nesting a JSON document may have, the top object being level 1
 (``AGUI_MAX_JSON_DEPTH``). orjson itself parses up to 1,024 and serialises up to 255."""
 
+EXPIRES_AT_MAX_LENGTH = 64
+"""Characters an interrupt's ``expiresAt`` may have: a date (ISO 8601 takes 24). Every
+service reads it as V8's ``Date`` parser does (``services.agui.jsdate``), in time that
+grows with its length: one of 250,000 characters took 0.1 to 0.6 s to read, on the
+gatekeeper's decision path and in the consumer service's thread view (found by review)."""
+
 FIELD_SHOWN = 120
 """Characters of a field's path a detail quotes (a path is made of client keys)."""
 
-LimitCode = Literal["id_too_long", "json_too_deep"]
+LimitCode = Literal["id_too_long", "json_too_deep", "expires_at_too_long"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,8 +65,10 @@ class LimitExceeded:
     limit: int
 
     @property
-    def variable(self) -> str:
-        return "AGUI_MAX_ID_LENGTH" if self.code == "id_too_long" else "AGUI_MAX_JSON_DEPTH"
+    def variable(self) -> str | None:
+        """The setting that raises the limit (``expiresAt``'s is fixed)."""
+        return {"id_too_long": "AGUI_MAX_ID_LENGTH",
+                "json_too_deep": "AGUI_MAX_JSON_DEPTH"}.get(self.code)
 
     @property
     def detail(self) -> str:
@@ -69,6 +77,9 @@ class LimitExceeded:
         if self.code == "id_too_long":
             return (f"{field} is {self.actual} characters long; ids and names may have "
                     f"at most {self.limit} ({self.variable})")
+        if self.code == "expires_at_too_long":
+            return (f"{field} is {self.actual} characters long; an interrupt's expiresAt "
+                    f"is a date, at most {self.limit} characters")
         return (f"the JSON is nested deeper than {self.limit} levels (at {field}); "
                 f"this service takes at most {self.limit} ({self.variable})")
 
@@ -190,8 +201,25 @@ def interrupt_ids(outcome: Mapping[str, Any], base: str = "outcome"
             yield f"{base}/interrupts/{i}/{member}", interrupt.get(member)
 
 
+def interrupt_limits(outcome: Mapping[str, Any], limits: InputLimits,
+                     base: str = "outcome") -> LimitExceeded | None:
+    """The first limit an interrupt outcome's strings break: an id over the id limit,
+    an ``expiresAt`` over ``EXPIRES_AT_MAX_LENGTH``; or None."""
+    for path, member in interrupt_ids(outcome, base):
+        too_long = check_id(path, member, limits)
+        if too_long is not None:
+            return too_long
+    for i, interrupt in _items(outcome, "interrupts"):
+        text = interrupt.get("expiresAt")
+        if isinstance(text, str) and len(text) > EXPIRES_AT_MAX_LENGTH:
+            return LimitExceeded("expires_at_too_long", f"{base}/interrupts/{i}/expiresAt",
+                                 len(text), EXPIRES_AT_MAX_LENGTH)
+    return None
+
+
 def outcome_limits(value: bytes, limits: InputLimits) -> LimitExceeded | None:
-    """The first input limit a (valid) ``RUN_FINISHED`` breaks: depth, or an interrupt's ids.
+    """The first input limit a (valid) ``RUN_FINISHED`` breaks: depth, or an interrupt's ids
+    or ``expiresAt`` (``interrupt_limits``).
 
     The gatekeeper applies it to each run's end it reads (what another client wrote
     too), the worker to the end it writes, so a run's end breaking it is refused before
@@ -202,7 +230,8 @@ def outcome_limits(value: bytes, limits: InputLimits) -> LimitExceeded | None:
     (the consumer service refuses such a resume entry).
     """
     hint = bracket_count(value)
-    if hint <= limits.max_json_depth and len(value) <= limits.max_id_length:
+    if (hint <= limits.max_json_depth and len(value) <= limits.max_id_length
+            and b"expiresAt" not in value):
         return None
     raw = orjson.loads(value)
     deep = json_depth_exceeded(raw, limits, size_hint=hint)
@@ -211,8 +240,4 @@ def outcome_limits(value: bytes, limits: InputLimits) -> LimitExceeded | None:
     outcome = raw.get("outcome") if isinstance(raw, dict) else None
     if not isinstance(outcome, dict):
         return None
-    for path, member in interrupt_ids(outcome):
-        too_long = check_id(path, member, limits)
-        if too_long is not None:
-            return too_long
-    return None
+    return interrupt_limits(outcome, limits)

@@ -42,7 +42,7 @@ from ag_ui.core import Interrupt
 
 from contracts.codec import to_wire
 from contracts.headers import AGENT, EVENT_TYPE, RUN_ID, SCHEMA, SEQ, TRACEPARENT
-from contracts.limits import InputLimits, check_id, interrupt_ids
+from contracts.limits import InputLimits, interrupt_limits
 from services.kafka.size_refusals import TOO_LARGE, broker_refusal
 from services.kafka.sizing import Headers, RecordLimit, record_size
 from services.producer.bookkeeping import Completed, Ending, Failed, RunBook
@@ -136,11 +136,10 @@ def interrupt_failure(interrupts: Sequence[Interrupt], limits: RunLimits) -> Fai
                       f"the {most} one resume may answer (AGUI_MAX_RESUME_ENTRIES): no run "
                       "could ever resume the thread", "interrupts_too_large", close_open=True)
     outcome = {"type": "interrupt", "interrupts": [to_wire(i) for i in interrupts]}
-    for path, value in interrupt_ids(outcome):
-        broken = check_id(path, value, limits.ids)
-        if broken is not None:
-            return Failed(f"invalid interrupt: {broken.detail}", "invalid_interrupt",
-                          close_open=True)
+    broken = interrupt_limits(outcome, limits.ids)
+    if broken is not None:
+        return Failed(f"invalid interrupt: {broken.detail}", "invalid_interrupt",
+                      close_open=True)
     size = len(orjson.dumps(outcome))
     if size > limits.max_interrupt_bytes:
         return Failed(f"the interrupt outcome ({len(interrupts)} interrupts) is {size} bytes, "

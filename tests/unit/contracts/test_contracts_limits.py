@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from contracts.limits import (
+    EXPIRES_AT_MAX_LENGTH,
     InputLimits,
     bracket_count,
     check_id,
@@ -17,6 +18,7 @@ from contracts.limits import (
     check_run_request,
     interrupt_ids,
     json_depth_exceeded,
+    outcome_limits,
 )
 from services.kafka.sizing import RecordLimit, record_size
 
@@ -147,6 +149,25 @@ def test_interrupt_ids_are_listed_with_their_paths() -> None:
     assert list(interrupt_ids(outcome)) == [
         ("outcome/interrupts/0/id", "a"), ("outcome/interrupts/0/toolCallId", "c"),
         ("outcome/interrupts/1/id", "b"), ("outcome/interrupts/1/toolCallId", None)]
+
+
+@pytest.mark.parametrize(("extra", "broken"), [(0, False), (1, True), (250_000, True)])
+def test_an_interrupts_expires_at_is_a_dates_length(extra: int, broken: bool) -> None:
+    """A run's end whose interrupt carries an ``expiresAt`` longer than a date is refused
+    (read as V8 reads dates, 250,000 characters took up to 0.6 s, on every reader)."""
+    date = "2026-01-01T00:00:00.000Z"
+    text = date + " " * (EXPIRES_AT_MAX_LENGTH - len(date) + extra)
+    end = orjson.dumps({"type": "RUN_FINISHED", "threadId": "t", "runId": "r", "outcome": {
+        "type": "interrupt", "interrupts": [{"id": "a"}, {"id": "b", "expiresAt": text}]}})
+    found = outcome_limits(end, LIMITS)
+    if not broken:
+        assert found is None
+        return
+    assert found is not None
+    assert (found.code, found.field, found.actual) == (
+        "expires_at_too_long", "outcome/interrupts/1/expiresAt", len(text))
+    assert f"at most {EXPIRES_AT_MAX_LENGTH} characters" in found.detail
+    assert found.variable is None
 
 
 def test_record_size_counts_key_value_and_headers() -> None:

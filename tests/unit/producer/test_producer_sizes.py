@@ -257,6 +257,22 @@ async def test_an_interrupt_id_over_the_id_limit_ends_invalid_interrupt(
     assert_conformant(sink)
 
 
+async def test_an_interrupt_expiring_at_no_date_ends_invalid_interrupt() -> None:
+    """An ``expiresAt`` longer than a date: every reader parses it as V8 does, in time
+    growing with its length, so the worker refuses it as it refuses a long id."""
+    async def asks(_: Any, ctx: RunContext) -> None:
+        ctx.raise_interrupt(Interrupt(id="ok", reason="approve",
+                                      expires_at="2026-01-01T00:00:00Z" + " " * 100_000))
+
+    runner, sink = runner_for(asks)
+    report = await runner.run()
+    error = error_of(sink)
+    assert error["code"] == "invalid_interrupt"
+    assert "expiresAt is 100020 characters long" in error["message"]
+    assert report.open_interrupts == ()
+    assert_conformant(sink)
+
+
 def test_interrupt_checks_are_pure_and_accept_what_fits() -> None:
     limits = RunLimits(max_record_bytes=MIB, ids=InputLimits(max_id_length=10))
     assert interrupt_failure(many(3), limits) is None
