@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from contracts.limits import EXPIRES_AT_MAX_LENGTH
 from services.agui.jsdate import from_epoch_ms, parse_js_epoch_ms, to_epoch_ms
 
 __all__ = ["Expiry", "is_expired", "read_expiry"]
@@ -47,9 +48,18 @@ class Expiry:
 
 
 def read_expiry(expires_at: str | None) -> Expiry:
-    """Read an interrupt's optional ``expiresAt`` the way ``@ag-ui/client`` does."""
+    """Read an interrupt's optional ``expiresAt`` the way ``@ag-ui/client`` does.
+
+    One longer than a date may be (``EXPIRES_AT_MAX_LENGTH``) is not parsed: it reads
+    as unparseable, never expiring. No run's end carries one (the worker and the
+    gatekeeper refuse it), but a thread state another client wrote may, and parsing
+    as V8 does takes time in the length: 1 MiB of it froze every consumer instance
+    and the notifier for 2.4 s (found by review).
+    """
     if expires_at is None:
         return Expiry(epoch_ms=None, unparseable=False)
+    if len(expires_at) > EXPIRES_AT_MAX_LENGTH:
+        return Expiry(epoch_ms=None, unparseable=True)
     ms = parse_js_epoch_ms(expires_at)
     return Expiry(epoch_ms=ms, unparseable=ms is None)
 

@@ -305,3 +305,15 @@ def test_live_node_agrees_on_random_sample() -> None:
         if (got := parse_js_epoch_ms(text)) != want
     ]
     assert mismatches == [], f"seed {LIVE_SEED}: (input, node, ours) {mismatches[:10]}"
+
+
+def test_an_expires_at_longer_than_a_date_is_not_parsed_and_never_expires() -> None:
+    """No run's end carries one (refused at the worker and the gatekeeper); a thread state
+    another client wrote may, and V8's parse of 1 MiB of it took seconds on every reader."""
+    from contracts.limits import EXPIRES_AT_MAX_LENGTH
+    from services.agui.expiry import read_expiry
+
+    assert read_expiry("2026".rjust(EXPIRES_AT_MAX_LENGTH)).epoch_ms is not None
+    for text in ("2026".rjust(EXPIRES_AT_MAX_LENGTH + 1), " " * 1_048_176 + "2026"):
+        found = read_expiry(text)
+        assert (found.epoch_ms, found.unparseable) == (None, True)
