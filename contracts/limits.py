@@ -30,8 +30,9 @@ DEFAULT_MAX_RESUME_ENTRIES = 256
 """Levels of nesting a JSON document may have, the top object being level 1
 (``AGUI_MAX_JSON_DEPTH``). orjson itself parses up to 1,024 and serialises up to 255."""
 
-EXPIRES_AT_MAX_LENGTH = 64
-"""Characters an interrupt's ``expiresAt`` may have: a date (ISO 8601 takes 24). Every
+EXPIRES_AT_MAX_LENGTH = 128
+"""Characters an interrupt's ``expiresAt`` may have: a date (ISO 8601 takes 24, what
+JavaScript's ``Date.prototype.toString`` writes up to about 90). Every
 service reads it as V8's ``Date`` parser does (``services.agui.jsdate``), in time that
 grows with its length: one of 250,000 characters took 0.1 to 0.6 s to read, on the
 gatekeeper's decision path and in the consumer service's thread view (found by review)."""

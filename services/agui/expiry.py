@@ -50,7 +50,7 @@ class Expiry:
 def read_expiry(expires_at: str | None) -> Expiry:
     """Read an interrupt's optional ``expiresAt`` the way ``@ag-ui/client`` does.
 
-    One longer than a date may be (``EXPIRES_AT_MAX_LENGTH``) is not parsed: it reads
+    One longer than a date may be (``EXPIRES_AT_MAX_LENGTH``, 128) is not parsed: it reads
     as unparseable, never expiring. No run's end carries one (the worker and the
     gatekeeper refuse it), but a thread state another client wrote may, and parsing
     as V8 does takes time in the length: 1 MiB of it froze every consumer instance
