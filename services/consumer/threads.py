@@ -25,8 +25,9 @@ store that cannot be read answers ``503 thread_store_unavailable`` with
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from contracts import ThreadState
 from services.consumer.problems import RetryLater
@@ -41,6 +42,17 @@ log = logging.getLogger(__name__)
 STORE_RETRY_S = 30
 """``Retry-After`` of a thread whose store cannot be read (healed by a restart, on another
 instance sooner)."""
+
+
+@contextlib.contextmanager
+def _store_read() -> Iterator[None]:
+    """A store failing is never "unknown thread": the state may well exist (503)."""
+    try:
+        yield
+    except StoreError as exc:
+        raise RetryLater("thread_store_unavailable",
+                         "the thread view cannot read this thread's state now (its store is "
+                         "failing; the instance is not ready)", STORE_RETRY_S) from exc
 
 
 class ThreadView(BackgroundReader):
@@ -76,14 +88,17 @@ class ThreadView(BackgroundReader):
     def get(self, thread_id: str) -> ThreadState | None:
         """The thread's last known state, or None when the view has no record of it."""
         if self.store is not None:
-            try:
+            with _store_read():
                 return self.store.get(thread_id)
-            except StoreError as exc:  # never "unknown thread": the state may well exist
-                raise RetryLater("thread_store_unavailable",
-                                 "the thread view cannot read this thread's state now (its "
-                                 "store is failing; the instance is not ready)",
-                                 STORE_RETRY_S) from exc
         return decoded(thread_id, self._states.get(thread_id))
+
+    def raw(self, thread_id: str) -> bytes | None:
+        """The thread's last state record as the topic holds it (wire JSON), undecoded: for
+        a reader that needs a part of a large state (the inbox's slim interrupts)."""
+        if self.store is not None:
+            with _store_read():
+                return self.store.raw(thread_id)
+        return self._states.get(thread_id)
 
     def apply(self, key: bytes | None, value: bytes | None) -> None:
         """Apply one record of the threads topic (tombstones delete)."""

@@ -173,32 +173,50 @@ class ThreadStore:
         """The thread's latest state: pending, cached, or read from its partition's store
         (the one ``threads`` keys it to; ``restore`` opens one store per partition), not
         looked up in every store."""
-        if not self.stores:
+        p = self._partition(thread_id)
+        if p is None:
             return None
-        count = len(self.stores)
-        among = count if self.among is None else hashed_among(self.among, count)
-        p = partition_for(thread_id, among)
         waiting = self.pending.get(p, {})
         if thread_id in waiting:
             return decoded(thread_id, waiting[thread_id])
         cached = self.cache.get(thread_id)
         if cached is not None:
             return cached
+        raw = self._read(p, thread_id)
+        state = decoded(thread_id, raw)
+        if state is not None and raw is not None:
+            self.cache.put(thread_id, state, len(raw) * DECODED_PER_BYTE + ENTRY_BYTES)
+        return state
+
+    def raw(self, thread_id: str) -> bytes | None:
+        """The thread's latest state record as written (pending or stored), undecoded."""
+        p = self._partition(thread_id)
+        if p is None:
+            return None
+        waiting = self.pending.get(p, {})
+        if thread_id in waiting:
+            return waiting[thread_id]
+        return self._read(p, thread_id)
+
+    def _partition(self, thread_id: str) -> int | None:
+        if not self.stores:
+            return None
+        count = len(self.stores)
+        among = count if self.among is None else hashed_among(self.among, count)
+        return partition_for(thread_id, among)
+
+    def _read(self, p: int, thread_id: str) -> bytes | None:
         store = self.stores.get(p)
         if store is None:
             return None
         try:
-            raw = store.get(thread_id.encode())
+            return store.get(thread_id.encode())
         except StoreError as exc:
             if p not in self.unreadable:
                 log.error("thread view store of partition %d cannot be read, its threads are "
                           "answered 503 (not ready) until a restart rebuilds it: %s", p, exc)
                 self.unreadable[p] = str(exc)
             raise
-        state = decoded(thread_id, raw)
-        if state is not None and raw is not None:
-            self.cache.put(thread_id, state, len(raw) * DECODED_PER_BYTE + ENTRY_BYTES)
-        return state
 
     def write(self, partition: int, records: Sequence[Any]) -> None:
         """A polled batch of ``partition``, with the offset after its last record."""

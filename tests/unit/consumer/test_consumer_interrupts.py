@@ -496,3 +496,39 @@ def test_an_interrupt_within_the_budget_is_held_whole() -> None:
     (entry,) = index.entries()
     assert entry.whole
     assert index.wire(entry, T0)["message"] == "short"
+
+
+def test_a_page_of_interrupts_held_slim_reads_each_threads_state_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each slim item was completed by decoding its whole thread state with pydantic and
+    dumping the interrupt: a page of 496 from 8 threads (62 each, 4 KiB of nested metadata
+    apiece) took 22 s, the instance frozen (found by review). The lookup reads the state's
+    record as written, once per thread for a page, and gives the interrupt as it is held."""
+    from types import SimpleNamespace
+
+    from services.consumer import interrupt_routes
+    from services.consumer.threads import ThreadView
+    from services.runtime.settings import KafkaSettings
+
+    view = ThreadView(KafkaSettings())
+    relay = SimpleNamespace(threads=view)
+    index = InterruptIndex(lookup=interrupt_routes.open_interrupt_of(relay))  # type: ignore[arg-type]
+    view.listeners.append(index.apply)
+    nested = {"a": [[]] * 1370}
+    for t in range(4):
+        thread = f"t{t}"
+        view.apply(thread.encode(), state(thread, *(
+            Interrupt(id=f"{thread}-i{n}", reason="approval", metadata=nested)
+            for n in range(16))))
+    parsed: list[str] = []
+    parse = interrupt_routes._open_interrupts
+    monkeypatch.setattr(interrupt_routes, "_open_interrupts",
+                        lambda t, raw: parsed.append(t) or parse(t, raw))
+    page = index.listing("a", enforced=True, filters=Filters(), now_ms=T0, offset=0, limit=500)
+    items = [index.wire(e, T0) for e in page.items]
+    assert len(items) == 64
+    assert all(not e.whole for e in page.items)
+    assert sorted(parsed) == [f"t{t}" for t in range(4)]
+    assert all(item["metadata"] == nested for item in items)
+    assert view.raw("t0") is not None
+    assert view.raw("nobody") is None
