@@ -29,6 +29,12 @@ DEFAULT_MAX_JSON_DEPTH = 64
 DEFAULT_MAX_RESUME_ENTRIES = 256
 """Levels of nesting a JSON document may have, the top object being level 1
 (``AGUI_MAX_JSON_DEPTH``). orjson itself parses up to 1,024 and serialises up to 255."""
+DEFAULT_MAX_JSON_CONTAINERS = 32_768
+"""Objects and arrays one document may hold (``AGUI_MAX_JSON_CONTAINERS``). pydantic writes
+the free-form members of an input (``state``, ``forwardedProps``, tool parameters, resume
+payloads) at about a microsecond per array: a 1 MiB body of nested empty arrays took
+the consumer service 4 s, the gatekeeper up to 6 s and a worker 3 s, each frozen
+meanwhile (found by review); at this many, tens of milliseconds."""
 
 EXPIRES_AT_MAX_LENGTH = 128
 """Characters an interrupt's ``expiresAt`` may have: a date (ISO 8601 takes 24, what
@@ -40,7 +46,7 @@ gatekeeper's decision path and in the consumer service's thread view (found by r
 FIELD_SHOWN = 120
 """Characters of a field's path a detail quotes (a path is made of client keys)."""
 
-LimitCode = Literal["id_too_long", "json_too_deep", "expires_at_too_long"]
+LimitCode = Literal["id_too_long", "json_too_deep", "json_too_complex", "expires_at_too_long"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +59,7 @@ class InputLimits:
     """Entries one resume may carry: the consumer service refuses more (413), and a
     worker ends a run raising more interrupts than that (a resume must answer every one,
     so none could ever answer them)."""
+    max_json_containers: int = DEFAULT_MAX_JSON_CONTAINERS
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,8 +75,8 @@ class LimitExceeded:
     @property
     def variable(self) -> str | None:
         """The setting that raises the limit (``expiresAt``'s is fixed)."""
-        return {"id_too_long": "AGUI_MAX_ID_LENGTH",
-                "json_too_deep": "AGUI_MAX_JSON_DEPTH"}.get(self.code)
+        return {"id_too_long": "AGUI_MAX_ID_LENGTH", "json_too_deep": "AGUI_MAX_JSON_DEPTH",
+                "json_too_complex": "AGUI_MAX_JSON_CONTAINERS"}.get(self.code)
 
     @property
     def detail(self) -> str:
@@ -78,6 +85,9 @@ class LimitExceeded:
         if self.code == "id_too_long":
             return (f"{field} is {self.actual} characters long; ids and names may have "
                     f"at most {self.limit} ({self.variable})")
+        if self.code == "json_too_complex":
+            return (f"the JSON holds more than {self.limit} objects and arrays (at {field}); "
+                    f"this service takes at most {self.limit} ({self.variable})")
         if self.code == "expires_at_too_long":
             return (f"{field} is {self.actual} characters long; an interrupt's expiresAt "
                     f"is a date, at most {self.limit} characters")
@@ -93,35 +103,59 @@ def check_id(field: str, value: object, limits: InputLimits) -> LimitExceeded | 
 
 
 def json_depth_exceeded(document: Any, limits: InputLimits, *, size_hint: int | None = None,
-                        base: str = "", top: int = 1) -> LimitExceeded | None:
-    """Where ``document`` (parsed JSON) is nested deeper than the limit, or None.
+                        base: str = "", top: int = 1, containers: bool = True
+                        ) -> LimitExceeded | None:
+    """Where ``document`` (parsed JSON) is nested deeper than the limit, or (``containers``)
+    that it holds more objects and arrays than ``max_json_containers``; None when neither.
 
     ``size_hint``: the number of ``[`` and ``{`` bytes of the raw text, when
-    known; a document with no more brackets than the limit cannot be too deep,
+    known; a document with no more brackets than the limits cannot break them,
     so the walk is skipped (the common case costs two ``bytes.count``).
     ``top``: the level of ``document`` itself (0 for an envelope around the
     document the limit is about, so a ``RunRequest`` is measured as its input).
-    Iterative, so no document can exhaust the interpreter's stack.
+    Iterative, so no document can exhaust the interpreter's stack; only containers
+    are visited, and a path is built only for the one reported (building one per
+    node had cost 0.5 to 0.8 s per MiB).
     """
     limit = limits.max_json_depth
-    if size_hint is not None and size_hint <= limit:
+    most = limits.max_json_containers if containers else 1 << 62
+    if size_hint is not None and size_hint <= min(limit, most):
         return None
+    if not isinstance(document, (dict, list)):
+        return None
+    stack: list[tuple[dict[str, Any] | list[Any], int]] = [(document, top)]
+    count = 0
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return _too_deep(document, limit, base, top)
+        count += depth > 0  # an envelope (``top`` 0) is not its input's
+        if count > most:
+            return LimitExceeded("json_too_complex", base or "/", count, most)
+        inner = depth + 1
+        for child in node.values() if isinstance(node, dict) else node:
+            if isinstance(child, (dict, list)):
+                stack.append((child, inner))
+    return None
+
+
+def _too_deep(document: Any, limit: int, base: str, top: int) -> LimitExceeded:
+    """The first place, walking as ``json_depth_exceeded`` does, nested deeper than
+    ``limit``, with its path (the document is known to have one)."""
     stack: list[tuple[Any, int, str]] = [(document, top, base)]
     while stack:
         node, depth, path = stack.pop()
         if depth > limit:
             return LimitExceeded("json_too_deep", path or "/", depth, limit)
         children: Iterator[tuple[str, Any]]
-        if isinstance(node, Mapping):
+        if isinstance(node, dict):
             children = iter(node.items())
-        elif isinstance(node, list):
-            children = ((str(i), v) for i, v in enumerate(node))
         else:
-            continue
+            children = ((str(i), v) for i, v in enumerate(node))
         for name, child in children:
-            if isinstance(child, (Mapping, list)):
+            if isinstance(child, (dict, list)):
                 stack.append((child, depth + 1, f"{path}/{name}" if path else str(name)))
-    return None
+    raise AssertionError("no place deeper than the limit")
 
 
 def bracket_count(raw: bytes) -> int:
@@ -228,14 +262,15 @@ def outcome_limits(value: bytes, limits: InputLimits) -> LimitExceeded | None:
 
     Too deep, its interrupts could not be written in a thread state (orjson
     writes 255 levels at most); an id over the limit could never be answered
-    (the consumer service refuses such a resume entry).
+    (the consumer service refuses such a resume entry). Its objects and arrays are not
+    counted: a run's result is the agent's, and may be large.
     """
     hint = bracket_count(value)
     if (hint <= limits.max_json_depth and len(value) <= limits.max_id_length
             and b"expiresAt" not in value):
         return None
     raw = orjson.loads(value)
-    deep = json_depth_exceeded(raw, limits, size_hint=hint)
+    deep = json_depth_exceeded(raw, limits, size_hint=hint, containers=False)
     if deep is not None:
         return deep
     outcome = raw.get("outcome") if isinstance(raw, dict) else None

@@ -24,6 +24,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from contracts.limits import (
     DEFAULT_MAX_ID_LENGTH,
+    DEFAULT_MAX_JSON_CONTAINERS,
     DEFAULT_MAX_JSON_DEPTH,
     DEFAULT_MAX_RESUME_ENTRIES,
     InputLimits,
@@ -168,7 +169,10 @@ class LimitSettings(BaseSettings):
                                 le=200)
     max_resume_entries: int = Field(DEFAULT_MAX_RESUME_ENTRIES, alias="AGUI_MAX_RESUME_ENTRIES",
                                     ge=1, le=65_536)
+    max_json_containers: int = Field(DEFAULT_MAX_JSON_CONTAINERS,
+                                     alias="AGUI_MAX_JSON_CONTAINERS", ge=64, le=10_000_000)
 
     @property
     def limits(self) -> InputLimits:
-        return InputLimits(self.max_id_length, self.max_json_depth, self.max_resume_entries)
+        return InputLimits(self.max_id_length, self.max_json_depth, self.max_resume_entries,
+                           self.max_json_containers)

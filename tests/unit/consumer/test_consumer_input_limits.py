@@ -106,6 +106,26 @@ def test_bodies_the_encoder_would_choke_on_are_a_400(levels: int) -> None:
     assert err.value.body()["limit"] == 64
 
 
+def test_a_body_of_more_objects_and_arrays_than_the_limit_is_refused_before_encoding() -> None:
+    """1 MiB of nested empty arrays, within the depth limit: pydantic wrote it in 2 s (4 s
+    for the route), the instance frozen (found by review). Past the default 32,768
+    containers it is a 400 before anything is encoded."""
+    nest = "[]"
+    for _ in range(58):
+        nest = f"[{nest}]"
+    state = ",".join([nest] * (1_048_000 // (len(nest) + 1)))
+    raw = (b'{"threadId":"t","runId":"r","messages":[],"tools":[],"context":[],'
+           b'"forwardedProps":{},"state":[' + state.encode() + b"]}")
+    with pytest.raises(InvalidInput) as err:
+        parse_input(raw, SETTINGS, InputLimits())
+    problem = err.value.body()
+    assert (problem["code"], problem["limit"]) == ("json_too_complex", 32_768)
+    assert "AGUI_MAX_JSON_CONTAINERS" in str(problem["detail"])
+    flat = b'{"threadId":"t","runId":"r","messages":[],"state":[' + b",".join(
+        [b"[]"] * 32_765) + b"]}"  # the body, messages, state: 32,768 with these
+    assert parse_input(flat, SETTINGS, InputLimits()).state
+
+
 def test_deeper_than_the_parser_goes_is_json_too_deep_too() -> None:
     problem = refused(deep_raw(1100))
     assert (problem["code"], problem["field"], problem["limit"]) == ("json_too_deep", "/", 16)

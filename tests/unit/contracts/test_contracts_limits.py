@@ -66,6 +66,25 @@ def test_depth_at_and_past_the_limit(depth: int, broken: bool) -> None:
         assert len(found.detail) < 400  # the path is quoted, bounded
 
 
+@pytest.mark.parametrize(("inner", "broken"), [(93, False), (94, True)])
+def test_objects_and_arrays_at_and_past_the_limit(inner: int, broken: bool) -> None:
+    limits = InputLimits(max_json_containers=100)
+    doc = run_input(state=[{} for _ in range(inner)])  # and 7 of the input's own
+    found = check_run_input(doc, limits)
+    assert (found is not None) is broken
+    if found is not None:
+        assert (found.code, found.limit, found.actual) == ("json_too_complex", 100, 101)
+        assert found.variable == "AGUI_MAX_JSON_CONTAINERS"
+    end = orjson.dumps({"type": "RUN_FINISHED", "threadId": "t", "runId": "r",
+                        "result": [{} for _ in range(inner)]})
+    assert outcome_limits(end, limits) is None  # a run's result is the agent's: not counted
+    deep = run_input(state=[{} for _ in range(inner)], forwardedProps=nested(70))
+    too_deep = check_run_input(deep, InputLimits(max_json_containers=1_000))
+    assert too_deep is not None
+    assert too_deep.code == "json_too_deep"
+    assert too_deep.field.startswith("forwardedProps/n")
+
+
 def test_depth_walks_lists_too_and_the_hint_skips_shallow_documents() -> None:
     doc: Any = []
     for _ in range(70):
@@ -186,3 +205,17 @@ def test_record_limit_at_and_past_the_limit() -> None:
     size = limit.excess(b"t" * 400_000 * 3, b"{}")
     assert size is not None
     assert "AGUI_MAX_RECORD_BYTES" in limit.why("the decision", size)
+
+
+def test_a_request_record_counts_the_objects_and_arrays_of_its_input_alone() -> None:
+    """A body the consumer service took at the limit passes the gatekeeper's check of its
+    record too (the envelope around it is not counted)."""
+    limits = InputLimits(max_json_containers=100)
+    doc = run_input(state=[{} for _ in range(93)])  # 100 with the input's own 7
+    assert check_run_input(doc, limits) is None
+    record = {"requestId": "q", "agent": "a", "input": doc}
+    assert check_run_request(record, limits) is None
+    over = {**record, "input": run_input(state=[{} for _ in range(94)])}
+    broken = check_run_request(over, limits)
+    assert broken is not None
+    assert broken.code == "json_too_complex"
