@@ -192,10 +192,12 @@ async def scan_run(kafka: KafkaSettings, fanout: FanOut, thread_id: str, run_id:
             finally:  # shielded: a client leaving now must not leave the consumer open
                 if held is not None:
                     held.records = held.consumer = None
-                if consumer is not None:
-                    await asyncio.shield(consumer.stop())
-                if held is not None:
-                    held.release()
+                try:
+                    if consumer is not None:
+                        await asyncio.shield(consumer.stop())
+                finally:  # released however the stop is left: a client hanging up once it
+                    if held is not None:  # had the end cancelled the wait, and the reader
+                        held.release()  # was never given back (all 64 in 4 min, found by soak)
             if resume is None:
                 return
     finally:
