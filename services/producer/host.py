@@ -59,6 +59,10 @@ log = logging.getLogger(__name__)
 STOPPED_MESSAGE = "the worker stopped before the run finished"
 
 
+RunKey = tuple[str, str]
+"""(threadId, runId): a run id names a run within its thread only."""
+
+
 @dataclass(frozen=True, slots=True)
 class Dispatched:
     """A readable dispatch record, waiting for its turn to run."""
@@ -91,7 +95,7 @@ class AgentHost:
     """Runs one agent's dispatches on the partitions this worker owns."""
 
     def __init__(self, name: str, definition: AgentDefinition, executor: Executor,
-                 take_cancel: Callable[[str], bool],
+                 take_cancel: Callable[[RunKey], bool],
                  fatal: Callable[[BaseException], None]) -> None:
         self.name = name
         self.definition = definition
@@ -105,8 +109,11 @@ class AgentHost:
         self.fatal = fatal
         self.scheduler: Scheduler[Work] = Scheduler(
             self.settings.max_concurrent_runs, self.settings.buffered_per_partition)
-        self.active: dict[str, Runner] = {}
-        """Runs in progress by run id (the worker routes cancels here)."""
+        self.active: dict[RunKey, Runner] = {}
+        """Runs in progress by thread and run id (the worker routes cancels here). A run id
+        names a run within its thread only: keyed by it alone, a later ``r1`` on another
+        thread took the place of the first, and a cancel stopped another thread's run
+        (found by soak)."""
         self._tasks: dict[Job[Work], asyncio.Task[None]] = {}
         self._owned: set[int] = set()
         """Partitions assigned *and* restored: their dispatches may run."""
@@ -233,15 +240,16 @@ class AgentHost:
                                         "input_too_large", prepared.unopenable)
                 return True
             run_id = run_input.run_id
-            self.active[run_id] = prepared.runner
+            key = (run_input.thread_id, run_id)
+            self.active[key] = prepared.runner
             try:
-                if self.take_cancel(run_id):
+                if self.take_cancel(key):
                     log.info("run %s was cancelled before it started", run_id,
                              extra=run_fields(run_input.thread_id, run_id, dispatch.request_id))
                     prepared.runner.cancel()
                 await self.executor.execute(prepared)
             finally:
-                self.active.pop(run_id, None)
+                self.active.pop(key, None)
         return True
 
     async def _dead_letter(self, source: Source, code: str, reason: str) -> None:
@@ -303,7 +311,8 @@ class AgentHost:
             if new:
                 await self.store.restore(new, owner=self.name)
                 stale = [c for c in self.store.threads(new) if _left_open(c, self.name)
-                         and c.active is not None and c.active.run_id not in self.active]
+                         and c.active is not None
+                         and (c.thread_id, c.active.run_id) not in self.active]
                 await recover(self.store, self.executor.producer, self.name, stale,
                               margin_s=self.settings.recovery_margin_s,
                               clock=self.executor.clock)
@@ -338,7 +347,8 @@ class AgentHost:
                 log.warning("stopping %d runs still in progress on %s", len(late), self.topic)
                 for job in running:
                     if isinstance(job.payload, Dispatched) and self._tasks.get(job) in late:
-                        runner = self.active.get(job.payload.dispatch.input.run_id)
+                        run_input = job.payload.dispatch.input
+                        runner = self.active.get((run_input.thread_id, run_input.run_id))
                         if runner is not None:
                             runner.abort(STOPPED_MESSAGE, "worker_stopped")
                 await asyncio.wait(late, timeout=self.settings.cancel_grace_s + 30)

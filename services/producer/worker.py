@@ -46,7 +46,7 @@ from services.producer import checkpoint as cp
 from services.producer.agent import AgentDefinition
 from services.producer.checkpoint_disk import CheckpointDisk
 from services.producer.execution import Executor
-from services.producer.host import AgentHost
+from services.producer.host import AgentHost, RunKey
 from services.producer.settings import ProducerSettings
 from services.producer.store import CheckpointStore
 from services.producer.ttl import interrupt_ttls
@@ -64,23 +64,23 @@ def utc_now() -> datetime:
 
 
 class CancelMemo:
-    """Cancels for runs not (yet) running here, remembered up to ``limit``."""
+    """Cancels for runs not (yet) running here, by thread and run id, up to ``limit``."""
 
     def __init__(self, limit: int = 10_000) -> None:
         self.limit = limit
-        self._runs: OrderedDict[str, None] = OrderedDict()
+        self._runs: OrderedDict[RunKey, None] = OrderedDict()
 
-    def remember(self, run_id: str) -> None:
-        self._runs[run_id] = None
-        self._runs.move_to_end(run_id)
+    def remember(self, run: RunKey) -> None:
+        self._runs[run] = None
+        self._runs.move_to_end(run)
         while len(self._runs) > self.limit:
             self._runs.popitem(last=False)
 
-    def take(self, run_id: str) -> bool:
-        """True (once) when a cancel for ``run_id`` arrived before its dispatch."""
-        if run_id not in self._runs:
+    def take(self, run: RunKey) -> bool:
+        """True (once) when a cancel for ``run`` arrived before its dispatch."""
+        if run not in self._runs:
             return False
-        del self._runs[run_id]
+        del self._runs[run]
         return True
 
 
@@ -192,8 +192,8 @@ class Worker:
         """Cancel ``command``'s run if it runs here; True when it did."""
         fields = run_fields(command.thread_id, command.run_id)
         for host in self.hosts:
-            runner = host.active.get(command.run_id)
-            if runner is not None and runner.input.thread_id == command.thread_id:
+            runner = host.active.get((command.thread_id, command.run_id))
+            if runner is not None:
                 fields = run_fields(command.thread_id, command.run_id, runner.request_id)
                 log.info("cancelling run %s (requested by %s)", command.run_id,
                          command.requested_by, extra=fields)
@@ -205,5 +205,5 @@ class Worker:
         else:
             log.info("ignored cancel of run %s: not running on this worker", command.run_id,
                      extra=fields)
-            self.cancels.remember(command.run_id)
+            self.cancels.remember((command.thread_id, command.run_id))
         return False
