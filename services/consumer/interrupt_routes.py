@@ -297,5 +297,7 @@ def install(app: FastAPI, relay: Relay, settings: InboxSettings | None = None
     relay.threads.listeners.append(inbox.on_state)
     inbox.index.lookup = open_interrupt_of(relay)
     relay.runs.open_interrupts = inbox.index.open_of
+    relay.metrics.inbox_interrupts.set_function(lambda: len(inbox.index))
+    relay.metrics.inbox_tool_calls.set_function(lambda: inbox.index.tool_calls_held)
     app.state.interrupts = inbox
     return inbox

@@ -14,13 +14,14 @@ from dataclasses import dataclass, field
 
 from prometheus_client import CONTENT_TYPE_LATEST as CONTENT_TYPE
 from prometheus_client import (
-    REGISTRY,
     CollectorRegistry,
     Counter,
     Gauge,
     Histogram,
     generate_latest,
 )
+
+from services.runtime.metrics import without_unset_census
 
 __all__ = ["CONTENT_TYPE", "ConsumerMetrics"]
 
@@ -95,7 +96,14 @@ class ConsumerMetrics:
         self.cancels = Counter(
             "agui_consumer_cancels", "Cancel commands published, by origin",
             ["origin"], registry=r)
+        self.inbox_interrupts = Gauge(
+            "agui_consumer_inbox_interrupts",
+            "Open interrupts this instance's inbox index holds (every tenant's, every "
+            "partition's: each instance holds them all)", registry=r)
+        self.inbox_tool_calls = Gauge(
+            "agui_consumer_inbox_tool_calls",
+            "Gated tool calls the inbox index holds (AGUI_INBOX_TOOL_CALLS)", registry=r)
 
     def render(self) -> bytes:
         """The exposition text: this app's metrics, then the process's shared ones."""
-        return generate_latest(self.registry) + generate_latest(REGISTRY)
+        return generate_latest(self.registry) + generate_latest(without_unset_census())

@@ -94,6 +94,7 @@ class Telemetry:
         m.open_interrupts.set(counts.open_interrupts)
         m.expired_interrupts.set(counts.expired_interrupts)
         m.running_too_long.set(counts.running_too_long)
+        metrics.census_published = True
 
     def stopped(self) -> None:
         """The processor stopped: withdraw its lag samples."""
