@@ -8,10 +8,15 @@ terminal summary of the run (and to stdout as they happen, visible with
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 
 import pytest
+
+from deploy.kafka import launcher
+from faults.outages import OwnBroker
 
 LINES: list[str] = []
 
@@ -31,6 +36,17 @@ def summary() -> Callable[[str], None]:
 def _quiet_kafka_client_logs() -> None:
     """aiokafka logs every refused connection while a broker restarts; keep warnings only."""
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
+
+
+@pytest.fixture
+async def own_broker(tmp_path: Path) -> AsyncIterator[OwnBroker]:
+    """A broker the test may stop and start (``OwnBroker``); stopped after it."""
+    launcher.fetch(quiet=True)
+    own = await asyncio.to_thread(OwnBroker, tmp_path / "broker")
+    try:
+        yield own
+    finally:
+        await own.stop()
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

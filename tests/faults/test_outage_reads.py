@@ -21,9 +21,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from deploy.kafka import launcher
 from faults.harness import Stack, StackConfig, unique_prefix
 from faults.load import run_input
+from faults.outages import OwnBroker
 from services.kafka.partitioning import partition_for
 
 pytestmark = pytest.mark.faults
@@ -65,53 +65,44 @@ async def kept_alive(url: str, path: str) -> str:
 
 
 async def test_replays_and_audits_while_the_broker_is_down_are_a_503_that_keeps_the_connection(
-        tmp_path: Path) -> None:
-    launcher.fetch(quiet=True)
-    data_dir = tmp_path / "broker"
-    broker = await asyncio.to_thread(launcher.start, data_dir, persistent=True, quiet=True)
-    try:
-        config = StackConfig(partitions=2, consumers=2)
-        async with Stack(broker.bootstrap, unique_prefix("or"), tmp_path, config) as stack, \
-                httpx.AsyncClient(timeout=30.0) as http:
-            urls = stack.consumer_urls
-            await asyncio.sleep(2.0)  # the group settled
-            thread_id = f"or-{uuid.uuid4().hex[:10]}"
-            run_id = f"{thread_id}-r1"
-            owner = await owner_of(http, urls, partition_for(thread_id, config.partitions))
-            other = 1 - owner
-            done = await http.post(f"{urls[owner]}/agents/scripted",
-                                   json=run_input(thread_id, run_id, script={"text": "hello"}),
-                                   headers={"accept": "text/event-stream"})
-            assert done.status_code == 200, done.text
-            assert "RUN_FINISHED" in done.text, done.text
+        own_broker: OwnBroker, tmp_path: Path) -> None:
+    config = StackConfig(partitions=2, consumers=2)
+    async with Stack(own_broker.bootstrap, unique_prefix("or"), tmp_path, config) as stack, \
+            httpx.AsyncClient(timeout=30.0) as http:
+        urls = stack.consumer_urls
+        await asyncio.sleep(2.0)  # the group settled
+        thread_id = f"or-{uuid.uuid4().hex[:10]}"
+        run_id = f"{thread_id}-r1"
+        owner = await owner_of(http, urls, partition_for(thread_id, config.partitions))
+        other = 1 - owner
+        done = await http.post(f"{urls[owner]}/agents/scripted",
+                               json=run_input(thread_id, run_id, script={"text": "hello"}),
+                               headers={"accept": "text/event-stream"})
+        assert done.status_code == 200, done.text
+        assert "RUN_FINISHED" in done.text, done.text
 
-            ports = broker.ports
-            await asyncio.to_thread(broker.stop)
-            answers: dict[str, tuple[int, str | None, str]] = {}
-            routes = {
-                "replay": (f"/threads/{thread_id}/runs/{run_id}/events", {}),
-                "replay Last-Event-ID": (f"/threads/{thread_id}/runs/{run_id}/events",
-                                         {"last-event-id": "1"}),
-                "audit": (f"/threads/{thread_id}/audit", {}),
-            }
-            for where, url in (("owner", urls[owner]), ("non-owner", urls[other])):
-                for name, (path, headers) in routes.items():
-                    async with httpx.AsyncClient(timeout=30.0) as one:
-                        r = await one.get(url + path, headers={"accept": "text/event-stream",
-                                                               **headers})
-                        code = r.json().get("code") if r.headers.get(
-                            "content-type", "").startswith("application/problem") else None
-                        answers[f"{name} via {where}"] = (r.status_code,
-                                                          r.headers.get("retry-after"), str(code))
-            # the same keep-alive connection, after a replay answered during the outage
-            follow = await kept_alive(urls[owner], routes["replay"][0])
-            broker = await asyncio.to_thread(launcher.start, data_dir, ports["port"],
-                                             ports["controller_port"], persistent=True,
-                                             quiet=True)
-            await stack.probe(90.0)
-        assert set(answers.values()) == {(503, "5", "broker_unavailable")}, (
-            f"answered during the outage: {answers}; next request on the same "
-            f"connection: {follow}")
-        assert follow.startswith("HTTP/1.1 200") or follow == "closed as announced", follow
-    finally:
-        await asyncio.to_thread(broker.stop)
+        await own_broker.stop()
+        answers: dict[str, tuple[int, str | None, str]] = {}
+        routes = {
+            "replay": (f"/threads/{thread_id}/runs/{run_id}/events", {}),
+            "replay Last-Event-ID": (f"/threads/{thread_id}/runs/{run_id}/events",
+                                     {"last-event-id": "1"}),
+            "audit": (f"/threads/{thread_id}/audit", {}),
+        }
+        for where, url in (("owner", urls[owner]), ("non-owner", urls[other])):
+            for name, (path, headers) in routes.items():
+                async with httpx.AsyncClient(timeout=30.0) as one:
+                    r = await one.get(url + path, headers={"accept": "text/event-stream",
+                                                           **headers})
+                    code = r.json().get("code") if r.headers.get(
+                        "content-type", "").startswith("application/problem") else None
+                    answers[f"{name} via {where}"] = (r.status_code,
+                                                      r.headers.get("retry-after"), str(code))
+        # the same keep-alive connection, after a replay answered during the outage
+        follow = await kept_alive(urls[owner], routes["replay"][0])
+        await own_broker.start_again()
+        await stack.probe(90.0)
+    assert set(answers.values()) == {(503, "5", "broker_unavailable")}, (
+        f"answered during the outage: {answers}; next request on the same "
+        f"connection: {follow}")
+    assert follow.startswith("HTTP/1.1 200") or follow == "closed as announced", follow

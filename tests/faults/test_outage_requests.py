@@ -12,7 +12,6 @@ the run may still be decided and run, how to follow it or try again, and when
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from pathlib import Path
 
@@ -20,9 +19,9 @@ import httpx
 import orjson
 import pytest
 
-from deploy.kafka import launcher
 from faults.harness import Stack, StackConfig, unique_prefix
 from faults.load import run_input
+from faults.outages import OwnBroker
 
 pytestmark = pytest.mark.faults
 
@@ -31,30 +30,21 @@ JSON_SSE = {"content-type": "application/json", "accept": "text/event-stream"}
 
 
 async def test_a_run_requested_while_the_broker_is_down_is_answered_what_may_happen(
-        tmp_path: Path) -> None:
-    launcher.fetch(quiet=True)
-    data_dir = tmp_path / "broker"
-    broker = await asyncio.to_thread(launcher.start, data_dir, persistent=True, quiet=True)
-    try:
-        config = StackConfig(env={"AGUI_DECISION_TIMEOUT_S": str(ACK_TIMEOUT_S)})
-        async with Stack(broker.bootstrap, unique_prefix("ou"), tmp_path, config) as stack, \
-                httpx.AsyncClient(timeout=60.0) as client:
-            url = stack.consumer_urls[0]
-            ports = broker.ports
-            await asyncio.to_thread(broker.stop)
-            tag = uuid.uuid4().hex[:8]
-            thread_id, run_id = f"outage-{tag}", f"run-{tag}"
-            body = orjson.dumps(run_input(thread_id, run_id, script={"text": "hello"}))
-            first = await client.post(f"{url}/agents/scripted", content=body, headers=JSON_SSE)
-            broker = await asyncio.to_thread(launcher.start, data_dir, ports["port"],
-                                             ports["controller_port"], persistent=True,
-                                             quiet=True)
-            await stack.probe(90.0)
-            problem = first.json()
-            assert (first.status_code, problem["code"]) == (503, "broker_unavailable"), problem
-            assert first.headers["retry-after"] == "5"
-            assert "may still be decided and run once the broker is back" in problem["detail"]
-            assert "under a new runId" in problem["detail"]
-            assert "GET /threads/{threadId}" in problem["detail"]
-    finally:
-        await asyncio.to_thread(broker.stop)
+        own_broker: OwnBroker, tmp_path: Path) -> None:
+    config = StackConfig(env={"AGUI_DECISION_TIMEOUT_S": str(ACK_TIMEOUT_S)})
+    async with Stack(own_broker.bootstrap, unique_prefix("ou"), tmp_path, config) as stack, \
+            httpx.AsyncClient(timeout=60.0) as client:
+        url = stack.consumer_urls[0]
+        await own_broker.stop()
+        tag = uuid.uuid4().hex[:8]
+        thread_id, run_id = f"outage-{tag}", f"run-{tag}"
+        body = orjson.dumps(run_input(thread_id, run_id, script={"text": "hello"}))
+        first = await client.post(f"{url}/agents/scripted", content=body, headers=JSON_SSE)
+        await own_broker.start_again()
+        await stack.probe(90.0)
+        problem = first.json()
+        assert (first.status_code, problem["code"]) == (503, "broker_unavailable"), problem
+        assert first.headers["retry-after"] == "5"
+        assert "may still be decided and run once the broker is back" in problem["detail"]
+        assert "under a new runId" in problem["detail"]
+        assert "GET /threads/{threadId}" in problem["detail"]
