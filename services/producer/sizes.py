@@ -36,13 +36,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import orjson
 from ag_ui.core import Interrupt
 
 from contracts.codec import to_wire
 from contracts.headers import AGENT, EVENT_TYPE, RUN_ID, SCHEMA, SEQ, TRACEPARENT
-from contracts.limits import InputLimits, interrupt_limits
+from contracts.limits import InputLimits, interrupt_limits, json_depth_exceeded
 from services.kafka.size_refusals import TOO_LARGE, broker_refusal
 from services.kafka.sizing import Headers, RecordLimit, record_size
 from services.producer.bookkeeping import Completed, Ending, Failed, RunBook
@@ -135,9 +136,16 @@ def interrupt_failure(interrupts: Sequence[Interrupt], limits: RunLimits) -> Fai
         return Failed(f"the run would end with {len(interrupts)} open interrupts, more than "
                       f"the {most} one resume may answer (AGUI_MAX_RESUME_ENTRIES): no run "
                       "could ever resume the thread", "interrupts_too_large", close_open=True)
+    counted = dataclasses.replace(limits.ids, max_json_depth=1 << 30)  # depth: below
+    crowded = json_depth_exceeded(_free_form(interrupts), counted, top=4,
+                                  base="outcome/interrupts")
+    if crowded is not None:  # found before pydantic writes them, which is what costs
+        return Failed(f"invalid interrupt: {crowded.detail}", "invalid_interrupt",
+                      close_open=True)
     outcome = {"type": "interrupt", "interrupts": [to_wire(i) for i in interrupts]}
     broken = interrupt_limits(outcome, limits.ids)
-    if broken is not None:
+    if broken is not None and broken.code != "json_too_deep":  # the run's end says that
+        # (``outcome_limits``, ``invalid_event``, as the gatekeeper would)
         return Failed(f"invalid interrupt: {broken.detail}", "invalid_interrupt",
                       close_open=True)
     size = len(orjson.dumps(outcome))
@@ -147,6 +155,14 @@ def interrupt_failure(interrupts: Sequence[Interrupt], limits: RunLimits) -> Fai
                       f"(AGUI_MAX_RECORD_BYTES / {INTERRUPT_SHARE})", "interrupts_too_large",
                       close_open=True)
     return None
+
+
+def _free_form(interrupts: Sequence[Interrupt]) -> list[Any]:
+    """The free-form members of ``interrupts`` (metadata, response schema, any extra), as
+    the agent gave them: pydantic writes them at about a microsecond per array."""
+    return [v for i in interrupts
+            for v in (i.metadata, i.response_schema, *(i.model_extra or {}).values())
+            if isinstance(v, (dict, list))]
 
 
 def limited_ending(ending: Ending, book: RunBook, limits: RunLimits) -> Ending:

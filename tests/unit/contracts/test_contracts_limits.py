@@ -78,6 +78,11 @@ def test_objects_and_arrays_at_and_past_the_limit(inner: int, broken: bool) -> N
     end = orjson.dumps({"type": "RUN_FINISHED", "threadId": "t", "runId": "r",
                         "result": [{} for _ in range(inner)]})
     assert outcome_limits(end, limits) is None  # a run's result is the agent's: not counted
+    asking = orjson.dumps({"type": "RUN_FINISHED", "threadId": "t", "runId": "r", "outcome": {
+        "type": "interrupt", "interrupts": [{"id": "a", "metadata": {"m": [{}] * 200}}]}})
+    crowded = outcome_limits(asking, limits)  # its interrupts are held, listed, notified
+    assert crowded is not None
+    assert (crowded.code, crowded.field) == ("json_too_complex", "outcome/interrupts")
     deep = run_input(state=[{} for _ in range(inner)], forwardedProps=nested(70))
     too_deep = check_run_input(deep, InputLimits(max_json_containers=1_000))
     assert too_deep is not None

@@ -257,6 +257,26 @@ async def test_an_interrupt_id_over_the_id_limit_ends_invalid_interrupt(
     assert_conformant(sink)
 
 
+async def test_an_interrupt_holding_too_many_objects_and_arrays_ends_invalid_interrupt(
+        ) -> None:
+    """Open interrupts are written again with every thread state, listed and notified, by
+    pydantic at about a microsecond per array: 260 KB of nested metadata took the
+    gatekeeper 0.38 s per decision on its thread and ``GET /threads`` 1 s (found by
+    review). Past ``AGUI_MAX_JSON_CONTAINERS`` the run ends ``invalid_interrupt``, found
+    before anything writes them."""
+    async def asks(_: Any, ctx: RunContext) -> None:
+        ctx.raise_interrupt(Interrupt(id="ok", reason="approve", metadata={"a": [[]] * 40_000}))
+
+    runner, sink = runner_for(asks)
+    report = await runner.run()
+    error = error_of(sink)
+    assert error["code"] == "invalid_interrupt"
+    assert "more than 32768 objects and arrays" in error["message"]
+    assert "AGUI_MAX_JSON_CONTAINERS" in error["message"]
+    assert report.open_interrupts == ()
+    assert_conformant(sink)
+
+
 async def test_an_interrupt_expiring_at_no_date_ends_invalid_interrupt() -> None:
     """An ``expiresAt`` longer than a date: every reader parses it as V8 does, in time
     growing with its length, so the worker refuses it as it refuses a long id."""
