@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -84,20 +84,27 @@ class Recovered:
     when its RUN_ERROR would not fit a record."""
 
 
-async def trace_runs(settings: KafkaSettings, runs: dict[str, str],
-                     since: datetime) -> dict[str, RunTrace]:
-    """Scan the ``events`` and ``runs`` partitions of ``runs`` ({run id: thread id}) from
-    ``since``."""
+RunKey = tuple[str, str]
+"""(threadId, runId): a run id names a run within its thread only."""
+
+
+async def trace_runs(settings: KafkaSettings, runs: Iterable[RunKey],
+                     since: datetime) -> dict[RunKey, RunTrace]:
+    """Scan the ``events`` and ``runs`` partitions of ``runs`` from ``since``; a record is a
+    run's when its key is the run's thread and its header the run's id. By the header
+    alone, two threads' ``r1`` were one run: a lost worker's thread got another thread's
+    end copied onto its stream (another tenant's, perhaps) and stayed running for good
+    (found by review)."""
     topics = settings.topics
-    traces = {run_id: RunTrace() for run_id in runs}
+    traces = {(thread_id.encode(), run_id): RunTrace() for thread_id, run_id in runs}
     async with TopicReader(settings, "agui-relay-producer-recovery") as reader:
-        partitions = {await reader.key_partition(topic, t)
-                      for topic in (topics.events, topics.runs) for t in runs.values()}
+        partitions = {await reader.key_partition(topic, key.decode())
+                      for topic in (topics.events, topics.runs) for key, _ in traces}
         records = await reader.read_all(sorted(partitions, key=lambda tp: (tp.topic,
                                                                            tp.partition)),
                                         Start.at(int(since.timestamp() * 1000)))
     for record in records:
-        trace = traces.get(header_value(record.headers, RUN_ID) or "")
+        trace = traces.get((record.key or b"", header_value(record.headers, RUN_ID) or ""))
         seq = ascii_int(header_value(record.headers, SEQ))
         if trace is None or seq is None:
             continue
@@ -105,7 +112,7 @@ async def trace_runs(settings: KafkaSettings, runs: dict[str, str],
                       record.value or b"", tuple(record.headers or ()))
         on_runs = record.topic == topics.runs
         (trace.runs if on_runs else trace.events).add(found, keep=on_runs)
-    return traces
+    return {(key.decode(), run_id): trace for (key, run_id), trace in traces.items()}
 
 
 def _open_after_terminal(terminal: Found) -> list[Interrupt] | None:
@@ -130,10 +137,11 @@ async def recover(store: CheckpointStore, producer: AIOKafkaProducer, agent: str
     if not actives:
         return []
     since = min(a.started_at for a in actives.values()) - timedelta(seconds=margin_s)
-    traces = await trace_runs(store.settings, {a.run_id: t for t, a in actives.items()}, since)
+    traces = await trace_runs(store.settings, [(t, a.run_id) for t, a in actives.items()],
+                              since)
     done: list[Recovered] = []
     for thread_id, active in actives.items():
-        trace = traces[active.run_id]
+        trace = traces[(thread_id, active.run_id)]
         fields = run_fields(thread_id, active.run_id, active.request_id)
         plan = reconcile(trace.events, trace.runs)
         action: str = plan.action
