@@ -73,6 +73,10 @@ def advanced(positions: dict[TopicPartition, int], batch: Batch) -> None:
             positions[tp] = records[-1].offset + 1
 
 
+LINGER_RETRY_S = 1.0
+"""How soon a lingering reader that failed is replaced."""
+
+
 class Linger:
     """Reads partitions this instance lost, for the streams still open on them."""
 
@@ -112,6 +116,16 @@ class Linger:
                 await self._task
 
     async def _run(self) -> None:
+        """Read the lingering partitions until none is left. A partition added while a
+        reader stops is read by the next one: it had gone unread until the next
+        rebalance, its open streams sending keep-alives only (found by review)."""
+        while self.positions and not self._closed:
+            if not await self._read():
+                await asyncio.sleep(LINGER_RETRY_S)
+
+    async def _read(self) -> bool:
+        """One reader, until its partitions are all taken; False when it failed."""
+        self._dirty = True  # a new consumer: assign and seek what is left
         consumer = new_consumer(self.kafka, "agui-consumer-linger", group_id=None,
                                 auto_offset_reset="latest", max_poll_records=2000)
         try:
@@ -134,8 +148,11 @@ class Linger:
                 busy = self.busy()
                 for tp in [tp for tp in self.positions if tp.partition not in busy]:
                     self.take(tp)
+            return True
         except KafkaError as exc:
-            log.error("lingering reader failed; streams of lost partitions end early: %s", exc)
+            log.error("lingering reader failed, starting another in %.0f s: %s",
+                      LINGER_RETRY_S, exc)
+            return False
         finally:
             await consumer.stop()
 

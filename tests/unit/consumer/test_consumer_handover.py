@@ -7,8 +7,12 @@ member; the callback asks for the fresh partitions' offsets together and seeks e
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, NamedTuple
 
+import pytest
+
+from services.consumer import handover
 from services.consumer.handover import Handover, Linger
 from services.consumer.ownership import Ownership
 from services.kafka.clients import TopicPartition
@@ -73,3 +77,51 @@ async def test_partitions_revoked_a_moment_ago_come_back_where_they_were_with_no
     await handover.on_partitions_assigned(assigned)
     assert consumer.awaited == []
     assert positions == {TopicPartition("p.events", p): 100 + p for p in range(PARTITIONS)}
+
+
+class LingerConsumer:
+    """Fetches nothing, counting which partitions it was asked to read; stops slowly."""
+
+    def __init__(self, fetched: dict[TopicPartition, int]) -> None:
+        self.fetched = fetched
+        self.assigned: list[TopicPartition] = []
+
+    async def start(self) -> None:
+        return None
+
+    def assign(self, tps: list[TopicPartition]) -> None:
+        self.assigned = tps
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        return None
+
+    async def getmany(self, **_: Any) -> dict[TopicPartition, list[Any]]:
+        for tp in self.assigned:
+            self.fetched[tp] = self.fetched.get(tp, 0) + 1
+        await asyncio.sleep(0.01)
+        return {}
+
+    async def stop(self) -> None:
+        await asyncio.sleep(0.3)  # a broker answering slowly
+
+
+async def test_a_partition_lost_while_the_lingering_reader_stops_is_read(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rebalance handing the lingering reader a partition while it stopped (its last one
+    let go) started no reader: the partition went unread until the next rebalance, its
+    open streams sending keep-alives only (found by review)."""
+    fetched: dict[TopicPartition, int] = {}
+    monkeypatch.setattr(handover, "new_consumer", lambda *_, **__: LingerConsumer(fetched))
+    busy = {0}
+    linger = Linger(KafkaSettings(), lambda _: None, lambda: busy)
+    first, second = TopicPartition("events", 0), TopicPartition("events", 1)
+    linger.add(first, 5)
+    await asyncio.sleep(0.05)
+    busy.clear()  # the streams on partition 0 ended: the reader lets it go and stops
+    await asyncio.sleep(0.05)
+    busy.add(1)
+    linger.add(second, 7)  # lost in a rebalance meanwhile, with a stream open on it
+    await asyncio.sleep(0.6)
+    await linger.stop()
+    assert fetched.get(first, 0) > 0
+    assert fetched.get(second, 0) > 0
